@@ -1,0 +1,47 @@
+"""Where memvault keeps its config, data and socket.
+
+One rule, used by the daemon and every client alike, so that `Client()` finds
+the socket the daemon bound without being told:
+
+1. `MEMVAULT_HOME=DIR` (or `--home DIR`): everything under DIR —
+   `DIR/config.toml`, `DIR/data/`, `DIR/run/memvault.sock`. Tests, benchmarks and
+   several instances on one machine stay apart this way.
+2. Otherwise the platform's directories (platformdirs): on Linux
+   `~/.config/memvault/config.toml`, `~/.local/share/memvault/`,
+   `$XDG_RUNTIME_DIR/memvault/memvault.sock` (falling back to the data dir's
+   `run/` when there is no runtime dir).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import platformdirs
+
+SOCKET_NAME = "memvault.sock"
+
+
+@dataclass(frozen=True)
+class Paths:
+    config_file: Path
+    data_dir: Path
+    socket: Path
+
+    @property
+    def run_dir(self) -> Path:
+        return self.socket.parent
+
+
+def resolve(home: str | os.PathLike[str] | None = None) -> Paths:
+    """The paths for `home`, else `$MEMVAULT_HOME`, else the platform defaults."""
+    home = home or os.environ.get("MEMVAULT_HOME") or None
+    if home:
+        root = Path(home).expanduser().absolute()
+        return Paths(root / "config.toml", root / "data", root / "run" / SOCKET_NAME)
+    config_dir = Path(platformdirs.user_config_dir("memvault", appauthor=False))
+    data_dir = Path(platformdirs.user_data_dir("memvault", appauthor=False))
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    run_dir = Path(runtime) / "memvault" if runtime else data_dir / "run"
+    return Paths(config_dir / "config.toml", data_dir, run_dir / SOCKET_NAME)

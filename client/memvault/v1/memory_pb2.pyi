@@ -1,0 +1,223 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class MemoryRecord(_message.Message):
+    __slots__ = ("id", "text", "type", "topic_key", "payload_json", "entity", "tags", "category", "importance", "session_id", "source", "tier", "created_at", "last_reinforced_at", "reinforce_count", "access_count", "expires_at", "superseded_by", "supersedes", "vector")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_KEY_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_JSON_FIELD_NUMBER: _ClassVar[int]
+    ENTITY_FIELD_NUMBER: _ClassVar[int]
+    TAGS_FIELD_NUMBER: _ClassVar[int]
+    CATEGORY_FIELD_NUMBER: _ClassVar[int]
+    IMPORTANCE_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    TIER_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    LAST_REINFORCED_AT_FIELD_NUMBER: _ClassVar[int]
+    REINFORCE_COUNT_FIELD_NUMBER: _ClassVar[int]
+    ACCESS_COUNT_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    SUPERSEDED_BY_FIELD_NUMBER: _ClassVar[int]
+    SUPERSEDES_FIELD_NUMBER: _ClassVar[int]
+    VECTOR_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    text: str
+    type: str
+    topic_key: str
+    payload_json: str
+    entity: str
+    tags: _containers.RepeatedScalarFieldContainer[str]
+    category: str
+    importance: float
+    session_id: str
+    source: str
+    tier: str
+    created_at: float
+    last_reinforced_at: float
+    reinforce_count: int
+    access_count: int
+    expires_at: float
+    superseded_by: str
+    supersedes: str
+    vector: _containers.RepeatedScalarFieldContainer[float]
+    def __init__(self, id: _Optional[str] = ..., text: _Optional[str] = ..., type: _Optional[str] = ..., topic_key: _Optional[str] = ..., payload_json: _Optional[str] = ..., entity: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., category: _Optional[str] = ..., importance: _Optional[float] = ..., session_id: _Optional[str] = ..., source: _Optional[str] = ..., tier: _Optional[str] = ..., created_at: _Optional[float] = ..., last_reinforced_at: _Optional[float] = ..., reinforce_count: _Optional[int] = ..., access_count: _Optional[int] = ..., expires_at: _Optional[float] = ..., superseded_by: _Optional[str] = ..., supersedes: _Optional[str] = ..., vector: _Optional[_Iterable[float]] = ...) -> None: ...
+
+class MemoryInput(_message.Message):
+    __slots__ = ("text", "type", "topic_key", "payload_json", "entity", "tags", "category", "importance", "session_id", "source", "tier", "expires_at", "supersedes", "vector")
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_KEY_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_JSON_FIELD_NUMBER: _ClassVar[int]
+    ENTITY_FIELD_NUMBER: _ClassVar[int]
+    TAGS_FIELD_NUMBER: _ClassVar[int]
+    CATEGORY_FIELD_NUMBER: _ClassVar[int]
+    IMPORTANCE_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    TIER_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    SUPERSEDES_FIELD_NUMBER: _ClassVar[int]
+    VECTOR_FIELD_NUMBER: _ClassVar[int]
+    text: str
+    type: str
+    topic_key: str
+    payload_json: str
+    entity: str
+    tags: _containers.RepeatedScalarFieldContainer[str]
+    category: str
+    importance: float
+    session_id: str
+    source: str
+    tier: str
+    expires_at: float
+    supersedes: str
+    vector: _containers.RepeatedScalarFieldContainer[float]
+    def __init__(self, text: _Optional[str] = ..., type: _Optional[str] = ..., topic_key: _Optional[str] = ..., payload_json: _Optional[str] = ..., entity: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., category: _Optional[str] = ..., importance: _Optional[float] = ..., session_id: _Optional[str] = ..., source: _Optional[str] = ..., tier: _Optional[str] = ..., expires_at: _Optional[float] = ..., supersedes: _Optional[str] = ..., vector: _Optional[_Iterable[float]] = ...) -> None: ...
+
+class RememberRequest(_message.Message):
+    __slots__ = ("memory",)
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    memory: MemoryInput
+    def __init__(self, memory: _Optional[_Union[MemoryInput, _Mapping]] = ...) -> None: ...
+
+class RememberReply(_message.Message):
+    __slots__ = ("id", "txid", "reinforced")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    TXID_FIELD_NUMBER: _ClassVar[int]
+    REINFORCED_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    txid: int
+    reinforced: bool
+    def __init__(self, id: _Optional[str] = ..., txid: _Optional[int] = ..., reinforced: _Optional[bool] = ...) -> None: ...
+
+class RememberBatchRequest(_message.Message):
+    __slots__ = ("memories",)
+    MEMORIES_FIELD_NUMBER: _ClassVar[int]
+    memories: _containers.RepeatedCompositeFieldContainer[MemoryInput]
+    def __init__(self, memories: _Optional[_Iterable[_Union[MemoryInput, _Mapping]]] = ...) -> None: ...
+
+class RememberBatchReply(_message.Message):
+    __slots__ = ("results", "txid")
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    TXID_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[RememberReply]
+    txid: int
+    def __init__(self, results: _Optional[_Iterable[_Union[RememberReply, _Mapping]]] = ..., txid: _Optional[int] = ...) -> None: ...
+
+class RecallRequest(_message.Message):
+    __slots__ = ("query", "top_k", "min_score", "filter_json", "query_vector", "include_vectors")
+    QUERY_FIELD_NUMBER: _ClassVar[int]
+    TOP_K_FIELD_NUMBER: _ClassVar[int]
+    MIN_SCORE_FIELD_NUMBER: _ClassVar[int]
+    FILTER_JSON_FIELD_NUMBER: _ClassVar[int]
+    QUERY_VECTOR_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_VECTORS_FIELD_NUMBER: _ClassVar[int]
+    query: str
+    top_k: int
+    min_score: float
+    filter_json: str
+    query_vector: _containers.RepeatedScalarFieldContainer[float]
+    include_vectors: bool
+    def __init__(self, query: _Optional[str] = ..., top_k: _Optional[int] = ..., min_score: _Optional[float] = ..., filter_json: _Optional[str] = ..., query_vector: _Optional[_Iterable[float]] = ..., include_vectors: _Optional[bool] = ...) -> None: ...
+
+class Hit(_message.Message):
+    __slots__ = ("memory", "score", "similarity", "decay", "reinforcement")
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    SIMILARITY_FIELD_NUMBER: _ClassVar[int]
+    DECAY_FIELD_NUMBER: _ClassVar[int]
+    REINFORCEMENT_FIELD_NUMBER: _ClassVar[int]
+    memory: MemoryRecord
+    score: float
+    similarity: float
+    decay: float
+    reinforcement: float
+    def __init__(self, memory: _Optional[_Union[MemoryRecord, _Mapping]] = ..., score: _Optional[float] = ..., similarity: _Optional[float] = ..., decay: _Optional[float] = ..., reinforcement: _Optional[float] = ...) -> None: ...
+
+class RecallReply(_message.Message):
+    __slots__ = ("hits",)
+    HITS_FIELD_NUMBER: _ClassVar[int]
+    hits: _containers.RepeatedCompositeFieldContainer[Hit]
+    def __init__(self, hits: _Optional[_Iterable[_Union[Hit, _Mapping]]] = ...) -> None: ...
+
+class GetRequest(_message.Message):
+    __slots__ = ("id", "include_vector")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_VECTOR_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    include_vector: bool
+    def __init__(self, id: _Optional[str] = ..., include_vector: _Optional[bool] = ...) -> None: ...
+
+class ForgetRequest(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class ForgetReply(_message.Message):
+    __slots__ = ("txid",)
+    TXID_FIELD_NUMBER: _ClassVar[int]
+    txid: int
+    def __init__(self, txid: _Optional[int] = ...) -> None: ...
+
+class StatusRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class StatusReply(_message.Message):
+    __slots__ = ("version", "model_state", "model", "dimension", "memory_count", "applied_txid", "socket", "data_dir", "key_storage", "cache_hits", "cache_misses", "cache_size", "uptime_s", "vault_id")
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    MODEL_STATE_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    DIMENSION_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_COUNT_FIELD_NUMBER: _ClassVar[int]
+    APPLIED_TXID_FIELD_NUMBER: _ClassVar[int]
+    SOCKET_FIELD_NUMBER: _ClassVar[int]
+    DATA_DIR_FIELD_NUMBER: _ClassVar[int]
+    KEY_STORAGE_FIELD_NUMBER: _ClassVar[int]
+    CACHE_HITS_FIELD_NUMBER: _ClassVar[int]
+    CACHE_MISSES_FIELD_NUMBER: _ClassVar[int]
+    CACHE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    UPTIME_S_FIELD_NUMBER: _ClassVar[int]
+    VAULT_ID_FIELD_NUMBER: _ClassVar[int]
+    version: str
+    model_state: str
+    model: str
+    dimension: int
+    memory_count: int
+    applied_txid: int
+    socket: str
+    data_dir: str
+    key_storage: str
+    cache_hits: int
+    cache_misses: int
+    cache_size: int
+    uptime_s: float
+    vault_id: str
+    def __init__(self, version: _Optional[str] = ..., model_state: _Optional[str] = ..., model: _Optional[str] = ..., dimension: _Optional[int] = ..., memory_count: _Optional[int] = ..., applied_txid: _Optional[int] = ..., socket: _Optional[str] = ..., data_dir: _Optional[str] = ..., key_storage: _Optional[str] = ..., cache_hits: _Optional[int] = ..., cache_misses: _Optional[int] = ..., cache_size: _Optional[int] = ..., uptime_s: _Optional[float] = ..., vault_id: _Optional[str] = ...) -> None: ...
+
+class EventsRequest(_message.Message):
+    __slots__ = ("types",)
+    TYPES_FIELD_NUMBER: _ClassVar[int]
+    types: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, types: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class Event(_message.Message):
+    __slots__ = ("type", "query", "id", "at")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    QUERY_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    AT_FIELD_NUMBER: _ClassVar[int]
+    type: str
+    query: str
+    id: str
+    at: float
+    def __init__(self, type: _Optional[str] = ..., query: _Optional[str] = ..., id: _Optional[str] = ..., at: _Optional[float] = ...) -> None: ...

@@ -1,0 +1,98 @@
+"""Daemon settings: embedded defaults, then `config.toml`, then environment.
+
+Every setting has a default that works with no file at all. The file is
+`$MEMVAULT_HOME/config.toml` or `~/.config/memvault/config.toml`:
+
+    model = "all-MiniLM-L6-v2"    # a sentence-transformers name or path
+    cache_size = 256              # query embeddings kept (LRU)
+    restatement_threshold = 0.9   # cosine at which a new memory restates an old one
+    snapshot_every = 10000        # operations between automatic snapshots
+    log_level = "info"
+    key_storage = "auto"          # auto | keyring | keyfile
+
+    [decay]                       # half-lives in days
+    episodic = 14
+    semantic = 90
+    procedural = 180
+
+`MEMVAULT_DECAY_EPISODIC`, `_SEMANTIC`, `_PROCEDURAL` override the half-lives.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from memvault.errors import InvalidArgument
+
+from .embedder import DEFAULT_MODEL
+from .recall.ranking import DEFAULT_HALF_LIVES_DAYS, half_lives_from_env
+
+# Cosines measured with all-MiniLM-L6-v2: a restatement of one fact scores
+# 0.92-0.99 ("prefers vitest over jest" / "the user prefers vitest to jest":
+# 0.919; "The API key rotates monthly" / "API keys are rotated every month":
+# 0.930); looser paraphrases 0.86-0.88; contradicting facts of one topic
+# 0.65-0.69 ("uses tabs" / "uses spaces for indentation": 0.686). At 0.9 a
+# restatement reinforces, and a changed fact is never swallowed as a repeat.
+DEFAULT_RESTATEMENT_THRESHOLD = 0.9
+
+
+@dataclass(frozen=True)
+class Config:
+    model: str = DEFAULT_MODEL
+    cache_size: int = 256
+    restatement_threshold: float = DEFAULT_RESTATEMENT_THRESHOLD
+    snapshot_every: int = 10_000
+    log_level: str = "info"
+    key_storage: str = "auto"
+    half_lives: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULT_HALF_LIVES_DAYS))
+
+
+def load(path: Path, env: Mapping[str, str] = os.environ) -> Config:
+    """The settings from `path` (absent is fine) with env overrides applied.
+    Raises InvalidArgument naming the key when a value is wrong."""
+    raw: dict[str, Any] = {}
+    if path.exists():
+        try:
+            raw = tomllib.loads(path.read_text())
+        except tomllib.TOMLDecodeError as exc:
+            raise InvalidArgument(f"{path}: not valid TOML: {exc}") from exc
+    decay = raw.pop("decay", {})
+    known = {f.name for f in fields(Config)} - {"half_lives"}
+    unknown = set(raw) - known
+    if unknown:
+        raise InvalidArgument(f"{path}: unknown setting(s) {', '.join(sorted(unknown))}")
+    half_lives = dict(DEFAULT_HALF_LIVES_DAYS)
+    for memory_type, days in dict(decay).items():
+        if memory_type not in half_lives or not _positive(days):
+            raise InvalidArgument(f"{path}: decay.{memory_type} must be a known type "
+                                  "with a positive number of days")
+        half_lives[memory_type] = float(days)
+    try:
+        half_lives.update({k: v for k, v in half_lives_from_env(env).items()
+                           if f"MEMVAULT_DECAY_{k.upper()}" in env})
+    except ValueError as exc:
+        raise InvalidArgument(str(exc)) from exc
+    config = Config(**raw, half_lives=half_lives)
+    _check(config, path)
+    return config
+
+
+def _positive(value: object) -> bool:
+    return isinstance(value, int | float) and math.isfinite(value) and value > 0
+
+
+def _check(config: Config, path: Path) -> None:
+    if not isinstance(config.cache_size, int) or not 0 <= config.cache_size <= 1_000_000:
+        raise InvalidArgument(f"{path}: cache_size must be an integer in 0..1000000")
+    if not _positive(config.restatement_threshold) or config.restatement_threshold > 1:
+        raise InvalidArgument(f"{path}: restatement_threshold must be in (0, 1]")
+    if not isinstance(config.snapshot_every, int) or config.snapshot_every < 1:
+        raise InvalidArgument(f"{path}: snapshot_every must be a positive integer")
+    if config.key_storage not in ("auto", "keyring", "keyfile"):
+        raise InvalidArgument(f"{path}: key_storage must be auto, keyring or keyfile")

@@ -1,0 +1,125 @@
+"""`memvaultd`: start the daemon in the foreground.
+
+    memvaultd [--home DIR] [--socket PATH] [--log-level LEVEL]
+
+Order of start-up: read the config, start loading the model (background),
+unlock the vault key (may prompt for a passphrase on a terminal), bind the
+socket, then load the memories (snapshot + log) while already accepting
+connections; health turns SERVING once both the memories and the model are
+ready. SIGTERM or SIGINT stop it cleanly: in-flight calls finish, a snapshot
+is written, the socket file is removed.
+
+Exit codes: 0 clean stop; 1 failed while running (e.g. the stored data does
+not authenticate); 2 cannot start (bad config, key locked, socket in use).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+from types import FrameType
+from typing import NoReturn
+
+import click
+
+from memvault.errors import MemvaultError
+from memvault.paths import resolve
+
+from . import __version__
+from .config import Config, load
+from .embedder import Embedder
+from .events import EventBus
+from .server import DaemonServer
+from .vault import Vault
+
+log = logging.getLogger("memvaultd")
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--home", envvar="MEMVAULT_HOME", type=click.Path(file_okay=False),
+              help="Keep config, data and socket under this directory (MEMVAULT_HOME).")
+@click.option("--socket", "socket_path", type=click.Path(dir_okay=False),
+              help="Serve on this socket instead of the default.")
+@click.option("--log-level", default=None, help="debug, info, warning or error.")
+@click.version_option(__version__, prog_name="memvaultd")
+def main(home: str | None, socket_path: str | None, log_level: str | None) -> None:
+    """Run the memvault daemon in the foreground."""
+    # Everything the daemon creates is the user's alone (as systemd's UMask=0077).
+    os.umask(0o077)
+    paths = resolve(home)
+    try:
+        config = load(paths.config_file)
+    except MemvaultError as exc:
+        _fail(f"bad configuration: {exc}", 2)
+    _setup_logging(log_level or config.log_level)
+    socket = Path(socket_path).absolute() if socket_path else paths.socket
+    sys.exit(run(config, paths.data_dir, socket))
+
+
+def run(config: Config, data_dir: Path, socket: Path) -> int:
+    events = EventBus()
+    embedder = Embedder(config.model, cache_size=config.cache_size, events=events)
+    embedder.start()
+    try:
+        vault = Vault.open(data_dir, config, embedder, events, prompt=sys.stdin.isatty())
+        server = DaemonServer(vault, events, socket)
+        server.start()
+    except MemvaultError as exc:
+        _fail(str(exc), 2)
+    log.info("memvaultd %s listening on %s (data in %s)", __version__, socket, data_dir)
+
+    stop = threading.Event()
+    failure: list[str] = []
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        log.info("received %s, stopping", signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+
+    def become_ready() -> None:
+        try:
+            vault.load()
+            embedder.wait_ready()
+        except MemvaultError as exc:
+            failure.append(str(exc))
+            stop.set()
+            return
+        server.set_serving(True)
+        events.publish("ready")
+        log.info("ready: %d memories, model %s", len(vault.index), embedder.model_name)
+
+    threading.Thread(target=become_ready, name="start-up", daemon=True).start()
+    stop.wait()
+    server.stop()
+    try:
+        vault.close()
+    finally:
+        embedder.close()
+    if failure:
+        log.error("stopped: %s", failure[0])
+        return 1
+    log.info("stopped")
+    return 0
+
+
+def _setup_logging(level: str) -> None:
+    logging.basicConfig(level=level.upper(), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # Libraries' chatter (progress bars, HTTP probes) has no place in a daemon log.
+    for noisy in ("sentence_transformers", "transformers", "httpx", "urllib3"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def _fail(message: str, code: int) -> NoReturn:
+    click.echo(f"memvaultd: {message}", err=True)
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,45 @@
+"""What callers ask of the vault, in the domain's own terms (no protobuf).
+
+The servicer translates gRPC messages into these; the vault validates them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class MemoryDraft:
+    """A memory to store, as the caller sent it (not yet validated)."""
+
+    text: str
+    type: str = ""
+    topic_key: str = ""
+    payload_json: str = ""
+    entity: str = ""
+    tags: Sequence[str] = ()
+    category: str = ""
+    importance: float | None = None
+    session_id: str = ""
+    source: str = ""
+    tier: str = ""
+    expires_at: float = 0.0
+    supersedes: str = ""
+    vector: Sequence[float] = ()
+
+
+@dataclass(frozen=True)
+class RecallQuery:
+    text: str = ""
+    top_k: int = 0
+    min_score: float | None = None
+    filter_json: str = ""
+    vector: Sequence[float] = ()
+
+
+@dataclass(frozen=True)
+class RememberOutcome:
+    id: str
+    txid: int
+    reinforced: bool

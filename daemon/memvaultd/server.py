@@ -1,0 +1,71 @@
+"""The gRPC server on the unix socket: the Memory service, health, reflection.
+
+Health reports NOT_SERVING until the vault is loaded and the model is warm,
+then SERVING: readiness is reported, never guessed. Reflection lets
+`grpcurl -plaintext -unix SOCKET list` discover the API.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import grpc
+
+# grpcio's health and reflection packages ship no type stubs.
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc  # type: ignore[import-untyped]
+from grpc_reflection.v1alpha import reflection  # type: ignore[import-untyped]
+
+from memvault.v1 import memory_pb2, memory_pb2_grpc
+
+from .events import EventBus
+from .servicer import MemoryServicer
+from .socket_guard import claim_socket, prepare_socket_dir
+from .vault import Vault
+
+SERVICE = memory_pb2.DESCRIPTOR.services_by_name["Memory"].full_name
+# Worker threads: each Events stream holds one for its lifetime, and a
+# RememberBatch holds one while the model embeds; 32 leaves room for both
+# beside a dozen concurrent recalls.
+_WORKERS = 32
+_MAX_MESSAGE = 64 * 1024 * 1024  # a RememberBatch of 10k memories with vectors
+
+
+class DaemonServer:
+    def __init__(self, vault: Vault, events: EventBus, socket_path: Path) -> None:
+        self.socket_path = socket_path
+        self.health = health.HealthServicer()
+        self.server = grpc.server(
+            ThreadPoolExecutor(max_workers=_WORKERS, thread_name_prefix="rpc"),
+            options=[("grpc.max_receive_message_length", _MAX_MESSAGE),
+                     ("grpc.max_send_message_length", _MAX_MESSAGE)])
+        memory_pb2_grpc.add_MemoryServicer_to_server(  # type: ignore[no-untyped-call]
+            MemoryServicer(vault, events, str(socket_path), time.time()), self.server)
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
+        reflection.enable_server_reflection(
+            (SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME), self.server)
+        self.set_serving(False)
+
+    def start(self) -> None:
+        prepare_socket_dir(self.socket_path)
+        claim_socket(self.socket_path)
+        old_umask = os.umask(0o177)  # the socket is 0600 from the moment it exists
+        try:
+            self.server.add_insecure_port(f"unix:{self.socket_path}")
+            self.server.start()
+        finally:
+            os.umask(old_umask)
+
+    def set_serving(self, serving: bool) -> None:
+        status = (health_pb2.HealthCheckResponse.SERVING if serving
+                  else health_pb2.HealthCheckResponse.NOT_SERVING)
+        for name in ("", SERVICE):
+            self.health.set(name, status)
+
+    def stop(self, grace: float = 5.0) -> None:
+        """Refuse new calls, let in-flight ones finish for up to `grace` s."""
+        self.health.enter_graceful_shutdown()
+        self.server.stop(grace).wait()
+        self.socket_path.unlink(missing_ok=True)

@@ -1,0 +1,102 @@
+"""A real memvaultd in a subprocess, on a temporary MEMVAULT_HOME, for tests.
+
+It runs exactly as users run it (`python -m memvaultd.main`), with the real
+model, and is stopped with SIGTERM or killed with SIGKILL like a crash.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+PASSPHRASE = "correct horse battery staple"
+
+
+def daemon_env(home: Path, **extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        MEMVAULT_HOME=str(home),
+        MEMVAULT_PASSPHRASE=PASSPHRASE,
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        # The key-file path unless a test asks for the keyring.
+        PYTHON_KEYRING_BACKEND="keyring.backends.fail.Keyring",
+    )
+    env.update(extra)
+    # An empty value in `extra` means "not set at all".
+    return {key: value for key, value in env.items() if value != "" or key not in extra}
+
+
+class DaemonProcess:
+    def __init__(self, home: Path, **env: str) -> None:
+        self.home = home
+        self.socket = home / "run" / "memvault.sock"
+        self.log_path = home.parent / f"{home.name}-daemon.log"
+        self.env = daemon_env(home, **env)
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, wait: bool = True, timeout: float = 90.0) -> DaemonProcess:
+        log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "memvaultd.main"],
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+        )
+        log.close()
+        if wait:
+            self.wait_serving(timeout)
+        return self
+
+    def wait_serving(self, timeout: float = 90.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise RuntimeError(f"memvaultd exited with {self.proc.returncode}:\n{self.log}")
+            if self.health() == "SERVING":
+                return
+            time.sleep(0.1)
+        raise TimeoutError(f"memvaultd not SERVING after {timeout} s:\n{self.log}")
+
+    def health(self) -> str:
+        if not self.socket.exists():
+            return "NO_SOCKET"
+        with grpc.insecure_channel(f"unix://{self.socket}") as channel:
+            stub = health_pb2_grpc.HealthStub(channel)
+            try:
+                reply = stub.Check(
+                    health_pb2.HealthCheckRequest(service="memvault.v1.Memory"), timeout=1.0
+                )
+            except grpc.RpcError:
+                return "UNREACHABLE"
+            return str(health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status))
+
+    @property
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def stop(self, timeout: float = 30.0) -> int:
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout)
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        self.proc.kill()
+        self.proc.wait(10)
+
+    def __enter__(self) -> DaemonProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.kill()

@@ -1,0 +1,205 @@
+"""The real daemon, the real model, over the real socket, through the client."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import grpc
+import pytest
+
+from memvault import Client
+from memvault.errors import InvalidArgument, NotFound
+
+from .daemon_process import DaemonProcess
+
+FILTER = {"AND": [{"category": "development"}, {"tags": {"contains": "testing"}}]}
+
+
+@pytest.fixture
+def client(daemon: DaemonProcess) -> Client:
+    with Client(socket=daemon.socket) as c:
+        yield c
+
+
+def test_remembered_memory_is_recalled_first_with_its_payload(client: Client) -> None:
+    client.remember(
+        "prefers vitest over jest",
+        topic="user.preferences.testing",
+        category="development",
+        tags=["testing"],
+        payload={"framework": "vitest"},
+    )
+    client.remember(
+        "the staging database lives in eu-west-1", category="infrastructure", tags=["aws"]
+    )
+    hits = client.recall("which test framework does the user like", filter=FILTER)
+    assert hits, "the memory must be found"
+    assert hits[0].memory.text == "prefers vitest over jest"
+    assert hits[0].memory.payload == {"framework": "vitest"}
+    assert all(h.memory.category == "development" for h in hits)
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+
+
+def test_hits_carry_the_composite_score(client: Client) -> None:
+    client.remember("the user's cat is called Miso", type="episodic", topic="user.pets")
+    (hit,) = client.recall("what is the cat's name", top_k=1, filter={"topic_key": "user.pets"})
+    assert hit.score == pytest.approx(hit.similarity * hit.decay * hit.reinforcement)
+    assert 0.99 < hit.decay <= 1.0  # just written: almost no decay
+    assert hit.reinforcement == pytest.approx(1.0)
+
+
+def test_restating_a_memory_reinforces_it_instead_of_copying(client: Client) -> None:
+    first = client.remember("The API key rotates monthly", topic="ops.keys")
+    again = client.remember("API keys are rotated every month", topic="ops.keys")
+    assert again.reinforced and again.id == first.id
+    other_topic = client.remember("API keys are rotated every month", topic="ops.other")
+    assert not other_topic.reinforced
+    memory = client.get(first.id)
+    assert memory.reinforce_count == 1
+    hits = client.recall("how often do API keys rotate", top_k=5, filter={"topic_key": "ops.keys"})
+    assert [h.memory.id for h in hits] == [first.id]
+    assert hits[0].reinforcement == pytest.approx(1 + 0.6931, rel=1e-3)
+
+
+def test_batch_with_own_vectors_and_dimension_check(client: Client) -> None:
+    vector = [0.0] * 384
+    vector[7] = 3.0  # stored scaled to unit length
+    results = client.remember_batch(
+        [
+            {"text": "byo vector memory", "vector": vector, "topic": "byo"},
+            {"text": "embedded by the daemon in the same batch", "topic": "byo"},
+        ]
+    )
+    assert len(results) == 2 and len({r.id for r in results}) == 2
+    assert results[1].txid == results[0].txid + 1
+    (hit,) = client.recall(query_vector=vector, top_k=1, filter={"topic_key": "byo"})
+    assert hit.memory.id == results[0].id
+    assert hit.similarity == pytest.approx(1.0, abs=1e-5)
+    stored = client.get(results[0].id, include_vector=True)
+    assert stored.vector[7] == pytest.approx(1.0)
+    with pytest.raises(InvalidArgument, match=r"vector.*3 dimensions.*384"):
+        client.remember("wrong size", vector=[1.0, 2.0, 3.0])
+
+
+@pytest.mark.parametrize(
+    ("call", "field"),
+    [
+        (lambda c: c.remember(""), "text"),
+        (lambda c: c.remember("   "), "text"),
+        (lambda c: c.remember("x" * 40_000), "text"),
+        (lambda c: c.remember("ok", payload='{"unclosed": '), "payload"),
+        (lambda c: c.remember("ok", type="rumour"), "type"),
+        (lambda c: c.remember("ok", importance=1.5), "importance"),
+        (lambda c: c.recall(""), "query"),
+        (lambda c: c.recall("q", top_k=1001), "top_k"),
+        (lambda c: c.recall("q", filter={"tags": {"regex": "x"}}), "regex"),
+        (lambda c: c.recall("q", filter='{"AND": [}'), "filter"),
+        (lambda c: c.recall("q", filter={"colour": "red"}), "colour"),
+    ],
+)
+def test_bad_input_is_refused_with_the_field_named_and_nothing_written(
+    client: Client, call: object, field: str
+) -> None:
+    before = client.status()
+    with pytest.raises(InvalidArgument, match=field):
+        call(client)  # type: ignore[operator]
+    after = client.status()
+    assert (after.memory_count, after.applied_txid) == (before.memory_count, before.applied_txid)
+
+
+def test_unknown_id_is_not_found(client: Client) -> None:
+    with pytest.raises(NotFound, match="id"):
+        client.get("0" * 32)
+    with pytest.raises(NotFound, match="id"):
+        client.forget("0" * 32)
+
+
+def test_forget_hides_the_memory(client: Client) -> None:
+    kept = client.remember("the build uses bazel", topic="build.tool")
+    txid = client.forget(kept.id)
+    assert txid > kept.txid
+    with pytest.raises(NotFound):
+        client.get(kept.id)
+    hits = client.recall("which build tool", filter={"topic_key": "build.tool"})
+    assert hits == []  # empty is an answer: never padded
+
+
+def test_cache_lookups_stream_hit_and_miss_events(client: Client) -> None:
+    seen: list[tuple[str, str]] = []
+    changed = threading.Condition()
+
+    def listen() -> None:
+        with Client(socket=client.socket) as listener:
+            for event in listener.events(types=["hit", "miss"]):
+                with changed:
+                    seen.append((event.type, event.query))
+                    changed.notify_all()
+                if event.type == "hit":
+                    return
+
+    thread = threading.Thread(target=listen, daemon=True)
+    thread.start()
+    # The stream registers a moment after the call starts: ask fresh queries
+    # until the listener sees one miss, then ask that one again for a hit.
+    for attempt in range(50):
+        query = f"what does the user eat for breakfast, take {attempt}"
+        client.recall(query)
+        with changed:
+            if changed.wait_for(lambda q=query: ("miss", q) in seen, timeout=0.2):
+                break
+    else:
+        pytest.fail("no miss event arrived")
+    client.recall(query)
+    thread.join(10)
+    assert seen[-2:] == [("miss", query), ("hit", query)]
+    status = client.status()
+    assert status.cache_hits >= 1 and status.cache_misses >= 1
+
+
+def test_a_cached_recall_is_not_blocked_by_a_large_embedding_batch(client: Client) -> None:
+    query = "where is the staging database"
+    client.recall(query)  # now cached
+    batch_done = threading.Event()
+
+    def big_batch() -> None:
+        with Client(socket=client.socket) as other:
+            other.remember_batch(
+                [
+                    {
+                        "text": f"filler note number {i} about nothing in particular",
+                        "topic": "filler",
+                    }
+                    for i in range(600)
+                ]
+            )
+        batch_done.set()
+
+    thread = threading.Thread(target=big_batch)
+    thread.start()
+    import time
+
+    time.sleep(0.3)  # the batch is on the model thread now (600 texts: ~2.5 s)
+    hits = client.recall(query)
+    assert hits and not batch_done.is_set(), "the cached recall must not wait for the batch"
+    thread.join(60)
+    assert batch_done.is_set()
+
+
+def test_health_serving_and_reflection_lists_the_services(daemon: DaemonProcess) -> None:
+    from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
+        ProtoReflectionDescriptorDatabase,
+    )
+
+    assert daemon.health() == "SERVING"
+    with grpc.insecure_channel(f"unix://{daemon.socket}") as channel:
+        services = set(ProtoReflectionDescriptorDatabase(channel).get_services())
+    assert {"memvault.v1.Memory", "grpc.health.v1.Health"} <= services
+
+
+def test_socket_is_private(daemon: DaemonProcess) -> None:
+    assert daemon.socket.stat().st_mode & 0o777 == 0o600
+    assert daemon.socket.parent.stat().st_mode & 0o777 == 0o700
+    data = daemon.home / "data"
+    assert data.stat().st_mode & 0o777 == 0o700
+    assert Path(daemon.home / "data" / "vault.json").exists()

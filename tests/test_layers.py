@@ -1,0 +1,56 @@
+"""The layers point one way, checked on the source (not by hope).
+
+- the light client (`memvault`) imports nothing of the daemon or the server;
+- the server (`memvault_server`) imports nothing that can decrypt;
+- inside the daemon only the gRPC edge (servicer, server, main) knows gRPC.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _imports(package_dir: Path) -> dict[Path, set[str]]:
+    found: dict[Path, set[str]] = {}
+    for path in package_dir.rglob("*.py"):
+        if "v1" in path.relative_to(package_dir).parts:
+            continue  # generated stubs
+        names: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names.add(node.module)
+        found[path] = names
+    return found
+
+
+def _offenders(package_dir: Path, forbidden: tuple[str, ...]) -> list[str]:
+    return [f"{path.relative_to(ROOT)} imports {name}"
+            for path, names in _imports(package_dir).items() for name in sorted(names)
+            if name.split(".")[0] in forbidden]
+
+
+def test_client_never_imports_the_daemon_or_heavy_libraries() -> None:
+    assert _offenders(ROOT / "client" / "memvault", (
+        "memvaultd", "memvault_server", "torch", "numpy", "lancedb", "sentence_transformers",
+        "cryptography", "argon2", "keyring")) == []
+
+
+def test_server_never_imports_anything_that_decrypts() -> None:
+    assert _offenders(ROOT / "server" / "memvault_server", (
+        "memvaultd", "cryptography", "argon2", "keyring", "nacl", "Crypto")) == []
+
+
+def test_only_the_grpc_edge_of_the_daemon_knows_grpc() -> None:
+    edge = {"servicer.py", "server.py", "main.py"}
+    offenders = [line for line in _offenders(ROOT / "daemon" / "memvaultd",
+                                             ("grpc", "grpc_health", "grpc_reflection"))
+                 if Path(line.split()[0]).name not in edge]
+    offenders += [f"{path.relative_to(ROOT)} imports the stubs"
+                  for path, names in _imports(ROOT / "daemon" / "memvaultd").items()
+                  if path.name not in edge and any(n.startswith("memvault.v1") for n in names)]
+    assert offenders == []

@@ -1,0 +1,134 @@
+"""What survives: restarts, kill -9, and what an onlooker of the disk sees."""
+
+from __future__ import annotations
+
+import base64
+import os
+from pathlib import Path
+
+import keyring
+import pytest
+
+from memvault import Client
+
+from .daemon_process import DaemonProcess
+
+
+def test_kill_9_keeps_every_acknowledged_memory(home: Path) -> None:
+    with DaemonProcess(home).start() as proc:
+        with Client(socket=proc.socket) as client:
+            ids = [
+                client.remember(f"acknowledged fact number {i}", topic=f"t{i}").id
+                for i in range(20)
+            ]
+            ids += [
+                r.id
+                for r in client.remember_batch(
+                    [{"text": f"batched fact {i}", "topic": f"b{i}"} for i in range(30)]
+                )
+            ]
+            forgotten = ids.pop()
+            client.forget(forgotten)
+        proc.kill()  # no clean shutdown, no snapshot
+    with DaemonProcess(home).start() as proc, Client(socket=proc.socket) as client:
+        for i, memory_id in enumerate(ids[:20]):
+            assert client.get(memory_id).text == f"acknowledged fact number {i}"
+        assert client.status().memory_count == 49
+        hits = client.recall("batched fact 7", top_k=1, filter={"topic_key": "b7"})
+        assert hits[0].memory.text == "batched fact 7"
+        assert forgotten not in {h.memory.id for h in client.recall("batched fact", top_k=50)}
+        proc.stop()
+
+
+def test_restart_from_a_snapshot_then_the_log(home: Path) -> None:
+    with DaemonProcess(home).start() as proc:
+        with Client(socket=proc.socket) as client:
+            before = client.remember("written before the snapshot", topic="a").id
+        assert proc.stop() == 0  # clean stop writes a snapshot
+    snapshots = list((home / "data" / "snapshots").glob("*.snap"))
+    assert snapshots, "a clean stop leaves a snapshot"
+    with DaemonProcess(home).start() as proc:
+        with Client(socket=proc.socket) as client:
+            after = client.remember("written after the snapshot", topic="b").id
+        proc.kill()
+    with DaemonProcess(home).start() as proc, Client(socket=proc.socket) as client:
+        assert client.get(before).text == "written before the snapshot"
+        assert client.get(after).text == "written after the snapshot"
+        proc.stop()
+
+
+CANARIES = {
+    "text": "zebracanary-text-51f3",
+    "topic": "zebracanary.topic.8a2e",
+    "tag": "zebracanary-tag-c07d",
+    "payload": "zebracanary-payload-93b1",
+    "category": "zebracanary-category-11aa",
+    "query": "zebracanary-query-6d4c",
+    "filter": "zebracanary-filter-e2f9",
+}
+
+
+def _encodings(secret: str) -> list[bytes]:
+    raw = secret.encode()
+    return [raw, raw.hex().encode(), base64.b64encode(raw), secret.encode("utf-16-le")]
+
+
+def test_no_plaintext_under_the_data_directory_or_in_the_log(home: Path) -> None:
+    with DaemonProcess(home).start() as proc:
+        with Client(socket=proc.socket) as client:
+            client.remember(
+                f"the secret is {CANARIES['text']}",
+                topic=CANARIES["topic"],
+                tags=[CANARIES["tag"]],
+                category=CANARIES["category"],
+                payload={"k": CANARIES["payload"]},
+            )
+            client.remember_batch([{"text": f"{CANARIES['text']} batch {i}"} for i in range(3)])
+            client.recall(CANARIES["query"], filter={"category": CANARIES["filter"]})
+            client.recall("anything", filter={"tags": {"contains": CANARIES["filter"]}})
+        proc.kill()
+    with DaemonProcess(home).start() as proc:
+        assert proc.stop() == 0  # replay, then a clean stop that writes a snapshot
+    files = [p for p in home.rglob("*") if p.is_file()] + [proc.log_path]
+    assert any(p.suffix == ".snap" for p in files) and any(p.suffix == ".log" for p in files)
+    for path in files:
+        blob = path.read_bytes()
+        for name, secret in CANARIES.items():
+            for encoded in _encodings(secret):
+                assert encoded not in blob, f"{name} readable in {path}"
+
+
+def test_wrong_passphrase_refuses_to_start_and_writes_nothing(home: Path) -> None:
+    with DaemonProcess(home).start() as proc:
+        with Client(socket=proc.socket) as client:
+            client.remember("guarded by the passphrase")
+        proc.stop()
+    listing = sorted((p, p.stat().st_size) for p in home.rglob("*") if p.is_file())
+    proc = DaemonProcess(home, MEMVAULT_PASSPHRASE="not the passphrase").start(wait=False)
+    assert proc.proc is not None and proc.proc.wait(60) == 2
+    assert "passphrase" in proc.log
+    assert "Traceback" not in proc.log
+    assert sorted((p, p.stat().st_size) for p in home.rglob("*") if p.is_file()) == listing
+
+
+def _secret_service_available() -> bool:
+    return "SecretService" in type(keyring.get_keyring()).__module__
+
+
+@pytest.mark.skipif(
+    not _secret_service_available() and os.environ.get("MEMVAULT_REQUIRE_KEYRING") != "1",
+    reason="no Secret Service on this machine (./scripts/test provides gnome-keyring)",
+)
+def test_key_in_the_os_keyring(home: Path) -> None:
+    assert _secret_service_available(), "MEMVAULT_REQUIRE_KEYRING=1 but no Secret Service"
+    env = {"PYTHON_KEYRING_BACKEND": "", "MEMVAULT_PASSPHRASE": ""}
+    with DaemonProcess(home, **env).start() as proc:
+        with Client(socket=proc.socket) as client:
+            assert client.status().key_storage == "keyring"
+            memory_id = client.remember("kept under a keyring key").id
+        proc.stop()
+    assert not (home / "data" / "vault.key").exists(), "no key file when the keyring holds it"
+    assert "keyring" in proc.log.lower()
+    with DaemonProcess(home, **env).start() as proc, Client(socket=proc.socket) as client:
+        assert client.get(memory_id).text == "kept under a keyring key"
+        proc.stop()
