@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from .ceph import CephRGW, session_rgw
 from .daemon_process import DaemonProcess
 
 
@@ -14,6 +15,12 @@ def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonProcess]:
     with DaemonProcess(tmp_path_factory.mktemp("shared") / "home").start() as proc:
         yield proc
         proc.stop()
+
+
+@pytest.fixture(scope="session")
+def rgw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CephRGW]:
+    """A real S3 server (one-node Ceph RGW in RAM on loopback), started on first use."""
+    yield from session_rgw(tmp_path_factory.mktemp("ceph"))
 
 
 @pytest.fixture

@@ -1,20 +1,154 @@
-"""`memvault-server`: the sync endpoint's command line.
+"""`memvault-server`: the self-hosted sync endpoint's command line.
 
-The sync protocol (proto/memvault/v1/sync.proto) and its storage are not
-built yet; until they are, the command says so plainly instead of pretending.
+    memvault-server serve [--listen 127.0.0.1:7433] [--data DIR] [--store s3://bucket/prefix]
+                          [--tls-cert FILE --tls-key FILE] [--max-object-bytes N]
+                          [--rate N] [--max-watchers N]
+    memvault-server token create NAME [--account ACCOUNT]
+    memvault-server token list
+    memvault-server token revoke NAME
+
+`--data` defaults to the platform's user data directory + `/memvault-server`
+(`~/.local/share/memvault-server` on Linux) and holds `tokens.json` and, without
+`--store`, the objects under `store/`. `serve` logs `listening on HOST:PORT`
+once the port is bound, and stops cleanly on SIGTERM or SIGINT.
+
+Exit codes: 0 clean stop; 1 a failed command (no such token); 2 cannot
+start (bad flags, port in use, unreadable certificate).
 """
 
 from __future__ import annotations
 
+import json
+import logging
+import os
+import signal
 import sys
+import threading
+import time
+from pathlib import Path
+from types import FrameType
+
+import click
+import platformdirs
+
+from memvault.errors import MemvaultError
 
 from . import __version__
+from .limits import DEFAULT_RATE
+from .serve import DEFAULT_LISTEN, DEFAULT_MAX_OBJECT, DEFAULT_MAX_WATCHERS, Settings, SyncServer
+from .tokens import TokenBook
+
+log = logging.getLogger("memvault_server")
 
 
+def default_data_dir() -> Path:
+    return Path(platformdirs.user_data_dir("memvault-server", appauthor=False))
+
+
+_data_option = click.option(
+    "--data", "data_dir", type=click.Path(file_okay=False, path_type=Path),
+    default=None, help="Tokens and (without --store) objects live here.")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", "-V", prog_name="memvault-server")
 def main() -> None:
-    if sys.argv[1:] in (["--version"], ["-V"]):
-        print(f"memvault-server {__version__}")
+    """memvault-server: stores encrypted vault objects; holds no key."""
+
+
+@main.command()
+@click.option("--listen", default=DEFAULT_LISTEN, show_default=True, help="HOST:PORT to serve on.")
+@_data_option
+@click.option("--store", default=None, help="s3://bucket/prefix instead of DATA/store.")
+@click.option("--tls-cert", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--tls-key", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--max-object-bytes", type=click.IntRange(1), default=DEFAULT_MAX_OBJECT,
+              show_default=True)
+@click.option("--rate", type=click.FloatRange(min=1), default=DEFAULT_RATE, show_default=True,
+              help="Calls per second per token.")
+@click.option("--max-watchers", type=click.IntRange(1), default=DEFAULT_MAX_WATCHERS,
+              show_default=True, help="Concurrent WatchHead streams.")
+@click.option("--log-level", default="info", show_default=True)
+def serve(listen: str, data_dir: Path | None, store: str | None, tls_cert: Path | None,
+          tls_key: Path | None, max_object_bytes: int, rate: float, max_watchers: int,
+          log_level: str) -> None:
+    """Serve the Sync API until SIGTERM or SIGINT."""
+    logging.basicConfig(level=log_level.upper(), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if (tls_cert is None) != (tls_key is None):
+        _fail("--tls-cert and --tls-key go together", 2)
+    os.umask(0o077)
+    settings = Settings(data_dir or default_data_dir(), listen, store, tls_cert, tls_key,
+                        max_object_bytes, rate, max_watchers)
+    try:
+        server = SyncServer(settings).start()
+    except (MemvaultError, OSError, RuntimeError) as exc:
+        _fail(f"cannot start: {exc}", 2)
+    host = listen.rpartition(":")[0]
+    log.info("memvault-server %s listening on %s:%d (%s, store %s)", __version__, host,
+             server.port, "TLS" if tls_cert else "plaintext",
+             store or settings.data_dir / "store")
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        log.info("received %s, stopping", signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    stop.wait()
+    server.stop()
+    log.info("stopped")
+
+
+@main.group()
+def token() -> None:
+    """Bearer tokens: each belongs to an account, which owns the vaults it creates."""
+
+
+@token.command("create")
+@click.argument("name")
+@click.option("--account", default=None, help="The account (default: NAME).")
+@_data_option
+def token_create(name: str, account: str | None, data_dir: Path | None) -> None:
+    """Make a token and print it once; only its hash is kept."""
+    try:
+        value = TokenBook(data_dir or default_data_dir()).create(name, account)
+    except MemvaultError as exc:
+        _fail(str(exc), 1)
+    click.echo(value)
+
+
+@token.command("list")
+@_data_option
+@click.option("--json", "as_json", is_flag=True, help="One JSON array.")
+def token_list(data_dir: Path | None, as_json: bool) -> None:
+    """Token names, accounts and creation times (never the tokens)."""
+    entries = TokenBook(data_dir or default_data_dir()).entries()
+    if as_json:
+        click.echo(json.dumps([{"name": e.name, "account": e.account,
+                                "created_at": e.created_at} for e in entries]))
         return
-    print("memvault-server: sync is not available in this version yet; the daemon works "
-          "on its own without it", file=sys.stderr)
-    sys.exit(2)
+    for e in entries:
+        created = time.strftime("%Y-%m-%d %H:%M", time.localtime(e.created_at))
+        click.echo(f"{e.name}\t{e.account}\t{created}")
+
+
+@token.command("revoke")
+@click.argument("name")
+@_data_option
+def token_revoke(name: str, data_dir: Path | None) -> None:
+    """Remove a token; calls with it fail from the next call on."""
+    try:
+        TokenBook(data_dir or default_data_dir()).revoke(name)
+    except MemvaultError as exc:
+        _fail(str(exc), 1)
+
+
+def _fail(message: str, code: int) -> None:
+    click.echo(f"memvault-server: {message}", err=True)
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()
