@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -242,6 +243,325 @@ def test_events_json_lines(fake_daemon: FakeDaemon) -> None:
         proc.kill()
     assert proc.returncode == 0
     assert "Traceback" not in stderr
+
+
+# -- recall: the issue-3 options ------------------------------------------------------------
+
+
+def test_recall_passes_every_new_option(fake_daemon: FakeDaemon) -> None:
+    result = run(
+        fake_daemon,
+        "recall", "q", "--mode", "keyword", "--type", "fact", "--type", "procedural",
+        "--topic", "user.preferences", "--session", "s-1", "--source", "cli",
+        "--tier", "working", "--tier", "archived", "--include-superseded",
+        "--max-tokens", "300", "--offset", "20", "--preview", "--min-txid", "41", "--json",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    sent = fake_daemon.servicer.requests[-1]
+    assert sent.mode == "keyword" and list(sent.types) == ["fact", "procedural"]
+    assert (sent.topic_key, sent.session_id, sent.source) == ("user.preferences", "s-1", "cli")
+    assert list(sent.tiers) == ["working", "archived"] and sent.include_superseded
+    assert (sent.max_tokens, sent.offset, sent.min_txid) == (300, 20, 41)
+    assert sent.HasField("mark_accessed") and not sent.mark_accessed
+    assert not sent.include_turns
+    assert isinstance(json.loads(result.stdout), list)  # still a list without --turns
+
+
+def test_recall_defaults_mark_accessed(fake_daemon: FakeDaemon) -> None:
+    assert run(fake_daemon, "recall", "q").exit_code == 0
+    sent = fake_daemon.servicer.requests[-1]
+    assert not sent.HasField("mark_accessed") and sent.mode == ""
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["--mode", "fuzzy"], ["--offset", "-1"], ["--max-tokens", "x"], ["--min-txid", "-5"]],
+)
+def test_recall_bad_new_options_exit_2(fake_daemon: FakeDaemon, args: list[str]) -> None:
+    assert run(fake_daemon, "recall", "q", *args).exit_code == 2
+    assert fake_daemon.servicer.requests == []
+
+
+def test_recall_table_shows_channels_and_more(fake_daemon: FakeDaemon) -> None:
+    result = run(fake_daemon, "recall", "more", "--offset", "3")
+    assert result.exit_code == 0
+    assert "vector,keyword" in result.stdout
+    assert result.stdout.splitlines()[1].split()[0] == "4"  # ranks continue past the offset
+    assert result.stderr == "more: --offset 4\n"
+    assert run(fake_daemon, "recall", "which runner?").stderr == ""
+
+
+def test_recall_turns_json_is_an_object(fake_daemon: FakeDaemon) -> None:
+    result = run(fake_daemon, "recall", "more", "--turns", "--json")
+    assert result.exit_code == 0
+    data = json.loads(result.stdout)
+    assert set(data) == {"hits", "turns", "has_more"}
+    assert data["has_more"] is True and data["hits"][0]["channels"] == ["vector", "keyword"]
+    assert data["turns"][0]["speaker"] == "user" and data["turns"][0]["text"] == "I use pytest"
+    assert fake_daemon.servicer.requests[-1].include_turns
+
+
+def test_recall_turns_table(fake_daemon: FakeDaemon) -> None:
+    result = run(fake_daemon, "recall", "which runner?", "--turns")
+    assert result.exit_code == 0
+    assert "prefers pytest" in result.stdout and "I use pytest" in result.stdout
+    assert "speaker" in result.stdout
+    only_turns = run(fake_daemon, "recall", "nothing", "--turns")
+    assert "I use pytest" in only_turns.stdout
+    assert only_turns.stderr == "no memories matched\n"
+
+
+# -- lifecycle --------------------------------------------------------------------------------
+
+
+def test_update_sends_only_the_options_given(fake_daemon: FakeDaemon) -> None:
+    result = run(fake_daemon, "update", "m-1", "--topic", "ops.deploy", "--importance", "0.2")
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "updated m-1 (txid 43)\n"
+    sent = fake_daemon.servicer.requests[-1]
+    assert list(sent.fields) == ["topic_key", "importance"]
+    assert sent.memory.topic_key == "ops.deploy" and sent.memory.importance == pytest.approx(0.2)
+
+
+def test_update_every_option_and_json(fake_daemon: FakeDaemon) -> None:
+    result = run(
+        fake_daemon,
+        "update", "m-1", "--text", "new text", "--type", "episodic", "--topic", "t",
+        "--tag", "a", "--tag", "b", "--category", "c", "--payload", '{"k": 1}',
+        "--importance", "0.5", "--session", "s", "--source", "src", "--entity", "e",
+        "--tier", "archived", "--expires-at", "0", "--json",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["txid"] == 43 and data["memory"]["id"] == "m-1"
+    sent = fake_daemon.servicer.requests[-1]
+    assert sorted(sent.fields) == sorted(
+        ["text", "type", "topic_key", "tags", "category", "payload_json", "importance",
+         "session_id", "source", "entity", "tier", "expires_at"]
+    )  # fmt: skip
+    m = sent.memory
+    assert (m.text, m.type, m.entity, m.tier, list(m.tags)) == (
+        "new text",
+        "episodic",
+        "e",
+        "archived",
+        ["a", "b"],
+    )
+
+
+def test_update_clear_tags_and_usage_errors(fake_daemon: FakeDaemon) -> None:
+    assert run(fake_daemon, "update", "m-1", "--clear-tags").exit_code == 0
+    sent = fake_daemon.servicer.requests[-1]
+    assert list(sent.fields) == ["tags"] and list(sent.memory.tags) == []
+    fake_daemon.servicer.requests.clear()
+    nothing = run(fake_daemon, "update", "m-1")
+    assert nothing.exit_code == 2 and nothing.stderr.startswith("memvault: update of m-1")
+    assert run(fake_daemon, "update", "m-1", "--clear-tags", "--tag", "x").exit_code == 2
+    assert run(fake_daemon, "update", "m-1", "--payload", "[1]").exit_code == 2
+    assert fake_daemon.servicer.requests == []
+    assert run(fake_daemon, "update", "m-404", "--text", "x").exit_code == 4
+
+
+def test_supersede(fake_daemon: FakeDaemon) -> None:
+    result = run(fake_daemon, "supersede", "m-1", "prefers vitest", "--topic", "t", "--tag", "x")
+    assert (result.exit_code, result.stdout) == (0, "m-2\n")
+    sent = fake_daemon.servicer.requests[-1]
+    assert (sent.id, sent.memory.text, sent.memory.topic_key) == ("m-1", "prefers vitest", "t")
+    assert list(sent.memory.tags) == ["x"]
+    data = json.loads(run(fake_daemon, "supersede", "m-1", "-", "--json", input="piped\n").stdout)
+    assert data == {"id": "m-2", "txid": 44, "reinforced": False}
+    assert fake_daemon.servicer.requests[-1].memory.text == "piped"
+    assert run(fake_daemon, "supersede", "m-404", "x").exit_code == 4
+
+
+def test_reinforce(fake_daemon: FakeDaemon) -> None:
+    result = run(fake_daemon, "reinforce", "m-1")
+    assert result.stdout == "reinforced m-1 (3 times, txid 45)\n"
+    data = json.loads(run(fake_daemon, "reinforce", "m-1", "--json").stdout)
+    assert data == {"id": "m-1", "txid": 45, "reinforce_count": 3}
+    missing = run(fake_daemon, "reinforce", "m-404")
+    assert (missing.exit_code, missing.stderr) == (4, "memvault: no memory with id m-404\n")
+
+
+def test_forget_by_filter(fake_daemon: FakeDaemon) -> None:
+    result = run(fake_daemon, "forget", "--filter", FILTER)
+    assert result.exit_code == 0
+    assert result.stdout == "m-1\nm-2\n"
+    assert result.stderr == "forgot 2 memories (txid 47)\n"
+    sent = fake_daemon.servicer.requests[-1]
+    assert (sent.id, sent.filter_json, sent.dry_run) == ("", FILTER, False)
+    dry = run(fake_daemon, "forget", "--filter", FILTER, "--dry-run", "--json")
+    assert json.loads(dry.stdout) == {"txid": 0, "ids": ["m-1", "m-2"], "dry_run": True}
+    assert fake_daemon.servicer.requests[-1].dry_run
+    human_dry = run(fake_daemon, "forget", "--filter", FILTER, "--dry-run")
+    assert human_dry.stderr == "would forget 2 memories\n"
+    none = run(fake_daemon, "forget", "--filter", '{"tier": "none"}')
+    assert (none.stdout, none.stderr) == ("", "forgot 0 memories (txid 47)\n")
+
+
+def test_forget_takes_exactly_one_of_id_and_filter(fake_daemon: FakeDaemon) -> None:
+    assert run(fake_daemon, "forget").exit_code == 2
+    assert run(fake_daemon, "forget", "m-1", "--filter", FILTER).exit_code == 2
+    assert run(fake_daemon, "forget", "m-1", "--dry-run").exit_code == 2
+    assert fake_daemon.servicer.requests == []
+
+
+def test_topics_and_entities(fake_daemon: FakeDaemon) -> None:
+    result = run(fake_daemon, "topics")
+    assert result.exit_code == 0
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == ["topic", "memories", "last", "activity"]
+    assert lines[1].split()[:2] == ["user.preferences.testing", "2"]
+    assert datetime.fromtimestamp(1700000100.5).strftime("%Y-%m-%d %H:%M:%S") in lines[1]
+    data = json.loads(run(fake_daemon, "topics", "--filter", FILTER, "--json").stdout)
+    assert data[1] == {"name": "ops.deploy", "count": 1, "last_activity": 1600000000.0}
+    assert fake_daemon.servicer.requests[-1].filter_json == FILTER
+    entities = json.loads(run(fake_daemon, "entities", "--json").stdout)
+    assert entities == [{"name": "user", "count": 3, "last_activity": 1700000000.0}]
+    assert "user" in run(fake_daemon, "entities").stdout
+
+
+def test_get_chain(fake_daemon: FakeDaemon) -> None:
+    result = run(fake_daemon, "get", "m-1", "--chain")
+    assert result.exit_code == 0
+    rows = result.stdout.splitlines()[1:]
+    assert rows[0].split()[0] == "m-0" and rows[1].split()[:2] == ["*", "m-1"]
+    data = json.loads(run(fake_daemon, "get", "m-1", "--chain", "--json").stdout)
+    assert [m["id"] for m in data] == ["m-0", "m-1"] and data[0]["superseded_by"] == "m-1"
+    assert run(fake_daemon, "get", "m-404", "--chain").exit_code == 4
+
+
+# -- turns ----------------------------------------------------------------------------------
+
+
+def test_turns_append_from_stdin(fake_daemon: FakeDaemon) -> None:
+    lines = (
+        '{"speaker": "user", "text": "I moved to Lisbon", "at": 1700000000}\n'
+        "\n"
+        '{"speaker": "assistant", "text": "Noted.", "payload": {"n": 2}}\n'
+    )
+    result = run(fake_daemon, "turns", "append", "s-9", input=lines)
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "t-0\nt-1\n"
+    sent = fake_daemon.servicer.requests[-1]
+    assert sent.session_id == "s-9" and [t.speaker for t in sent.turns] == ["user", "assistant"]
+    assert sent.turns[0].at == 1700000000.0 and json.loads(sent.turns[1].payload_json) == {"n": 2}
+
+
+def test_turns_append_one_from_options(fake_daemon: FakeDaemon) -> None:
+    result = run(
+        fake_daemon, "turns", "append", "s-1", "--speaker", "user", "--text", "hi", "--json"
+    )
+    assert json.loads(result.stdout) == {"ids": ["t-0"], "txid": 46}
+    [turn] = fake_daemon.servicer.requests[-1].turns
+    assert (turn.speaker, turn.text, turn.at) == ("user", "hi", 0.0)
+
+
+@pytest.mark.parametrize(
+    ("args", "stdin", "message"),
+    [
+        ([], '{"speaker": "u", "text": "ok"}\nnot json\n', "memvault: stdin line 2: not JSON"),
+        ([], "[1]\n", "memvault: stdin line 1: not a JSON object"),
+        ([], "", "memvault: no turns given"),
+        ([], '{"speaker": "u"}\n', "memvault: turns[0]: text must be given"),
+        (["--speaker", "u"], "", "--speaker and --text go together"),
+    ],
+)
+def test_turns_append_bad_input_exits_2(
+    fake_daemon: FakeDaemon, args: list[str], stdin: str, message: str
+) -> None:
+    result = run(fake_daemon, "turns", "append", "s", *args, input=stdin)
+    assert result.exit_code == 2
+    assert message in result.stderr
+    assert fake_daemon.servicer.requests == []
+
+
+# -- export / import -----------------------------------------------------------------------
+
+
+def test_export_to_stdout_is_json_lines(fake_daemon: FakeDaemon) -> None:
+    result = run(fake_daemon, "export")
+    assert result.exit_code == 0
+    lines = result.stdout.splitlines()
+    assert [json.loads(line)["id"] for line in lines] == ["m-0", "m-1"]
+    assert "vector" not in json.loads(lines[1])
+    assert json.loads(lines[1])["last_accessed_at"] == 1700000200.75
+    with_vectors = run(fake_daemon, "export", "-", "--vectors").stdout.splitlines()
+    assert json.loads(with_vectors[1])["vector"] == [0.25, -0.5, 1.0]
+    assert fake_daemon.servicer.requests[-1].include_vectors
+
+
+def test_export_to_a_private_file(fake_daemon: FakeDaemon, short_dir: Path) -> None:
+    target = short_dir / "vault.jsonl"
+    target.write_text("old contents\n")
+    result = run(fake_daemon, "export", str(target), "--vectors")
+    assert result.exit_code == 0, result.output
+    assert result.stdout == f"exported 2 memories to {target}\n"
+    assert target.stat().st_mode & 0o777 == 0o600  # clear text: the owner's only
+    assert [json.loads(line)["id"] for line in target.read_text().splitlines()] == ["m-0", "m-1"]
+    assert sorted(p.name for p in short_dir.iterdir()) == ["memvault.sock", "vault.jsonl"]
+    data = json.loads(run(fake_daemon, "export", str(target), "--json").stdout)
+    assert data == {"file": str(target), "exported": 2}
+
+
+def test_export_import_round_trip_loses_nothing(fake_daemon: FakeDaemon, short_dir: Path) -> None:
+    target = short_dir / "vault.jsonl"
+    assert run(fake_daemon, "export", str(target), "--vectors").exit_code == 0
+    with short_temp_dir() as other_dir, running_fake(other_dir) as empty:
+        empty.servicer.store = []
+        result = run(empty, "import", str(target), "--json")
+        assert result.exit_code == 0, result.output
+        assert json.loads(result.stdout) == {"added": 2, "reinforced": 0, "txid": 48}
+        assert empty.servicer.imported == [fake_daemon.servicer.store]  # every field, vectors
+
+
+def test_import_in_batches_of_500(fake_daemon: FakeDaemon, short_dir: Path) -> None:
+    source = short_dir / "many.jsonl"
+    lines = [json.dumps({"id": f"n-{i}", "text": f"memory {i}"}) for i in range(1001)]
+    source.write_text("\n".join(lines) + "\n")
+    result = run(fake_daemon, "import", str(source))
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "added 1001, reinforced 0 (txid 48)\n"
+    assert [len(batch) for batch in fake_daemon.servicer.imported] == [500, 500, 1]
+
+
+def test_import_from_stdin_reinforces_known_ids(fake_daemon: FakeDaemon) -> None:
+    exported = run(fake_daemon, "export").stdout
+    result = run(fake_daemon, "import", "-", "--json", input=exported)
+    assert json.loads(result.stdout) == {"added": 0, "reinforced": 2, "txid": 48}
+
+
+@pytest.mark.parametrize(
+    ("contents", "line", "message"),
+    [
+        ('{"text": "ok"}\n{"text": \n', 2, ": not JSON"),
+        ('{"text": "ok"}\n\n["x"]\n', 3, ": not a JSON object"),
+        ('{"text": "ok", "score": 1}\n', 1, ": unknown key(s) score"),
+        ('{"id": "x"}\n', 1, ": missing key text"),
+        ('{"text": "ok", "tags": "a"}\n', 1, ".tags: must be a list"),
+    ],
+)
+def test_import_checks_every_line_before_sending(
+    fake_daemon: FakeDaemon, short_dir: Path, contents: str, line: int, message: str
+) -> None:
+    source = short_dir / "bad.jsonl"
+    source.write_text('{"text": "fine"}\n' * 600 + contents)  # the bad line is in batch 2
+    result = run(fake_daemon, "import", str(source))
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"memvault: {source} line {600 + line}{message}")
+    assert fake_daemon.servicer.imported == []
+
+
+def test_import_missing_file_is_a_usage_error(fake_daemon: FakeDaemon, short_dir: Path) -> None:
+    assert run(fake_daemon, "import", str(short_dir / "none.jsonl")).exit_code == 2
+
+
+def test_import_empty_file(fake_daemon: FakeDaemon, short_dir: Path) -> None:
+    source = short_dir / "empty.jsonl"
+    source.write_text("")
+    result = run(fake_daemon, "import", str(source))
+    assert (result.exit_code, result.stdout) == (0, "added 0, reinforced 0\n")
+    assert fake_daemon.servicer.imported == []
 
 
 # -- no daemon --------------------------------------------------------------------------

@@ -60,7 +60,25 @@ FULL_RECORD = pb.MemoryRecord(
     superseded_by="m-3",
     supersedes="m-0",
     vector=[0.25, -0.5, 1.0],
+    last_accessed_at=1700000200.75,
 )
+# What FULL_RECORD superseded: the first link of its chain.
+OLDER_RECORD = pb.MemoryRecord(
+    id="m-0", text="prefers unittest", type="semantic", payload_json="{}", superseded_by="m-1",
+    created_at=1.5,
+)  # fmt: skip
+FULL_BREAKDOWN = pb.ScoreBreakdown(
+    similarity=0.8, keyword=0.6, topic=1.0, fusion=0.7, decay=0.5, reinforcement=1.25,
+    importance=1.1,
+)  # fmt: skip
+TURN_HIT = pb.TurnHit(
+    turn=pb.Turn(
+        id="t-1", session_id="s-1", speaker="user", text="I use pytest", at=1700000300.5,
+        payload_json='{"turn": 4}',
+    ),
+    score=0.42,
+    channels=["keyword"],
+)  # fmt: skip
 
 
 @dataclass
@@ -73,6 +91,9 @@ class FakeMemory(pb_grpc.MemoryServicer):  # type: ignore[misc]
     events: list[pb.Event] = field(default_factory=list)
     stream_cancelled: threading.Event = field(default_factory=threading.Event)
     status_calls: int = 0
+    # What Export streams, and what Import received (one list per call).
+    store: list[pb.MemoryRecord] = field(default_factory=lambda: [OLDER_RECORD, FULL_RECORD])
+    imported: list[list[pb.MemoryRecord]] = field(default_factory=list)
 
     def Remember(self, request: pb.RememberRequest, context: grpc.ServicerContext) -> Any:
         self.requests.append(request)
@@ -97,19 +118,32 @@ class FakeMemory(pb_grpc.MemoryServicer):  # type: ignore[misc]
         if request.filter_json.startswith("{bad"):
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "filter_json: does not parse")
         if request.query == "nothing":
-            return pb.RecallReply()
-        hit = pb.Hit(memory=self.record, score=0.5, similarity=0.8, decay=0.5, reinforcement=1.25)
-        return pb.RecallReply(hits=[hit])
+            return pb.RecallReply(turns=[TURN_HIT] if request.include_turns else [])
+        hit = pb.Hit(
+            memory=self.record, score=0.5, similarity=0.8, decay=0.5, reinforcement=1.25,
+            channels=["vector", "keyword"], match_reasons=["keyword: pytest"],
+            breakdown=FULL_BREAKDOWN,
+        )  # fmt: skip
+        return pb.RecallReply(
+            hits=[hit],
+            has_more=request.query == "more",
+            turns=[TURN_HIT] if request.include_turns else [],
+        )
 
     def Get(self, request: pb.GetRequest, context: grpc.ServicerContext) -> Any:
         self.requests.append(request)
-        if request.id != self.record.id:
+        if request.id not in (self.record.id, OLDER_RECORD.id):
             context.abort(grpc.StatusCode.NOT_FOUND, f"no memory with id {request.id}")
         record = pb.MemoryRecord()
-        record.CopyFrom(self.record)
+        record.CopyFrom(self.record if request.id == self.record.id else OLDER_RECORD)
         if not request.include_vector:
             del record.vector[:]
-        return record
+        chain = [pb.MemoryRecord(), pb.MemoryRecord()]
+        chain[0].CopyFrom(OLDER_RECORD)
+        chain[1].CopyFrom(self.record)
+        for link in chain:
+            del link.vector[:]  # the daemon sends the chain without vectors
+        return pb.GetReply(memory=record, chain=chain)
 
     def Forget(self, request: pb.ForgetRequest, context: grpc.ServicerContext) -> Any:
         self.requests.append(request)
@@ -117,9 +151,66 @@ class FakeMemory(pb_grpc.MemoryServicer):  # type: ignore[misc]
             context.abort(grpc.StatusCode.DATA_LOSS, "segment 7 failed to authenticate")
         if request.id == "full":
             context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "disk full")
+        if request.filter_json:
+            ids = ["m-1", "m-2"] if request.filter_json != '{"tier": "none"}' else []
+            return pb.ForgetReply(txid=0 if request.dry_run else 47, ids=ids)
         if request.id != self.record.id:
             context.abort(grpc.StatusCode.NOT_FOUND, f"no memory with id {request.id}")
-        return pb.ForgetReply(txid=42)
+        return pb.ForgetReply(txid=42, ids=[request.id])
+
+    def _known(self, id: str, context: grpc.ServicerContext) -> None:
+        if id not in (self.record.id, OLDER_RECORD.id):
+            context.abort(grpc.StatusCode.NOT_FOUND, f"no memory with id {id}")
+
+    def Update(self, request: pb.UpdateRequest, context: grpc.ServicerContext) -> Any:
+        self.requests.append(request)
+        self._known(request.id, context)
+        return pb.UpdateReply(txid=43, memory=self.record)
+
+    def Supersede(self, request: pb.SupersedeRequest, context: grpc.ServicerContext) -> Any:
+        self.requests.append(request)
+        self._known(request.id, context)
+        return pb.RememberReply(id="m-2", txid=44)
+
+    def Reinforce(self, request: pb.ReinforceRequest, context: grpc.ServicerContext) -> Any:
+        self.requests.append(request)
+        self._known(request.id, context)
+        return pb.ReinforceReply(txid=45, reinforce_count=3)
+
+    def ListTopics(self, request: pb.ListRequest, context: Any) -> Any:
+        self.requests.append(request)
+        return pb.ListReply(
+            items=[
+                pb.Facet(name="user.preferences.testing", count=2, last_activity=1700000100.5),
+                pb.Facet(name="ops.deploy", count=1, last_activity=1600000000.0),
+            ]
+        )
+
+    def ListEntities(self, request: pb.ListRequest, context: Any) -> Any:
+        self.requests.append(request)
+        return pb.ListReply(items=[pb.Facet(name="user", count=3, last_activity=1700000000.0)])
+
+    def AppendTurns(self, request: pb.AppendTurnsRequest, context: Any) -> Any:
+        self.requests.append(request)
+        return pb.AppendTurnsReply(ids=[f"t-{i}" for i in range(len(request.turns))], txid=46)
+
+    def Export(self, request: pb.ExportRequest, context: Any) -> Any:
+        self.requests.append(request)
+        for stored in self.store:
+            record = pb.MemoryRecord()
+            record.CopyFrom(stored)
+            if not request.include_vectors:
+                del record.vector[:]
+            yield record
+
+    def Import(self, request: pb.ImportRequest, context: Any) -> Any:
+        self.requests.append(request)
+        self.imported.append(list(request.memories))
+        known = {r.id for r in self.store}
+        reinforced = sum(1 for r in request.memories if r.id in known)
+        return pb.ImportReply(
+            added=len(request.memories) - reinforced, reinforced=reinforced, txid=48
+        )
 
     def Status(self, request: pb.StatusRequest, context: Any) -> Any:
         self.status_calls += 1
@@ -336,7 +427,14 @@ def _expected_memory(vector: tuple[float, ...]) -> Memory:
         superseded_by="m-3",
         supersedes="m-0",
         vector=vector,
+        last_accessed_at=1700000200.75,
     )
+
+
+EXPECTED_BREAKDOWN = memvault.ScoreBreakdown(
+    similarity=0.8, keyword=0.6, topic=1.0, fusion=0.7, decay=0.5, reinforcement=1.25,
+    importance=1.1,
+)  # fmt: skip
 
 
 def test_get_maps_every_field(client: Client) -> None:
@@ -347,7 +445,16 @@ def test_get_maps_every_field(client: Client) -> None:
 
 def test_recall_maps_hits(client: Client) -> None:
     [hit] = client.recall("tests?")
-    assert hit == Hit(_expected_memory((0.25, -0.5, 1.0)), 0.5, 0.8, 0.5, 1.25)
+    assert hit == Hit(
+        _expected_memory((0.25, -0.5, 1.0)),
+        0.5,
+        0.8,
+        0.5,
+        1.25,
+        channels=("vector", "keyword"),
+        match_reasons=("keyword: pytest",),
+        breakdown=EXPECTED_BREAKDOWN,
+    )
 
 
 def test_recall_empty_is_empty(client: Client) -> None:
@@ -375,7 +482,16 @@ def test_hit_to_dict_is_flat(client: Client) -> None:
     assert list(out)[:8] == [
         "id", "text", "score", "type", "topic_key", "payload", "tags", "category",
     ]  # fmt: skip
-    assert list(out)[-3:] == ["similarity", "decay", "reinforcement"]
+    assert list(out)[-6:] == [
+        "similarity", "decay", "reinforcement", "channels", "match_reasons", "breakdown",
+    ]  # fmt: skip
+    assert out["channels"] == ["vector", "keyword"]
+    assert out["match_reasons"] == ["keyword: pytest"]
+    assert out["breakdown"] == {
+        "similarity": 0.8, "keyword": 0.6, "topic": 1.0, "fusion": 0.7, "decay": 0.5,
+        "reinforcement": 1.25, "importance": 1.1,
+    }  # fmt: skip
+    assert out["last_accessed_at"] == 1700000200.75
     assert out["payload"] == {"lang": "python", "n": 3, "nested": {"ok": True}}
     assert out["tags"] == ["testing", "python"]
     assert out["score"] == 0.5 and out["reinforce_count"] == 2
@@ -391,6 +507,372 @@ def test_forget_and_status(client: Client) -> None:
     assert status.cache_hit_rate == 0.75
     assert status.to_dict()["cache_hit_rate"] == 0.75
     assert status.vault_id == "v-1" and status.key_storage == "keyring"
+
+
+# -- recall: the issue-3 options and reply ---------------------------------------------
+
+
+def test_recall_maps_every_new_option(client: Client, fake_daemon: FakeDaemon) -> None:
+    client.recall(
+        "tests?",
+        mode="keyword",
+        types=["fact", "procedural"],
+        topic="user.preferences",
+        session="s-1",
+        source="claude-code",
+        tiers=["working", "archived"],
+        include_superseded=True,
+        max_tokens=200,
+        offset=10,
+        mark_accessed=False,
+        min_txid=41,
+        include_turns=True,
+    )
+    sent = fake_daemon.servicer.requests[-1]
+    assert sent.mode == "keyword"
+    assert list(sent.types) == ["fact", "procedural"]
+    assert (sent.topic_key, sent.session_id, sent.source) == (
+        "user.preferences",
+        "s-1",
+        "claude-code",
+    )
+    assert list(sent.tiers) == ["working", "archived"]
+    assert sent.include_superseded and sent.include_turns
+    assert (sent.max_tokens, sent.offset, sent.min_txid) == (200, 10, 41)
+    assert sent.HasField("mark_accessed") and sent.mark_accessed is False
+
+
+def test_recall_defaults_leave_new_options_unset(client: Client, fake_daemon: FakeDaemon) -> None:
+    client.recall("q", types="fact", tiers="working")
+    sent = fake_daemon.servicer.requests[-1]
+    assert not sent.HasField("mark_accessed")  # the daemon's default: mark
+    assert (sent.mode, sent.topic_key, sent.max_tokens, sent.offset, sent.min_txid) == (
+        "",
+        "",
+        0,
+        0,
+        0,
+    )
+    assert not sent.include_turns and not sent.include_superseded
+    assert list(sent.types) == ["fact"] and list(sent.tiers) == ["working"]  # lone strings
+
+
+def test_recall_returns_hits_with_has_more_and_turns(client: Client) -> None:
+    hits = client.recall("more", include_turns=True)
+    assert isinstance(hits, memvault.Hits) and isinstance(hits, list)
+    assert len(hits) == 1 and hits[0].memory.id == "m-1"
+    assert hits.has_more is True
+    assert hits.turns == [
+        memvault.TurnHit(
+            id="t-1",
+            session_id="s-1",
+            speaker="user",
+            text="I use pytest",
+            at=1700000300.5,
+            payload={"turn": 4},
+            score=0.42,
+            channels=("keyword",),
+        )
+    ]
+    out = hits.to_dict()
+    assert out["has_more"] is True and out["hits"][0]["id"] == "m-1"
+    assert out["turns"][0]["payload"] == {"turn": 4}
+    assert out["turns"][0]["channels"] == ["keyword"]
+
+
+def test_recall_without_more_or_turns(client: Client) -> None:
+    hits = client.recall("tests?")
+    assert hits.has_more is False and hits.turns == []
+    empty = client.recall("nothing", include_turns=True)
+    assert empty == [] and not empty.has_more and len(empty.turns) == 1
+
+
+# -- lifecycle ------------------------------------------------------------------------
+
+
+def test_history_is_the_chain_oldest_first(client: Client, fake_daemon: FakeDaemon) -> None:
+    chain = client.history("m-1")
+    assert [m.id for m in chain] == ["m-0", "m-1"]
+    assert chain[0].superseded_by == "m-1" and chain[1] == _expected_memory(())
+    assert fake_daemon.servicer.requests[-1].id == "m-1"
+    assert client.get("m-0").text == "prefers unittest"  # get still returns the memory asked for
+
+
+def test_forget_where(client: Client, fake_daemon: FakeDaemon) -> None:
+    flt = {"tags": {"contains": "old"}}
+    result = client.forget_where(flt)
+    assert result == memvault.ForgetResult(txid=47, ids=("m-1", "m-2"))
+    sent = fake_daemon.servicer.requests[-1]
+    assert json.loads(sent.filter_json) == flt and sent.id == "" and not sent.dry_run
+    preview = client.forget_where('{"tier": "archived"}', dry_run=True)
+    assert preview.txid == 0 and preview.ids == ("m-1", "m-2")
+    assert fake_daemon.servicer.requests[-1].dry_run
+    assert preview.to_dict() == {"txid": 0, "ids": ["m-1", "m-2"]}
+
+
+@pytest.mark.parametrize("empty", ["", "  ", {}])
+def test_forget_where_needs_a_filter(
+    client: Client, fake_daemon: FakeDaemon, empty: str | dict[str, Any]
+) -> None:
+    with pytest.raises(InvalidArgument, match="filter"):
+        client.forget_where(empty)
+    assert fake_daemon.servicer.requests == []
+
+
+def test_update_sends_every_field(client: Client, fake_daemon: FakeDaemon) -> None:
+    result = client.update(
+        "m-1",
+        text="prefers pytest, always",
+        type="semantic",
+        topic="user.preferences.testing",
+        payload={"lang": "python"},
+        entity="user",
+        tags=["testing"],
+        category="development",
+        importance=0.95,
+        session="s-2",
+        source="cli",
+        tier="working",
+        expires_at=1900000000.0,
+        vector=[0.5, 0.5],
+    )
+    assert result == memvault.UpdateResult(txid=43, memory=_expected_memory((0.25, -0.5, 1.0)))
+    assert result.to_dict()["memory"]["id"] == "m-1" and result.to_dict()["txid"] == 43
+    sent = fake_daemon.servicer.requests[-1]
+    assert sent.id == "m-1"
+    assert list(sent.fields) == [
+        "text", "type", "topic_key", "payload_json", "entity", "tags", "category",
+        "importance", "session_id", "source", "tier", "expires_at",
+    ]  # fmt: skip
+    m = sent.memory
+    assert (m.text, m.type, m.topic_key, m.entity, m.category) == (
+        "prefers pytest, always",
+        "semantic",
+        "user.preferences.testing",
+        "user",
+        "development",
+    )
+    assert json.loads(m.payload_json) == {"lang": "python"} and list(m.tags) == ["testing"]
+    assert m.importance == pytest.approx(0.95)
+    assert (m.session_id, m.source, m.tier, m.expires_at) == ("s-2", "cli", "working", 1.9e9)
+    assert list(m.vector) == [0.5, 0.5]
+
+
+@pytest.mark.parametrize(
+    ("changes", "fields"),
+    [
+        ({"topic": "ops.deploy"}, ["topic_key"]),
+        ({"tags": []}, ["tags"]),  # an empty value clears, it is still sent
+        ({"importance": 0.0, "expires_at": 0}, ["importance", "expires_at"]),
+        ({"payload": {}, "session": ""}, ["payload_json", "session_id"]),
+        ({"text": "new", "tier": None}, ["text"]),
+    ],
+)
+def test_update_sends_only_the_named_fields(
+    client: Client, fake_daemon: FakeDaemon, changes: dict[str, Any], fields: list[str]
+) -> None:
+    client.update("m-1", **changes)
+    sent = fake_daemon.servicer.requests[-1]
+    assert list(sent.fields) == fields
+    assert sent.memory.HasField("importance") == ("importance" in fields)
+
+
+def test_update_refuses_nothing_and_a_lone_vector(client: Client, fake_daemon: FakeDaemon) -> None:
+    with pytest.raises(InvalidArgument, match="nothing to change"):
+        client.update("m-1")
+    with pytest.raises(InvalidArgument, match="vector goes with a new text"):
+        client.update("m-1", vector=[1.0, 0.0], topic="t")
+    assert fake_daemon.servicer.requests == []
+
+
+def test_update_unknown_id_is_not_found(client: Client) -> None:
+    with pytest.raises(NotFound):
+        client.update("m-404", text="x")
+
+
+def test_supersede(client: Client, fake_daemon: FakeDaemon) -> None:
+    result = client.supersede(
+        "m-1", "prefers vitest now", topic="user.preferences.testing", tags=["testing"],
+        importance=0.7, source="cli", vector=[0.1, 0.2],
+    )  # fmt: skip
+    assert result == memvault.RememberResult(id="m-2", txid=44)
+    sent = fake_daemon.servicer.requests[-1]
+    assert sent.id == "m-1" and sent.memory.text == "prefers vitest now"
+    assert sent.memory.topic_key == "user.preferences.testing"
+    assert list(sent.memory.tags) == ["testing"] and sent.memory.source == "cli"
+    assert sent.memory.importance == pytest.approx(0.7)
+    assert list(sent.memory.vector) == pytest.approx([0.1, 0.2])
+    with pytest.raises(NotFound):
+        client.supersede("m-404", "x")
+
+
+def test_reinforce(client: Client, fake_daemon: FakeDaemon) -> None:
+    result = client.reinforce("m-1")
+    assert result == memvault.ReinforceResult(txid=45, reinforce_count=3)
+    assert result.to_dict() == {"txid": 45, "reinforce_count": 3}
+    assert fake_daemon.servicer.requests[-1].id == "m-1"
+    with pytest.raises(NotFound):
+        client.reinforce("m-404")
+
+
+def test_list_topics_and_entities(client: Client, fake_daemon: FakeDaemon) -> None:
+    topics = client.list_topics({"category": "development"})
+    assert topics == [
+        memvault.Facet("user.preferences.testing", 2, 1700000100.5),
+        memvault.Facet("ops.deploy", 1, 1600000000.0),
+    ]
+    assert json.loads(fake_daemon.servicer.requests[-1].filter_json) == {"category": "development"}
+    assert client.list_entities() == [memvault.Facet("user", 3, 1700000000.0)]
+    assert fake_daemon.servicer.requests[-1].filter_json == ""
+    assert topics[0].to_dict() == {
+        "name": "user.preferences.testing", "count": 2, "last_activity": 1700000100.5,
+    }  # fmt: skip
+
+
+# -- transcript turns ---------------------------------------------------------------------
+
+
+def test_append_turns(client: Client, fake_daemon: FakeDaemon) -> None:
+    result = client.append_turns(
+        "s-9",
+        iter(
+            [
+                {"speaker": "user", "text": "I moved to Lisbon", "at": 1700000000},
+                {"speaker": "assistant", "text": "Noted.", "payload": {"turn": 2}},
+            ]
+        ),
+    )
+    assert result == memvault.AppendResult(ids=("t-0", "t-1"), txid=46)
+    assert result.to_dict() == {"ids": ["t-0", "t-1"], "txid": 46}
+    sent = fake_daemon.servicer.requests[-1]
+    assert sent.session_id == "s-9"
+    first, second = sent.turns
+    assert (first.speaker, first.text, first.at, first.payload_json) == (
+        "user",
+        "I moved to Lisbon",
+        1700000000.0,
+        "",
+    )
+    assert (second.speaker, second.at, json.loads(second.payload_json)) == (
+        "assistant",
+        0.0,
+        {"turn": 2},
+    )
+
+
+@pytest.mark.parametrize(
+    ("turn", "message"),
+    [
+        ({"speaker": "user"}, r"turns\[1\]: text"),
+        ({"text": "hi"}, r"turns\[1\]: speaker"),
+        ({"speaker": "u", "text": "hi", "when": 1}, r"turns\[1\].*when"),
+        ({"speaker": "u", "text": "hi", "at": "noon"}, r"turns\[1\]: at"),
+        ({"speaker": "u", "text": "hi", "payload": [1]}, "payload"),
+    ],
+)
+def test_append_turns_rejects_bad_turns_before_sending(
+    client: Client, fake_daemon: FakeDaemon, turn: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(InvalidArgument, match=message):
+        client.append_turns("s", [{"speaker": "u", "text": "ok"}, turn])
+    assert fake_daemon.servicer.requests == []
+
+
+# -- export / import -----------------------------------------------------------------------
+
+
+def test_export_streams_every_memory(client: Client, fake_daemon: FakeDaemon) -> None:
+    memories = list(client.export())
+    assert [m.id for m in memories] == ["m-0", "m-1"]
+    assert memories[1] == _expected_memory(())
+    assert not fake_daemon.servicer.requests[-1].include_vectors
+    with_vectors = list(client.export(include_vectors=True))
+    assert with_vectors[1].vector == (0.25, -0.5, 1.0)
+    assert fake_daemon.servicer.requests[-1].include_vectors
+
+
+def test_export_stops_early_without_error(client: Client, fake_daemon: FakeDaemon) -> None:
+    fake_daemon.servicer.store = [FULL_RECORD] * 50
+    stream = client.export()
+    assert next(stream).id == "m-1"
+    stream.close()  # type: ignore[attr-defined]  # a generator: closing cancels the call
+    assert client.status().ready  # the connection is still good
+
+
+def test_export_without_daemon_fails_at_once(short_dir: Path) -> None:
+    with Client(short_dir / "none.sock") as c, pytest.raises(Unavailable):
+        c.export()
+
+
+def test_import_memories_sends_whole_records_in_batches(
+    client: Client, fake_daemon: FakeDaemon
+) -> None:
+    full = _expected_memory((0.25, -0.5, 1.0))
+    items: list[Memory | dict[str, Any]] = [
+        full,
+        full.to_dict(),  # an export line
+        {"text": "only text"},
+        Memory(id="m-9", text="nine"),
+        {"id": "m-0", "text": "prefers unittest"},
+    ]
+    result = client.import_memories(iter(items), batch_size=2)
+    assert [len(batch) for batch in fake_daemon.servicer.imported] == [2, 2, 1]
+    first, second = fake_daemon.servicer.imported[0]
+    assert first == FULL_RECORD and second == FULL_RECORD  # every field, vector included
+    # The daemon's convention for an empty payload: "{}".
+    assert fake_daemon.servicer.imported[1][0] == pb.MemoryRecord(
+        text="only text", payload_json="{}"
+    )
+    # m-1 twice and m-0 once are in the fake's store: reinforced; the rest added.
+    assert result == memvault.ImportResult(added=2, reinforced=3, txid=48)
+    assert result.to_dict() == {"added": 2, "reinforced": 3, "txid": 48}
+
+
+def test_import_memories_default_batch_and_nothing(client: Client, fake_daemon: FakeDaemon) -> None:
+    result = client.import_memories(Memory(id=f"n-{i}", text=str(i)) for i in range(1201))
+    assert [len(batch) for batch in fake_daemon.servicer.imported] == [500, 500, 201]
+    assert (result.added, result.reinforced) == (1201, 0)
+    assert client.import_memories([]) == memvault.ImportResult(0, 0, 0)
+    assert len(fake_daemon.servicer.imported) == 3  # nothing sent for nothing
+
+
+@pytest.mark.parametrize(
+    ("item", "message"),
+    [
+        ({"id": "x"}, r"memories\[0\]: missing key text"),
+        ({"text": "x", "score": 0.5}, r"memories\[0\]: unknown key\(s\) score"),
+        ({"text": "x", "tags": "a"}, r"memories\[0\]\.tags: must be a list"),
+        ({"text": "x", "reinforce_count": -1}, r"reinforce_count: must be a whole number"),
+        ({"text": "x", "created_at": "today"}, r"created_at: must be a finite number"),
+        ({"text": "x", "vector": [1, "a"]}, r"vector\[1\]: must be a finite number"),
+        ({"text": "x", "payload": []}, r"payload: must be a JSON object"),
+        ({"text": 7}, r"text: must be a string"),
+        ("text", r"memories\[0\]: a Memory or a mapping"),
+    ],
+)
+def test_import_memories_rejects_bad_items_before_sending(
+    client: Client, fake_daemon: FakeDaemon, item: Any, message: str
+) -> None:
+    with pytest.raises(InvalidArgument, match=message):
+        client.import_memories([item])
+    assert fake_daemon.servicer.imported == []
+    with pytest.raises(InvalidArgument, match="batch_size"):
+        client.import_memories([], batch_size=0)
+
+
+def test_export_then_import_loses_nothing(client: Client, fake_daemon: FakeDaemon) -> None:
+    lines = [json.dumps(m.to_dict()) for m in client.export(include_vectors=True)]
+    client.import_memories(json.loads(line) for line in lines)
+    [batch] = fake_daemon.servicer.imported
+    assert batch == fake_daemon.servicer.store
+
+
+def test_memory_from_dict_inverts_to_dict() -> None:
+    full = _expected_memory((0.25, -0.5, 1.0))
+    assert Memory.from_dict(full.to_dict()) == full
+    assert Memory.from_dict({"text": "t", "importance": 1}) == Memory(
+        id="", text="t", importance=1.0
+    )
 
 
 # -- errors -----------------------------------------------------------------------
@@ -563,6 +1045,10 @@ def test_events_without_daemon(short_dir: Path) -> None:
 def test_public_surface() -> None:
     assert memvault.__version__ == "0.1.0"
     assert set(memvault.__all__) >= {"Client", "Hit", "Memory", "MemvaultError", "NotFound"}
+    assert set(memvault.__all__) >= {
+        "AppendResult", "Facet", "ForgetResult", "Hits", "ImportResult", "ReinforceResult",
+        "ScoreBreakdown", "TurnHit", "UpdateResult",
+    }  # fmt: skip
     for name in memvault.__all__:
         assert hasattr(memvault, name), name
 
@@ -570,7 +1056,7 @@ def test_public_surface() -> None:
 def test_light_install_imports_nothing_heavy() -> None:
     heavy = ["memvaultd", "torch", "numpy", "lancedb", "sentence_transformers"]
     code = (
-        "import sys, memvault, memvault.cli, memvault.output\n"
+        "import sys, memvault, memvault.cli, memvault.output, memvault.wire\n"
         f"print([m for m in {heavy!r} if m in sys.modules])"
     )
     root = Path(__file__).resolve().parents[1]

@@ -43,10 +43,19 @@ def test_remembered_memory_is_recalled_first_with_its_payload(client: Client) ->
 
 def test_hits_carry_the_composite_score(client: Client) -> None:
     client.remember("the user's cat is called Miso", type="episodic", topic="user.pets")
-    (hit,) = client.recall("what is the cat's name", top_k=1, filter={"topic_key": "user.pets"})
+    (hit,) = client.recall("what is the cat's name", top_k=1, filter={"topic_key": "user.pets"},
+                           mode="vector")
+    # Vector mode is the recall spec's formula exactly.
     assert hit.score == pytest.approx(hit.similarity * hit.decay * hit.reinforcement)
     assert 0.99 < hit.decay <= 1.0  # just written: almost no decay
     assert hit.reinforcement == pytest.approx(1.0)
+    (hybrid,) = client.recall("what is the cat's name", top_k=1,
+                              filter={"topic_key": "user.pets"})
+    parts = hybrid.breakdown
+    assert hybrid.score == pytest.approx(
+        parts.fusion * parts.decay * parts.reinforcement * parts.importance)
+    assert "vector" in hybrid.channels and "keyword" in hybrid.channels
+    assert any(reason.startswith("keyword: cat") for reason in hybrid.match_reasons)
 
 
 def test_restating_a_memory_reinforces_it_instead_of_copying(client: Client) -> None:

@@ -22,25 +22,49 @@ from memvault.errors import (
     RollbackDetected,
     Unavailable,
 )
-from memvault.types import Event, Hit, Memory, RememberResult, Status
+from memvault.types import (
+    AppendResult,
+    Event,
+    Facet,
+    ForgetResult,
+    Hit,
+    Hits,
+    ImportResult,
+    Memory,
+    ReinforceResult,
+    RememberResult,
+    ScoreBreakdown,
+    Status,
+    TurnHit,
+    UpdateResult,
+)
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AppendResult",
     "Client",
     "Event",
     "EventStream",
+    "Facet",
+    "ForgetResult",
     "Hit",
+    "Hits",
+    "ImportResult",
     "IntegrityError",
     "InvalidArgument",
     "Locked",
     "Memory",
     "MemvaultError",
     "NotFound",
+    "ReinforceResult",
     "RememberResult",
     "ResourceExhausted",
     "RollbackDetected",
+    "ScoreBreakdown",
     "Status",
+    "TurnHit",
     "Unavailable",
+    "UpdateResult",
     "__version__",
 ]

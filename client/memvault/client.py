@@ -5,15 +5,16 @@
         for hit in mv.recall("which test runner?"):
             print(hit.score, hit.memory.text)
 
-The client only translates: keywords to request messages, reply messages to
-the plain values of `memvault.types`, and every failed call to the exception
-of `memvault.errors` that `error_from_status` names. It holds no logic of its
-own beyond telling "the daemon is not running" apart from "the daemon said no".
+The client only translates (through `memvault.wire`): keywords to request
+messages, reply messages to the plain values of `memvault.types`, and every
+failed call to the exception of `memvault.errors` that `error_from_status`
+names. It holds no logic of its own beyond telling "the daemon is not running"
+apart from "the daemon said no".
 """
 
 from __future__ import annotations
 
-import json
+import itertools
 import os
 import threading
 import time
@@ -25,14 +26,26 @@ from typing import Any, TypeVar
 import grpc
 from google.protobuf.message import Message
 
-from memvault import paths
+from memvault import paths, wire
 from memvault.errors import (
     InvalidArgument,
     MemvaultError,
     Unavailable,
     error_from_status,
 )
-from memvault.types import Event, Hit, Memory, RememberResult, Status
+from memvault.types import (
+    AppendResult,
+    Event,
+    Facet,
+    ForgetResult,
+    Hits,
+    ImportResult,
+    Memory,
+    ReinforceResult,
+    RememberResult,
+    Status,
+    UpdateResult,
+)
 from memvault.v1 import memory_pb2 as pb
 
 __all__ = ["Client", "EventStream"]
@@ -45,6 +58,10 @@ START_HINT = "Start it with `memvaultd` or ./scripts/run"
 # A connect to a local unix socket completes in well under a millisecond; 5 s
 # only bounds the case of a daemon that accepted the connection and then hung.
 CONNECT_TIMEOUT_S = 5.0
+
+# 500 records with 384-float vectors and a paragraph of text each are ~1 MB:
+# a quarter of gRPC's default 4 MiB receive limit, at one fsync per batch.
+IMPORT_BATCH_SIZE = 500
 
 _CHANNEL_OPTIONS: list[tuple[str, Any]] = [
     # A recall of 1000 hits with vectors is ~2-3 MB, close to gRPC's 4 MiB
@@ -67,28 +84,6 @@ _TRANSPORT_FAILURES = (
     "broken pipe",
     "no such file",
 )
-
-# remember()'s keywords; remember_batch() mappings take these plus "text".
-_INPUT_KEYS = frozenset(
-    {
-        "text",
-        "type",
-        "topic",
-        "payload",
-        "entity",
-        "tags",
-        "category",
-        "importance",
-        "session",
-        "source",
-        "tier",
-        "expires_at",
-        "supersedes",
-        "vector",
-    }
-)
-# The wire names, accepted too, so a dict shaped like Memory.to_dict() fits.
-_INPUT_ALIASES = {"topic_key": "topic", "session_id": "session"}
 
 
 class Client:
@@ -118,14 +113,18 @@ class Client:
             "RememberBatch", pb.RememberBatchRequest, pb.RememberBatchReply
         )
         self._recall = self._unary("Recall", pb.RecallRequest, pb.RecallReply)
-        self._get = self._unary("Get", pb.GetRequest, pb.MemoryRecord)
+        self._get = self._unary("Get", pb.GetRequest, pb.GetReply)
         self._forget = self._unary("Forget", pb.ForgetRequest, pb.ForgetReply)
+        self._update = self._unary("Update", pb.UpdateRequest, pb.UpdateReply)
+        self._supersede = self._unary("Supersede", pb.SupersedeRequest, pb.RememberReply)
+        self._reinforce = self._unary("Reinforce", pb.ReinforceRequest, pb.ReinforceReply)
+        self._list_topics = self._unary("ListTopics", pb.ListRequest, pb.ListReply)
+        self._list_entities = self._unary("ListEntities", pb.ListRequest, pb.ListReply)
+        self._append_turns = self._unary("AppendTurns", pb.AppendTurnsRequest, pb.AppendTurnsReply)
+        self._import = self._unary("Import", pb.ImportRequest, pb.ImportReply)
         self._status = self._unary("Status", pb.StatusRequest, pb.StatusReply)
-        self._events = self._channel.unary_stream(
-            "/memvault.v1.Memory/Events",
-            request_serializer=pb.EventsRequest.SerializeToString,
-            response_deserializer=pb.Event.FromString,
-        )
+        self._export = self._stream("Export", pb.ExportRequest, pb.MemoryRecord)
+        self._events = self._stream("Events", pb.EventsRequest, pb.Event)
 
     # -- the API ---------------------------------------------------------------
 
@@ -150,9 +149,10 @@ class Client:
         """Store a memory (or reinforce the one it restates); returns its id and txid.
 
         Empty strings and None take the daemon's defaults (type semantic,
-        importance 0.5, tier long_term).
+        importance 0.5, tier long_term). `supersedes=ID` replaces that memory,
+        as `supersede()` does.
         """
-        memory = _memory_input(
+        memory = wire.memory_input(
             text,
             type=type,
             topic=topic,
@@ -169,7 +169,7 @@ class Client:
             vector=vector,
         )
         reply = self._call(self._remember, pb.RememberRequest(memory=memory))
-        return _remember_result(reply)
+        return wire.remember_result(reply)
 
     def remember_batch(self, memories: Iterable[Mapping[str, Any]]) -> list[RememberResult]:
         """Store several memories in one call; one result per input, in input order.
@@ -178,9 +178,9 @@ class Client:
         "session_id" are accepted as well). An unknown key raises
         InvalidArgument before anything is sent.
         """
-        inputs = [_batch_input(i, m) for i, m in enumerate(memories)]
+        inputs = [wire.batch_input(i, m) for i, m in enumerate(memories)]
         reply = self._call(self._remember_batch, pb.RememberBatchRequest(memories=inputs))
-        return [_remember_result(r) for r in reply.results]
+        return [wire.remember_result(r) for r in reply.results]
 
     def recall(
         self,
@@ -191,37 +191,242 @@ class Client:
         filter: Mapping[str, Any] | str | None = None,
         query_vector: Sequence[float] | None = None,
         include_vectors: bool = False,
-    ) -> list[Hit]:
-        """The memories that best answer `query`, best first; [] when none do.
+        mode: str = "",
+        types: Sequence[str] = (),
+        topic: str = "",
+        session: str = "",
+        source: str = "",
+        tiers: Sequence[str] = (),
+        include_superseded: bool = False,
+        max_tokens: int = 0,
+        offset: int = 0,
+        mark_accessed: bool = True,
+        min_txid: int = 0,
+        include_turns: bool = False,
+    ) -> Hits:
+        """The memories that best answer `query`, best first; empty when none do.
 
         `top_k` 0 means the daemon's default (3). `filter` is a filter
         expression, as a dict or as JSON text passed through unchanged, e.g.
         {"AND": [{"category": "development"}, {"tags": {"contains": "testing"}}]}.
+        `mode` is "hybrid" (the default), "vector" or "keyword". `types`,
+        `topic` (and the topics below it), `session`, `source` and `tiers`
+        (default working + long_term) narrow the search. `max_tokens` stops
+        adding hits once their text would pass that many tokens; `offset`
+        skips ranked hits, and the result's `has_more` says whether more
+        remain. `mark_accessed=False` is a preview that leaves access counts
+        alone. `min_txid` waits until the daemon has applied that write.
+        `include_turns` also searches the transcript turns, returned apart in
+        the result's `turns`.
         """
         request = pb.RecallRequest(
             query=query,
             top_k=top_k,
-            filter_json=_filter_json(filter),
+            filter_json=wire.filter_json(filter),
             query_vector=list(query_vector or ()),
             include_vectors=include_vectors,
+            mode=mode,
+            types=wire.strings(types),
+            topic_key=topic,
+            session_id=session,
+            source=source,
+            tiers=wire.strings(tiers),
+            include_superseded=include_superseded,
+            max_tokens=max_tokens,
+            offset=offset,
+            min_txid=min_txid,
+            include_turns=include_turns,
         )
         if min_score is not None:
             request.min_score = min_score
-        reply = self._call(self._recall, request)
-        return [_hit(h) for h in reply.hits]
+        if not mark_accessed:  # unset means the daemon's documented default, true
+            request.mark_accessed = False
+        return wire.hits(self._call(self._recall, request))
 
     def get(self, id: str, *, include_vector: bool = False) -> Memory:
         """The memory with this id; raises NotFound when there is none."""
-        record = self._call(self._get, pb.GetRequest(id=id, include_vector=include_vector))
-        return _memory(record)
+        reply = self._call(self._get, pb.GetRequest(id=id, include_vector=include_vector))
+        return wire.memory(reply.memory)
+
+    def history(self, id: str) -> list[Memory]:
+        """The supersession chain this memory belongs to, oldest first, itself included.
+
+        A single memory when it never replaced another and was never replaced.
+        Raises NotFound when there is no such memory.
+        """
+        reply = self._call(self._get, pb.GetRequest(id=id))
+        return [wire.memory(link) for link in reply.chain]
 
     def forget(self, id: str) -> int:
         """Delete the memory with this id (on every synced device); returns the txid."""
         return self._call(self._forget, pb.ForgetRequest(id=id)).txid
 
+    def forget_where(
+        self, filter: Mapping[str, Any] | str, *, dry_run: bool = False
+    ) -> ForgetResult:
+        """Delete every memory the filter expression matches; returns their ids.
+
+        `dry_run=True` only lists them (txid 0). An empty filter raises
+        InvalidArgument before anything is sent: forgetting everything takes
+        a filter that says so.
+        """
+        text = wire.filter_json(filter)
+        if not text.strip() or not filter:
+            raise InvalidArgument("forget_where needs a filter expression, not an empty one")
+        reply = self._call(self._forget, pb.ForgetRequest(filter_json=text, dry_run=dry_run))
+        return ForgetResult(txid=reply.txid, ids=tuple(reply.ids))
+
+    def update(
+        self,
+        id: str,
+        *,
+        text: str | None = None,
+        type: str | None = None,
+        topic: str | None = None,
+        payload: Mapping[str, Any] | None = None,
+        entity: str | None = None,
+        tags: Sequence[str] | None = None,
+        category: str | None = None,
+        importance: float | None = None,
+        session: str | None = None,
+        source: str | None = None,
+        tier: str | None = None,
+        expires_at: float | None = None,
+        vector: Sequence[float] | None = None,
+    ) -> UpdateResult:
+        """Edit the memory in place (same id); only the keywords given change.
+
+        An empty value clears a field (`tags=[]`, `expires_at=0`). `vector`
+        is the embedding of a new `text` (bring-your-own); without text it is
+        refused. Nothing given raises InvalidArgument before anything is sent.
+        """
+        changes: dict[str, Any] = {
+            "text": text,
+            "type": type,
+            "topic": topic,
+            "payload": payload,
+            "entity": entity,
+            "tags": tags,
+            "category": category,
+            "importance": importance,
+            "session": session,
+            "source": source,
+            "tier": tier,
+            "expires_at": expires_at,
+        }
+        reply = self._call(self._update, wire.update_request(id, changes, vector))
+        return UpdateResult(txid=reply.txid, memory=wire.memory(reply.memory))
+
+    def supersede(
+        self,
+        id: str,
+        text: str,
+        *,
+        type: str = "",
+        topic: str = "",
+        payload: Mapping[str, Any] | None = None,
+        entity: str = "",
+        tags: Sequence[str] = (),
+        category: str = "",
+        importance: float | None = None,
+        session: str = "",
+        source: str = "",
+        tier: str = "",
+        expires_at: float = 0,
+        vector: Sequence[float] | None = None,
+    ) -> RememberResult:
+        """Store `text` as the new version of memory `id`, which recall then hides.
+
+        The old memory gets `superseded_by`; `history()` of either returns
+        both. Keywords as for remember().
+        """
+        memory = wire.memory_input(
+            text,
+            type=type,
+            topic=topic,
+            payload=payload,
+            entity=entity,
+            tags=tags,
+            category=category,
+            importance=importance,
+            session=session,
+            source=source,
+            tier=tier,
+            expires_at=expires_at,
+            vector=vector,
+        )
+        reply = self._call(self._supersede, pb.SupersedeRequest(id=id, memory=memory))
+        return wire.remember_result(reply)
+
+    def reinforce(self, id: str) -> ReinforceResult:
+        """Count the memory as confirmed once more (it decays more slowly)."""
+        reply = self._call(self._reinforce, pb.ReinforceRequest(id=id))
+        return ReinforceResult(txid=reply.txid, reinforce_count=reply.reinforce_count)
+
+    def list_topics(self, filter: Mapping[str, Any] | str | None = None) -> list[Facet]:
+        """The topic keys of the memories (the filter matches), with counts and last activity."""
+        request = pb.ListRequest(filter_json=wire.filter_json(filter))
+        return wire.facets(self._call(self._list_topics, request))
+
+    def list_entities(self, filter: Mapping[str, Any] | str | None = None) -> list[Facet]:
+        """The entities of the memories (the filter matches), with counts and last activity."""
+        request = pb.ListRequest(filter_json=wire.filter_json(filter))
+        return wire.facets(self._call(self._list_entities, request))
+
+    def append_turns(self, session: str, turns: Iterable[Mapping[str, Any]]) -> AppendResult:
+        """Store raw conversation turns of `session` in the transcript layer.
+
+        Each mapping: "speaker", "text", optionally "at" (seconds since the
+        epoch; now when absent) and "payload" (a JSON object). Turns are found
+        by `recall(..., include_turns=True)`, never mixed into the memories.
+        """
+        messages = [wire.turn(i, t) for i, t in enumerate(turns)]
+        request = pb.AppendTurnsRequest(session_id=session, turns=messages)
+        reply = self._call(self._append_turns, request)
+        return AppendResult(ids=tuple(reply.ids), txid=reply.txid)
+
+    def export(self, *, include_vectors: bool = False) -> Iterator[Memory]:
+        """Every memory of the vault, streamed; superseded ones included.
+
+        There is no overall deadline: a large vault streams for as long as its
+        reader takes. Leaving the loop early cancels the stream.
+        """
+        self._connect()
+        try:
+            call = self._export(pb.ExportRequest(include_vectors=include_vectors))
+        except grpc.RpcError as err:
+            raise self._error(err) from None
+        return _stream_memories(call, self._error)
+
+    def import_memories(
+        self,
+        memories: Iterable[Memory | Mapping[str, Any]],
+        *,
+        batch_size: int = IMPORT_BATCH_SIZE,
+    ) -> ImportResult:
+        """Import whole memories (ids, times, counts, vectors kept), `batch_size` per call.
+
+        A mapping is what `Memory.to_dict()` gives (an `export` line). Nothing
+        is duplicated: the daemon keeps what it already holds and counts a
+        restatement as a reinforcement. Batches are converted and sent one
+        after another, so a bad item stops the import after the batches
+        before it were stored.
+        """
+        if batch_size < 1:
+            raise InvalidArgument(f"batch_size must be at least 1, not {batch_size}")
+        added = reinforced = txid = 0
+        items = enumerate(memories)
+        while batch := list(itertools.islice(items, batch_size)):
+            records = [wire.import_record(i, m) for i, m in batch]
+            reply = self._call(self._import, pb.ImportRequest(memories=records))
+            added += reply.added
+            reinforced += reply.reinforced
+            txid = reply.txid
+        return ImportResult(added=added, reinforced=reinforced, txid=txid)
+
     def status(self) -> Status:
         """The daemon's state: model readiness, counts, cache statistics."""
-        return _status(self._call(self._status, pb.StatusRequest()))
+        return wire.status(self._call(self._status, pb.StatusRequest()))
 
     def wait_ready(self, timeout: float = 60.0) -> None:
         """Block until the daemon reports its model ready.
@@ -295,6 +500,15 @@ class Client:
         self, method: str, request: type[_Req], reply: type[_Resp]
     ) -> grpc.UnaryUnaryMultiCallable[_Req, _Resp]:
         return self._channel.unary_unary(
+            f"/memvault.v1.Memory/{method}",
+            request_serializer=request.SerializeToString,
+            response_deserializer=reply.FromString,
+        )
+
+    def _stream(
+        self, method: str, request: type[_Req], reply: type[_Resp]
+    ) -> grpc.UnaryStreamMultiCallable[_Req, _Resp]:
+        return self._channel.unary_stream(
             f"/memvault.v1.Memory/{method}",
             request_serializer=request.SerializeToString,
             response_deserializer=reply.FromString,
@@ -400,7 +614,7 @@ class EventStream(Iterator[Event]):
             ):
                 raise StopIteration from None
             raise self._translate(err) from None
-        return Event(type=msg.type, query=msg.query, id=msg.id, at=msg.at)
+        return wire.event(msg)
 
     def cancel(self) -> None:
         self._cancelled = True
@@ -420,148 +634,14 @@ class EventStream(Iterator[Event]):
         self.cancel()
 
 
-# -- translation: keywords -> messages ------------------------------------------
-
-
-def _memory_input(
-    text: str,
-    *,
-    type: str = "",
-    topic: str = "",
-    payload: Mapping[str, Any] | None = None,
-    entity: str = "",
-    tags: Sequence[str] = (),
-    category: str = "",
-    importance: float | None = None,
-    session: str = "",
-    source: str = "",
-    tier: str = "",
-    expires_at: float = 0,
-    supersedes: str = "",
-    vector: Sequence[float] | None = None,
-) -> pb.MemoryInput:
-    if isinstance(tags, str):  # a lone string would become one tag per character
-        tags = [tags]
-    memory = pb.MemoryInput(
-        text=text,
-        type=type,
-        topic_key=topic,
-        payload_json=_payload_json(payload),
-        entity=entity,
-        tags=list(tags),
-        category=category,
-        session_id=session,
-        source=source,
-        tier=tier,
-        expires_at=expires_at,
-        supersedes=supersedes,
-        vector=list(vector or ()),
-    )
-    if importance is not None:
-        memory.importance = importance
-    return memory
-
-
-def _batch_input(index: int, mapping: Mapping[str, Any]) -> pb.MemoryInput:
-    kwargs = {_INPUT_ALIASES.get(k, k): v for k, v in mapping.items()}
-    unknown = sorted(set(kwargs) - _INPUT_KEYS)
-    if unknown:
-        raise InvalidArgument(f"memories[{index}]: unknown key(s) {', '.join(unknown)}")
-    if "text" not in kwargs:
-        raise InvalidArgument(f"memories[{index}]: missing key text")
-    return _memory_input(**kwargs)
-
-
-def _payload_json(payload: Mapping[str, Any] | None) -> str:
-    if payload is None:
-        return ""
+def _stream_memories(
+    call: grpc._CallIterator[pb.MemoryRecord],
+    translate: Callable[[grpc.RpcError], MemvaultError],
+) -> Iterator[Memory]:
     try:
-        return json.dumps(dict(payload), ensure_ascii=False, allow_nan=False)
-    except (TypeError, ValueError) as err:
-        raise InvalidArgument(f"payload is not a JSON object: {err}") from None
-
-
-def _filter_json(filter: Mapping[str, Any] | str | None) -> str:
-    if filter is None:
-        return ""
-    if isinstance(filter, str):
-        return filter  # the daemon validates it and names what is wrong
-    try:
-        return json.dumps(dict(filter), ensure_ascii=False, allow_nan=False)
-    except (TypeError, ValueError) as err:
-        raise InvalidArgument(f"filter is not JSON: {err}") from None
-
-
-# -- translation: messages -> values ---------------------------------------------
-
-
-def _memory(record: pb.MemoryRecord) -> Memory:
-    return Memory(
-        id=record.id,
-        text=record.text,
-        type=record.type,
-        topic_key=record.topic_key,
-        payload=_payload(record.payload_json),
-        entity=record.entity,
-        tags=tuple(record.tags),
-        category=record.category,
-        importance=record.importance,
-        session_id=record.session_id,
-        source=record.source,
-        tier=record.tier,
-        created_at=record.created_at,
-        last_reinforced_at=record.last_reinforced_at,
-        reinforce_count=record.reinforce_count,
-        access_count=record.access_count,
-        expires_at=record.expires_at,
-        superseded_by=record.superseded_by,
-        supersedes=record.supersedes,
-        vector=tuple(record.vector),
-    )
-
-
-def _payload(text: str) -> dict[str, Any]:
-    if not text:
-        return {}
-    try:
-        value = json.loads(text)
-    except ValueError:
-        value = None
-    if not isinstance(value, dict):
-        raise MemvaultError(
-            f"the daemon returned a payload that is not a JSON object: {text[:80]!r}"
-        )
-    return value
-
-
-def _hit(hit: pb.Hit) -> Hit:
-    return Hit(
-        memory=_memory(hit.memory),
-        score=hit.score,
-        similarity=hit.similarity,
-        decay=hit.decay,
-        reinforcement=hit.reinforcement,
-    )
-
-
-def _remember_result(reply: pb.RememberReply) -> RememberResult:
-    return RememberResult(id=reply.id, txid=reply.txid, reinforced=reply.reinforced)
-
-
-def _status(reply: pb.StatusReply) -> Status:
-    return Status(
-        version=reply.version,
-        model_state=reply.model_state,
-        model=reply.model,
-        dimension=reply.dimension,
-        memory_count=reply.memory_count,
-        applied_txid=reply.applied_txid,
-        socket=reply.socket,
-        data_dir=reply.data_dir,
-        key_storage=reply.key_storage,
-        cache_hits=reply.cache_hits,
-        cache_misses=reply.cache_misses,
-        cache_size=reply.cache_size,
-        uptime_s=reply.uptime_s,
-        vault_id=reply.vault_id,
-    )
+        for record in call:
+            yield wire.memory(record)
+    except grpc.RpcError as err:
+        raise translate(err) from None
+    finally:
+        call.cancel()  # a no-op once the stream ended; frees it when the reader stopped early

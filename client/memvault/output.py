@@ -8,20 +8,38 @@ stdout is not a terminal, so piped output stays plain. `--json` output is
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
 import click
-from rich.console import Console
+from rich.console import Console, JustifyMethod
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from memvault.types import Hit, Memory, Status
+from memvault.types import Facet, Hit, Memory, Status, TurnHit
 
-__all__ = ["echo_json", "hits_table", "memory_table", "show", "status_table"]
+__all__ = [
+    "chain_table",
+    "echo_json",
+    "facets_table",
+    "hits_table",
+    "memory_table",
+    "plural",
+    "progress",
+    "show",
+    "status_table",
+    "turns_table",
+]
 
 # Long enough to tell memories apart in a table row, short enough that a
 # 3-hit answer stays readable on an 80-column terminal.
 TEXT_PREVIEW_CHARS = 120
+# Cells up to this long (topics, ids, times) stay whole in row tables;
+# longer ones may fold.
+COLUMN_MAX_CHARS = 32
+_NUMERIC_HEADERS = frozenset({"#", "score", "memories"})
 
 
 def echo_json(value: Any, *, indent: int | None = 2) -> None:
@@ -34,17 +52,60 @@ def show(renderable: Table) -> None:
     Console(highlight=False).print(renderable)
 
 
-def hits_table(hits: list[Hit]) -> Table:
-    table = Table(box=None, pad_edge=False, header_style="bold")
-    table.add_column("#", justify="right")
-    table.add_column("score", justify="right")
-    table.add_column("type")
-    table.add_column("topic")
-    table.add_column("text", overflow="ellipsis", no_wrap=True, ratio=1)
-    for rank, hit in enumerate(hits, 1):
-        mem = hit.memory
-        table.add_row(str(rank), f"{hit.score:.3f}", mem.type, mem.topic_key, _preview(mem.text))
-    return table
+@contextmanager
+def progress(description: str, total: int | None) -> Iterator[Callable[[int], None]]:
+    """A progress bar on stderr, drawn only when stderr is a terminal; yields advance(n)."""
+    console = Console(stderr=True)
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        disable=not console.is_terminal,
+    ) as bar:
+        task = bar.add_task(description, total=total)
+        yield lambda n: bar.advance(task, n)
+
+
+def plural(count: int, one: str, many: str) -> str:
+    return f"{count} {one if count == 1 else many}"
+
+
+def hits_table(hits: Sequence[Hit], *, first: int = 1) -> Table:
+    """Ranked hits, numbered from `first` (offset + 1 on a later page)."""
+    rows = [
+        (
+            str(rank),
+            f"{hit.score:.3f}",
+            ",".join(hit.channels),
+            hit.memory.type,
+            hit.memory.topic_key,
+            _preview(hit.memory.text),
+        )
+        for rank, hit in enumerate(hits, first)
+    ]
+    return _rows_table(("#", "score", "channels", "type", "topic", "text"), rows)
+
+
+def turns_table(turns: Sequence[TurnHit]) -> Table:
+    rows = [
+        (f"{t.score:.3f}", t.session_id, _when(t.at), t.speaker, _preview(t.text)) for t in turns
+    ]
+    return _rows_table(("score", "session", "at", "speaker", "turn"), rows)
+
+
+def chain_table(chain: Sequence[Memory], *, current: str) -> Table:
+    """A supersession chain, oldest first; `*` marks the memory asked about."""
+    rows = [
+        ("*" if m.id == current else "", m.id, _when(m.created_at), _preview(m.text)) for m in chain
+    ]
+    return _rows_table(("", "id", "created", "text"), rows)
+
+
+def facets_table(facets: Sequence[Facet], noun: str) -> Table:
+    rows = [(f.name, str(f.count), _when(f.last_activity)) for f in facets]
+    return _rows_table((noun, "memories", "last activity"), rows, text_last=False)
 
 
 def memory_table(memory: Memory) -> Table:
@@ -52,7 +113,7 @@ def memory_table(memory: Memory) -> Table:
     fields = memory.to_dict()
     fields["payload"] = json.dumps(memory.payload, ensure_ascii=False) if memory.payload else ""
     fields["tags"] = ", ".join(memory.tags)
-    for name in ("created_at", "last_reinforced_at", "expires_at"):
+    for name in ("created_at", "last_reinforced_at", "last_accessed_at", "expires_at"):
         fields[name] = _when(fields[name])
     if "vector" in fields:
         fields["vector"] = f"{len(memory.vector)} floats"
@@ -84,6 +145,28 @@ def status_table(status: Status) -> Table:
     ]
     for name, value in rows:
         table.add_row(name, value)
+    return table
+
+
+def _rows_table(
+    headers: Sequence[str], rows: Sequence[Sequence[str]], *, text_last: bool = True
+) -> Table:
+    """A table whose last column, the text, is shortened to fit before any other.
+
+    Every other column keeps the width of its longest cell, up to
+    COLUMN_MAX_CHARS: rich would otherwise squeeze all columns alike, and
+    "user.preferences.testing" would become "use…" to make room for prose.
+    """
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    fitted = headers[:-1] if text_last else headers
+    for index, header in enumerate(fitted):
+        widest = max([len(header), *(len(row[index]) for row in rows)])
+        justify: JustifyMethod = "right" if header in _NUMERIC_HEADERS else "left"
+        table.add_column(header, justify=justify, min_width=min(widest, COLUMN_MAX_CHARS))
+    if text_last:
+        table.add_column(headers[-1], overflow="ellipsis", no_wrap=True, ratio=1)
+    for row in rows:
+        table.add_row(*row)
     return table
 
 

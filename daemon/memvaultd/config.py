@@ -15,6 +15,17 @@ Every setting has a default that works with no file at all. The file is
     semantic = 90
     procedural = 180
 
+    [fusion]                      # hybrid recall (docs/recall.md)
+    method = "score"              # score | rrf
+    vector = 1.0                  # weights of the channels in the score fusion
+    keyword = 0.5
+    topic = 2.0
+    context = 0.5                 # share of a hit's session neighbours in its scores
+    rrf_k = 60                    # reciprocal-rank fusion, when method = "rrf"
+    rrf_vector = 1.0
+    rrf_keyword = 1.0
+    rrf_topic = 2.0
+
 `MEMVAULT_DECAY_EPISODIC`, `_SEMANTIC`, `_PROCEDURAL` override the half-lives.
 """
 
@@ -31,6 +42,7 @@ from typing import Any
 from memvault.errors import InvalidArgument
 
 from .embedder import DEFAULT_MODEL
+from .recall.hybrid import FusionSettings
 from .recall.ranking import DEFAULT_HALF_LIVES_DAYS, half_lives_from_env
 
 # Cosines measured with all-MiniLM-L6-v2: a restatement of one fact scores
@@ -51,6 +63,7 @@ class Config:
     log_level: str = "info"
     key_storage: str = "auto"
     half_lives: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULT_HALF_LIVES_DAYS))
+    fusion: FusionSettings = field(default_factory=FusionSettings)
 
 
 def load(path: Path, env: Mapping[str, str] = os.environ) -> Config:
@@ -63,7 +76,8 @@ def load(path: Path, env: Mapping[str, str] = os.environ) -> Config:
         except tomllib.TOMLDecodeError as exc:
             raise InvalidArgument(f"{path}: not valid TOML: {exc}") from exc
     decay = raw.pop("decay", {})
-    known = {f.name for f in fields(Config)} - {"half_lives"}
+    fusion = _fusion(raw.pop("fusion", {}), path)
+    known = {f.name for f in fields(Config)} - {"half_lives", "fusion"}
     unknown = set(raw) - known
     if unknown:
         raise InvalidArgument(f"{path}: unknown setting(s) {', '.join(sorted(unknown))}")
@@ -78,9 +92,24 @@ def load(path: Path, env: Mapping[str, str] = os.environ) -> Config:
                            if f"MEMVAULT_DECAY_{k.upper()}" in env})
     except ValueError as exc:
         raise InvalidArgument(str(exc)) from exc
-    config = Config(**raw, half_lives=half_lives)
+    config = Config(**raw, half_lives=half_lives, fusion=fusion)
     _check(config, path)
     return config
+
+
+def _fusion(raw: dict[str, Any], path: Path) -> FusionSettings:
+    known = {f.name: f for f in fields(FusionSettings)}
+    for name, value in raw.items():
+        if name not in known:
+            raise InvalidArgument(f"{path}: unknown setting fusion.{name}")
+        if name == "method":
+            if value not in ("score", "rrf"):
+                raise InvalidArgument(f"{path}: fusion.method must be score or rrf")
+        elif not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+            raise InvalidArgument(f"{path}: fusion.{name} must be a number >= 0")
+    if raw.get("context", 0) > 1:
+        raise InvalidArgument(f"{path}: fusion.context must be within 0..1")
+    return FusionSettings(**raw)
 
 
 def _positive(value: object) -> bool:

@@ -33,7 +33,9 @@ from . import __version__
 from .config import Config, load
 from .embedder import Embedder
 from .events import EventBus
+from .notify import notify
 from .server import DaemonServer
+from .socket_guard import claim_socket, prepare_socket_dir
 from .vault import Vault
 
 log = logging.getLogger("memvaultd")
@@ -65,18 +67,27 @@ def run(config: Config, data_dir: Path, socket: Path) -> int:
     embedder = Embedder(config.model, cache_size=config.cache_size, events=events)
     embedder.start()
     try:
+        # A live daemon on this socket owns the vault: refuse before opening its
+        # log (which may cut a "torn" tail the other one is writing) or asking
+        # for a passphrase. server.start() checks again just before binding.
+        prepare_socket_dir(socket)
+        claim_socket(socket)
         vault = Vault.open(data_dir, config, embedder, events, prompt=sys.stdin.isatty())
         server = DaemonServer(vault, events, socket)
         server.start()
     except MemvaultError as exc:
         _fail(str(exc), 2)
     log.info("memvaultd %s listening on %s (data in %s)", __version__, socket, data_dir)
+    # Ready once the socket is bound: callers connect at once and wait for the
+    # state they need; STATUS says what start-up is still doing.
+    notify("READY=1", "STATUS=loading memories")
 
     stop = threading.Event()
     failure: list[str] = []
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         log.info("received %s, stopping", signal.Signals(signum).name)
+        notify("STOPPING=1", "STATUS=finishing calls, writing a snapshot")
         stop.set()
 
     signal.signal(signal.SIGTERM, on_signal)
@@ -85,6 +96,7 @@ def run(config: Config, data_dir: Path, socket: Path) -> int:
     def become_ready() -> None:
         try:
             vault.load()
+            notify("STATUS=warming the model")
             embedder.wait_ready()
         except MemvaultError as exc:
             failure.append(str(exc))
@@ -92,7 +104,8 @@ def run(config: Config, data_dir: Path, socket: Path) -> int:
             return
         server.set_serving(True)
         events.publish("ready")
-        log.info("ready: %d memories, model %s", len(vault.index), embedder.model_name)
+        notify(f"STATUS=ready: {len(vault.memories)} memories")
+        log.info("ready: %d memories, model %s", len(vault.memories), embedder.model_name)
 
     threading.Thread(target=become_ready, name="start-up", daemon=True).start()
     stop.wait()

@@ -55,6 +55,7 @@ class Memory:
     expires_at: float = 0.0
     superseded_by: str = ""
     supersedes: str = ""
+    last_accessed_at: float = 0.0
 
     @property
     def pinned(self) -> bool:

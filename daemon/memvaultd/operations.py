@@ -5,14 +5,18 @@ Every change to the vault is one operation. The log stores each one sealed
 
     record := json_len:u32 BE | json:json_len bytes (UTF-8) | vector:dim x f32 LE
 
-    json   := {"v": 1, "op": OP_ID, "kind": "put" | "reinforce" | "forget",
+    json   := {"v": 1, "op": OP_ID, "kind": KIND,
                "hlc": [wall_ms, counter, device], ...kind-specific fields}
-      put       "memory": {every Memory field except the vector}
+      put       "memory": {every Memory field except the vector},
+                "layer": "memories" | "turns"             (vector follows)
+      update    "id": ID, "fields": {name: new value}, "at": seconds
+                                                      (vector follows if the text changed)
       reinforce "id": ID, "at": seconds
       forget    "id": ID, "at": seconds
+      access    "ids": [ID, ...], "at": seconds          (recall's mark_accessed)
 
 The vector travels as raw float32 after the JSON (1,536 bytes for 384
-dimensions instead of ~4 KiB as JSON numbers) and only on `put`.
+dimensions instead of ~4 KiB as JSON numbers).
 
 Operations are idempotent by `op` id, so replaying or receiving one twice
 changes nothing the second time.
@@ -34,7 +38,8 @@ from .hlc import Stamp
 from .memory import Memory
 
 FORMAT_VERSION = 1
-PUT, REINFORCE, FORGET = "put", "reinforce", "forget"
+PUT, UPDATE, REINFORCE, FORGET, ACCESS = "put", "update", "reinforce", "forget", "access"
+MEMORIES, TURNS = "memories", "turns"
 _LEN = struct.Struct(">I")
 
 Vector = npt.NDArray[np.float32]
@@ -49,6 +54,9 @@ class Operation:
     vector: Vector | None = None
     target: str = ""
     at: float = 0.0
+    layer: str = MEMORIES
+    fields: dict[str, Any] | None = None
+    ids: tuple[str, ...] = ()
 
     @property
     def memory_id(self) -> str:
@@ -58,14 +66,19 @@ class Operation:
 def encode(op: Operation) -> bytes:
     doc: dict[str, Any] = {"v": FORMAT_VERSION, "op": op.op_id, "kind": op.kind,
                            "hlc": op.stamp.encode()}
-    vector = b""
     if op.kind == PUT:
-        assert op.memory is not None and op.vector is not None
+        assert op.memory is not None
         doc["memory"] = memory_to_dict(op.memory)
-        vector = np.ascontiguousarray(op.vector, dtype="<f4").tobytes()
+        doc["layer"] = op.layer
+    elif op.kind == ACCESS:
+        doc["ids"] = list(op.ids)
+        doc["at"] = op.at
     else:
         doc["id"] = op.target
         doc["at"] = op.at
+        if op.kind == UPDATE:
+            doc["fields"] = op.fields or {}
+    vector = b"" if op.vector is None else np.ascontiguousarray(op.vector, dtype="<f4").tobytes()
     body = json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
     return _LEN.pack(len(body)) + body + vector
 
@@ -81,12 +94,16 @@ def decode(record: bytes) -> Operation:
             raise ValueError(f"operation format {doc.get('v')!r} is not {FORMAT_VERSION}")
         stamp = Stamp.decode(doc["hlc"])
         kind = doc["kind"]
+        tail = record[4 + size :]
+        vector = np.frombuffer(tail, dtype="<f4").astype(np.float32) if tail else None
         if kind == PUT:
-            vector = np.frombuffer(record[4 + size :], dtype="<f4").astype(np.float32)
             return Operation(doc["op"], kind, stamp, memory=memory_from_dict(doc["memory"]),
-                             vector=vector)
-        if kind in (REINFORCE, FORGET):
-            return Operation(doc["op"], kind, stamp, target=doc["id"], at=float(doc["at"]))
+                             vector=vector, layer=doc.get("layer", MEMORIES))
+        if kind == ACCESS:
+            return Operation(doc["op"], kind, stamp, ids=tuple(doc["ids"]), at=float(doc["at"]))
+        if kind in (UPDATE, REINFORCE, FORGET):
+            return Operation(doc["op"], kind, stamp, target=doc["id"], at=float(doc["at"]),
+                             fields=doc.get("fields"), vector=vector)
         raise ValueError(f"unknown operation kind {kind!r}")
     except (ValueError, KeyError, TypeError, struct.error) as exc:
         raise IntegrityError(f"operation record does not parse: {exc}") from exc
@@ -100,5 +117,6 @@ def memory_to_dict(memory: Memory) -> dict[str, Any]:
 
 def memory_from_dict(doc: dict[str, Any]) -> Memory:
     fields = dict(doc)
-    fields["tags"] = tuple(fields.get("tags", ()))
+    if "tags" in fields:
+        fields["tags"] = tuple(fields["tags"])
     return Memory(**fields)

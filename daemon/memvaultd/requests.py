@@ -36,6 +36,26 @@ class RecallQuery:
     min_score: float | None = None
     filter_json: str = ""
     vector: Sequence[float] = ()
+    mode: str = ""
+    types: Sequence[str] = ()
+    topic_key: str = ""
+    session_id: str = ""
+    source: str = ""
+    tiers: Sequence[str] = ()
+    include_superseded: bool = False
+    max_tokens: int = 0
+    offset: int = 0
+    mark_accessed: bool = True
+    min_txid: int = 0
+    include_turns: bool = False
+
+
+@dataclass(frozen=True)
+class TurnDraft:
+    speaker: str
+    text: str
+    at: float = 0.0
+    payload_json: str = ""
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ then SERVING: readiness is reported, never guessed. Reflection lets
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -21,6 +22,7 @@ from grpc_reflection.v1alpha import reflection  # type: ignore[import-untyped]
 from memvault.v1 import memory_pb2, memory_pb2_grpc
 
 from .events import EventBus
+from .peer_gate import PeerGate
 from .servicer import MemoryServicer
 from .socket_guard import claim_socket, prepare_socket_dir
 from .vault import Vault
@@ -31,11 +33,17 @@ SERVICE = memory_pb2.DESCRIPTOR.services_by_name["Memory"].full_name
 # beside a dozen concurrent recalls.
 _WORKERS = 32
 _MAX_MESSAGE = 64 * 1024 * 1024  # a RememberBatch of 10k memories with vectors
+# In-flight calls get this long to finish on SIGTERM: a RememberBatch of 96
+# texts took 4.9 s on a busy 2-core machine (test_service.py), so 5 s was
+# too tight; the unit's TimeoutStopSec=30 leaves 10 s for the snapshot.
+_STOP_GRACE_S = 20.0
 
 
 class DaemonServer:
     def __init__(self, vault: Vault, events: EventBus, socket_path: Path) -> None:
         self.socket_path = socket_path
+        self.inner_socket = socket_path.parent / "inner" / "grpc.sock"
+        self.gate = PeerGate(socket_path, self.inner_socket)
         self.health = health.HealthServicer()
         self.server = grpc.server(
             ThreadPoolExecutor(max_workers=_WORKERS, thread_name_prefix="rpc"),
@@ -51,12 +59,17 @@ class DaemonServer:
     def start(self) -> None:
         prepare_socket_dir(self.socket_path)
         claim_socket(self.socket_path)
+        # grpc listens behind the gate, in a 0700 directory of its own: the
+        # gate checks each peer's uid, which grpc cannot (peer_gate.py).
+        prepare_socket_dir(self.inner_socket)
+        self.inner_socket.unlink(missing_ok=True)  # claim_socket proved nobody serves
         old_umask = os.umask(0o177)  # the socket is 0600 from the moment it exists
         try:
-            self.server.add_insecure_port(f"unix:{self.socket_path}")
+            self.server.add_insecure_port(f"unix:{self.inner_socket}")
             self.server.start()
         finally:
             os.umask(old_umask)
+        self.gate.open()
 
     def set_serving(self, serving: bool) -> None:
         status = (health_pb2.HealthCheckResponse.SERVING if serving
@@ -64,8 +77,12 @@ class DaemonServer:
         for name in ("", SERVICE):
             self.health.set(name, status)
 
-    def stop(self, grace: float = 5.0) -> None:
+    def stop(self, grace: float = _STOP_GRACE_S) -> None:
         """Refuse new calls, let in-flight ones finish for up to `grace` s."""
         self.health.enter_graceful_shutdown()
+        self.gate.stop_accepting()
         self.server.stop(grace).wait()
-        self.socket_path.unlink(missing_ok=True)
+        self.gate.close()  # removes the public socket file
+        self.inner_socket.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            self.inner_socket.parent.rmdir()

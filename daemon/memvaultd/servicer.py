@@ -20,12 +20,14 @@ from memvault.errors import MemvaultError, status_of
 from memvault.v1 import memory_pb2 as pb
 from memvault.v1 import memory_pb2_grpc as pb_grpc
 
-from . import __version__
+from . import __version__, drafts
 from .events import EventBus
+from .index import Vector
 from .memory import Memory
-from .recall.ranking import Scored
-from .requests import MemoryDraft, RecallQuery
-from .vault import Vault
+from .operations import memory_from_dict
+from .recall.engine import Hit
+from .requests import MemoryDraft, RecallQuery, TurnDraft
+from .vault import Facet, Vault
 
 log = logging.getLogger("memvaultd.servicer")
 
@@ -57,7 +59,19 @@ def draft_from(msg: pb.MemoryInput) -> MemoryDraft:
         expires_at=msg.expires_at, supersedes=msg.supersedes, vector=list(msg.vector))
 
 
-def record_of(memory: Memory, vector: Any = None) -> pb.MemoryRecord:
+def query_from(msg: pb.RecallRequest) -> RecallQuery:
+    return RecallQuery(
+        text=msg.query, top_k=msg.top_k,
+        min_score=msg.min_score if msg.HasField("min_score") else None,
+        filter_json=msg.filter_json, vector=list(msg.query_vector), mode=msg.mode,
+        types=list(msg.types), topic_key=msg.topic_key, session_id=msg.session_id,
+        source=msg.source, tiers=list(msg.tiers), include_superseded=msg.include_superseded,
+        max_tokens=msg.max_tokens, offset=msg.offset,
+        mark_accessed=msg.mark_accessed if msg.HasField("mark_accessed") else True,
+        min_txid=msg.min_txid, include_turns=msg.include_turns)
+
+
+def record_of(memory: Memory, vector: Vector | None = None) -> pb.MemoryRecord:
     return pb.MemoryRecord(
         id=memory.id, text=memory.text, type=memory.type, topic_key=memory.topic_key,
         payload_json=json.dumps(memory.payload, ensure_ascii=False), entity=memory.entity,
@@ -66,14 +80,44 @@ def record_of(memory: Memory, vector: Any = None) -> pb.MemoryRecord:
         created_at=memory.created_at, last_reinforced_at=memory.last_reinforced_at,
         reinforce_count=memory.reinforce_count, access_count=memory.access_count,
         expires_at=memory.expires_at, superseded_by=memory.superseded_by,
-        supersedes=memory.supersedes, vector=[] if vector is None else vector.tolist())
+        supersedes=memory.supersedes, last_accessed_at=memory.last_accessed_at,
+        vector=[] if vector is None else vector.tolist())
 
 
-def hit_of(scored: Scored, vault: Vault, include_vector: bool) -> pb.Hit:
-    vector = vault.index.vector(scored.memory.id) if include_vector else None
-    return pb.Hit(memory=record_of(scored.memory, vector), score=scored.score,
-                  similarity=scored.similarity, decay=scored.decay,
-                  reinforcement=scored.reinforcement)
+def memory_from(record: pb.MemoryRecord) -> tuple[Memory, list[float]]:
+    doc = {name: getattr(record, name) for name in (
+        "id", "text", "type", "topic_key", "entity", "category", "importance", "session_id",
+        "source", "tier", "created_at", "last_reinforced_at", "reinforce_count",
+        "access_count", "expires_at", "superseded_by", "supersedes", "last_accessed_at")}
+    doc["tags"] = list(record.tags)
+    doc["payload"] = drafts.parse_payload(record.payload_json)
+    return memory_from_dict(doc), list(record.vector)
+
+
+def hit_of(hit: Hit, vault: Vault, include_vector: bool) -> pb.Hit:
+    scored, found = hit.scored, hit.candidate
+    vector = vault.memories.index.vector(scored.memory.id) if include_vector else None
+    return pb.Hit(
+        memory=record_of(scored.memory, vector), score=scored.score,
+        similarity=found.similarity, decay=scored.decay, reinforcement=scored.reinforcement,
+        channels=found.channels, match_reasons=found.reasons,
+        breakdown=pb.ScoreBreakdown(
+            similarity=found.similarity, keyword=found.keyword, topic=found.topic,
+            fusion=found.fusion, decay=scored.decay, reinforcement=scored.reinforcement,
+            importance=scored.importance))
+
+
+def turn_hit_of(hit: Hit) -> pb.TurnHit:
+    turn = hit.scored.memory
+    return pb.TurnHit(turn=pb.Turn(session_id=turn.session_id, speaker=turn.entity,
+                                   text=turn.text, at=turn.created_at, id=turn.id,
+                                   payload_json=json.dumps(turn.payload, ensure_ascii=False)),
+                      score=hit.scored.score, channels=hit.candidate.channels)
+
+
+def facets_of(items: list[Facet]) -> pb.ListReply:
+    return pb.ListReply(items=[pb.Facet(name=f.name, count=f.count,
+                                        last_activity=f.last_activity) for f in items])
 
 
 class MemoryServicer(pb_grpc.MemoryServicer):
@@ -102,23 +146,78 @@ class MemoryServicer(pb_grpc.MemoryServicer):
     @_translate_errors
     def Recall(self, request: pb.RecallRequest, context: grpc.ServicerContext
                ) -> pb.RecallReply:
-        query = RecallQuery(
-            text=request.query, top_k=request.top_k,
-            min_score=request.min_score if request.HasField("min_score") else None,
-            filter_json=request.filter_json, vector=list(request.query_vector))
-        hits = self.vault.recall(query)
-        return pb.RecallReply(hits=[hit_of(h, self.vault, request.include_vectors)
-                                    for h in hits])
+        recalled = self.vault.recall(query_from(request))
+        return pb.RecallReply(
+            hits=[hit_of(h, self.vault, request.include_vectors) for h in recalled.hits],
+            has_more=recalled.has_more, turns=[turn_hit_of(h) for h in recalled.turns])
 
     @_translate_errors
-    def Get(self, request: pb.GetRequest, context: grpc.ServicerContext) -> pb.MemoryRecord:
-        memory, vector = self.vault.get(request.id)
-        return record_of(memory, vector if request.include_vector else None)
+    def Get(self, request: pb.GetRequest, context: grpc.ServicerContext) -> pb.GetReply:
+        memory, vector, chain = self.vault.get(request.id)
+        return pb.GetReply(memory=record_of(memory, vector if request.include_vector else None),
+                           chain=[record_of(link) for link in chain])
 
     @_translate_errors
     def Forget(self, request: pb.ForgetRequest, context: grpc.ServicerContext
                ) -> pb.ForgetReply:
-        return pb.ForgetReply(txid=self.vault.forget(request.id))
+        txid, ids = self.vault.forget(request.id, request.filter_json, request.dry_run)
+        return pb.ForgetReply(txid=txid, ids=ids)
+
+    @_translate_errors
+    def Update(self, request: pb.UpdateRequest, context: grpc.ServicerContext
+               ) -> pb.UpdateReply:
+        txid, memory = self.vault.update(request.id, draft_from(request.memory),
+                                         list(request.fields))
+        return pb.UpdateReply(txid=txid, memory=record_of(memory))
+
+    @_translate_errors
+    def Supersede(self, request: pb.SupersedeRequest, context: grpc.ServicerContext
+                  ) -> pb.RememberReply:
+        outcome = self.vault.supersede(request.id, draft_from(request.memory))
+        return pb.RememberReply(id=outcome.id, txid=outcome.txid, reinforced=outcome.reinforced)
+
+    @_translate_errors
+    def Reinforce(self, request: pb.ReinforceRequest, context: grpc.ServicerContext
+                  ) -> pb.ReinforceReply:
+        txid, memory = self.vault.reinforce(request.id)
+        return pb.ReinforceReply(txid=txid, reinforce_count=memory.reinforce_count)
+
+    @_translate_errors
+    def ListTopics(self, request: pb.ListRequest, context: grpc.ServicerContext
+                   ) -> pb.ListReply:
+        return facets_of(self.vault.facets("topic_key", request.filter_json))
+
+    @_translate_errors
+    def ListEntities(self, request: pb.ListRequest, context: grpc.ServicerContext
+                     ) -> pb.ListReply:
+        return facets_of(self.vault.facets("entity", request.filter_json))
+
+    @_translate_errors
+    def AppendTurns(self, request: pb.AppendTurnsRequest, context: grpc.ServicerContext
+                    ) -> pb.AppendTurnsReply:
+        turns = [TurnDraft(t.speaker, t.text, t.at, t.payload_json) for t in request.turns]
+        txid, ids = self.vault.append_turns(request.session_id, turns)
+        return pb.AppendTurnsReply(ids=ids, txid=txid)
+
+    @_translate_errors
+    def Import(self, request: pb.ImportRequest, context: grpc.ServicerContext
+               ) -> pb.ImportReply:
+        records = []
+        for i, record in enumerate(request.memories):
+            memory, values = memory_from(record)
+            vector = drafts.own_vector(values, self.vault.info.dimension, self.vault.info.model,
+                                       f"memories[{i}].vector") if values else None
+            records.append((memory, vector))
+        added, reinforced, txid = self.vault.import_memories(records)
+        return pb.ImportReply(added=added, reinforced=reinforced, txid=txid)
+
+    def Export(self, request: pb.ExportRequest, context: grpc.ServicerContext
+               ) -> Iterator[pb.MemoryRecord]:
+        try:
+            for memory, vector in self.vault.export():
+                yield record_of(memory, vector if request.include_vectors else None)
+        except MemvaultError as exc:
+            context.abort(status_of(exc), str(exc))
 
     @_translate_errors
     def Status(self, request: pb.StatusRequest, context: grpc.ServicerContext
@@ -126,7 +225,7 @@ class MemoryServicer(pb_grpc.MemoryServicer):
         vault, embedder = self.vault, self.vault.embedder
         return pb.StatusReply(
             version=__version__, model_state=embedder.state, model=embedder.model_name,
-            dimension=vault.info.dimension, memory_count=len(vault.index),
+            dimension=vault.info.dimension, memory_count=len(vault.memories),
             applied_txid=vault.applied_txid, socket=self.socket_path,
             data_dir=str(vault.data_dir), key_storage=vault.key_storage,
             cache_hits=embedder.hits, cache_misses=embedder.misses,

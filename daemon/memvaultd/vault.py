@@ -1,10 +1,15 @@
-"""The vault: the domain of memvaultd. Remember, recall, get, forget.
+"""The vault: the domain of memvaultd.
 
-It owns the in-memory index and the sealed storage behind it, and keeps
-one rule: a write is appended to the operation log and fsynced before it is
-applied to the index and acknowledged, so an acknowledged write survives
-`kill -9` and power loss. Start-up is the same rule run backwards: newest
-snapshot, then every log record after it.
+It owns the in-memory layers (memories and transcript turns) and the sealed
+storage behind them, and keeps one rule: a write is appended to the
+operation log and fsynced before it is applied and acknowledged, so an
+acknowledged write survives `kill -9` and power loss. Start-up is the same
+rule run backwards: newest snapshot, then every log record after it.
+
+Access counts (recall's `mark_accessed`) are the one exception: they are
+applied at once and written in one record per second by a background flush,
+so a recall never waits on the disk. A crash can lose the last second of
+access counts, never a memory.
 
 It knows nothing of gRPC; the servicer translates requests into
 `requests.py` terms and maps `memvault.errors` to status codes.
@@ -13,51 +18,82 @@ It knows nothing of gRPC; the servicer translates requests into
 from __future__ import annotations
 
 import errno
-import json
 import logging
-import math
 import threading
 import time
 import uuid
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
-
-import numpy as np
-import numpy.typing as npt
 
 from memvault.errors import InvalidArgument, NotFound, ResourceExhausted, Unavailable
 
+from . import drafts
 from . import memory as m
 from .config import Config
 from .crypto.kdf import PURPOSE_LOG, PURPOSE_SNAPSHOT, derive_key
 from .embedder import Embedder
 from .events import EventBus
 from .hlc import Clock
-from .index import MemoryIndex
+from .index import Vector
 from .keys import UnlockedKey, create_vault_key, load_vault_key
+from .layer import Layer
 from .memory import Memory
-from .operations import FORGET, PUT, REINFORCE, Operation, decode, encode
+from .merge import VaultState
+from .operations import (
+    ACCESS,
+    FORGET,
+    PUT,
+    REINFORCE,
+    TURNS,
+    UPDATE,
+    Operation,
+    decode,
+    encode,
+)
 from .oplog import OperationLog
+from .recall import engine
 from .recall.filters import parse_filter
-from .recall.ranking import OVERFETCH, Scored, check_top_k, rank
-from .requests import MemoryDraft, RecallQuery, RememberOutcome
+from .requests import MemoryDraft, RecallQuery, RememberOutcome, TurnDraft
 from .snapshot import SnapshotStore
 from .state import State, decode_state, encode_state
 from .vault_info import VaultInfo
 
 log = logging.getLogger("memvaultd.vault")
 
-Vector = npt.NDArray[np.float32]
 MAX_BATCH = 10_000
-# How long a request waits for start-up (snapshot load and replay) to finish.
+# How long a request waits for start-up (snapshot load and replay) to finish,
+# and for `min_txid` to be applied.
 _LOAD_WAIT_S = 60.0
+_TXID_WAIT_S = 10.0
+# Up to this many memories of one topic are compared one by one (~2 µs
+# each); beyond it, the index's scan is cheaper.
+_SMALL_TOPIC = 2000
+_ACCESS_FLUSH_S = 1.0
 
 
 @dataclass(frozen=True)
 class _Prepared:
     memory: Memory
     vector: Vector
+
+
+# The memories planned so far in one batch, by (type, topic).
+_Batch = dict[tuple[str, str], list[_Prepared]]
+
+
+@dataclass(frozen=True)
+class Recalled:
+    hits: list[engine.Hit]
+    has_more: bool
+    turns: list[engine.Hit]
+
+
+@dataclass(frozen=True)
+class Facet:
+    name: str
+    count: int
+    last_activity: float
 
 
 class Vault:
@@ -75,15 +111,22 @@ class Vault:
                                 vault_id)
         self.snapshots = SnapshotStore(data_dir / "snapshots",
                                        derive_key(key.key, purpose=PURPOSE_SNAPSHOT), vault_id)
-        self.index = MemoryIndex(info.dimension)
-        self.tombstones: set[str] = set()
+        self.state = VaultState(info.dimension)
         self.clock = Clock(info.device_id)
         self.applied_txid = 0
         self._snapshot_txid = 0
         self._write_lock = threading.Lock()
         self._snapshot_lock = threading.Lock()
         self._loaded = threading.Event()
-        self._txid_changed = threading.Condition()
+        self._applied = threading.Condition()
+        self._accessed: list[str] = []
+        self._closing = threading.Event()
+        self._flusher = threading.Thread(target=self._flush_access_loop, name="access-flush",
+                                         daemon=True)
+
+    @property
+    def memories(self) -> Layer:
+        return self.state.memories
 
     # -- opening -----------------------------------------------------------
 
@@ -113,9 +156,9 @@ class Vault:
         latest = self.snapshots.latest()
         if latest is not None:
             state = decode_state(latest[1])
-            for memory, vector in zip(state.memories, state.vectors, strict=True):
-                self.index.put(memory, vector)
-            self.tombstones = set(state.tombstones)
+            self.state.restore(list(zip(state.memories, state.vectors, strict=True)),
+                               list(zip(state.turns, state.turn_vectors, strict=True)),
+                               set(state.tombstones), set(state.seen), state.stamps)
             self.clock.observe(state.stamp)
             self.applied_txid = self._snapshot_txid = state.seq
         replayed = 0
@@ -124,8 +167,10 @@ class Vault:
             self.applied_txid = seq
             replayed += 1
         self._loaded.set()
-        log.info("loaded %d memories (snapshot at %d, %d log records) in %.2f s",
-                 len(self.index), self._snapshot_txid, replayed, time.monotonic() - started)
+        self._flusher.start()
+        log.info("loaded %d memories, %d turns (snapshot at %d, %d log records) in %.2f s",
+                 len(self.memories), len(self.state.layers[TURNS]), self._snapshot_txid, replayed,
+                 time.monotonic() - started)
 
     @property
     def loaded(self) -> bool:
@@ -137,120 +182,175 @@ class Vault:
 
     # -- writes ------------------------------------------------------------
 
-    def remember(self, drafts: Sequence[MemoryDraft]) -> list[RememberOutcome]:
-        if not drafts:
+    def remember(self, items: Sequence[MemoryDraft]) -> list[RememberOutcome]:
+        if not items:
             raise InvalidArgument("memories: at least one memory is required")
-        if len(drafts) > MAX_BATCH:
-            raise InvalidArgument(f"memories: {len(drafts)} is over the batch limit of {MAX_BATCH}")
-        prepared = self._prepare(drafts)
+        if len(items) > MAX_BATCH:
+            raise InvalidArgument(f"memories: {len(items)} is over the batch limit of {MAX_BATCH}")
+        prepared = self._prepare(items)
         self._await_loaded()
         with self._write_lock:
+            for item in prepared:
+                if item.memory.supersedes and self.memories.get(item.memory.supersedes) is None:
+                    raise InvalidArgument(f"supersedes: no memory {item.memory.supersedes!r}")
             ops, restated = self._plan(prepared)
-            first_txid = self._commit(ops)
-        self._maybe_snapshot()
-        return [RememberOutcome(op.memory_id, first_txid + i, was_restated)
-                for i, (op, was_restated) in enumerate(zip(ops, restated, strict=True))]
+            first = self._commit(ops)
+        return [RememberOutcome(op.memory_id, first + i, was)
+                for i, (op, was) in enumerate(zip(ops, restated, strict=True))]
 
-    def forget(self, memory_id: str) -> int:
+    def supersede(self, memory_id: str, draft: MemoryDraft) -> RememberOutcome:
+        self._get(memory_id)
+        (outcome,) = self.remember([replace(draft, supersedes=memory_id)])
+        return outcome
+
+    def update(self, memory_id: str, draft: MemoryDraft, names: Sequence[str]
+               ) -> tuple[int, Memory]:
+        if not names:
+            raise InvalidArgument("fields: name at least one field to update")
+        changes = drafts.checked_fields(draft, names)
+        vector = None
+        if "text" in changes:
+            vector = (drafts.own_vector(draft.vector, self.info.dimension, self.info.model,
+                                        "vector") if draft.vector
+                      else self.embedder.embed_documents([changes["text"]])[0])
         self._await_loaded()
         with self._write_lock:
-            if self.index.get(memory_id) is None:
-                raise NotFound(f"id: no memory {memory_id!r}")
-            txid = self._commit([Operation(uuid.uuid4().hex, FORGET, self.clock.now(),
-                                           target=memory_id, at=time.time())])
-        self._maybe_snapshot()
-        return txid
+            self._get(memory_id)
+            txid = self._commit([Operation(uuid.uuid4().hex, UPDATE, self.clock.now(),
+                                           target=memory_id, at=time.time(), fields=changes,
+                                           vector=vector)])
+            return txid, self._get(memory_id)
 
-    def _prepare(self, drafts: Sequence[MemoryDraft]) -> list[_Prepared]:
+    def reinforce(self, memory_id: str) -> tuple[int, Memory]:
+        self._await_loaded()
+        with self._write_lock:
+            self._get(memory_id)
+            txid = self._commit([self._reinforce_op(memory_id, time.time())])
+            return txid, self._get(memory_id)
+
+    def forget(self, memory_id: str = "", filter_json: str = "", dry_run: bool = False
+               ) -> tuple[int, list[str]]:
+        if bool(memory_id) == bool(filter_json):
+            raise InvalidArgument("id: give either an id or a filter to forget by")
+        matches = parse_filter(filter_json) if filter_json else None
+        self._await_loaded()
+        with self._write_lock:
+            if matches is None:
+                self._get(memory_id)
+                ids = [memory_id]
+            else:
+                ids = sorted(mem.id for mem in self.memories.memories() if matches.matches(mem))
+            if dry_run or not ids:
+                return self.applied_txid, ids
+            now = time.time()
+            last = self._commit([Operation(uuid.uuid4().hex, FORGET, self.clock.now(),
+                                           target=i, at=now) for i in ids])
+            return last + len(ids) - 1, ids
+
+    def append_turns(self, session_id: str, turns: Sequence[TurnDraft]) -> tuple[int, list[str]]:
+        if not session_id:
+            raise InvalidArgument("session_id: turns belong to a session; name it")
+        if not turns or len(turns) > MAX_BATCH:
+            raise InvalidArgument(f"turns: between 1 and {MAX_BATCH} turns per call")
+        now = time.time()
+        memories = []
+        for i, turn in enumerate(turns):
+            memory = drafts.new_memory(MemoryDraft(text=turn.text, type=m.EPISODIC,
+                                                   entity=turn.speaker, session_id=session_id,
+                                                   source=turn.speaker,
+                                                   payload_json=turn.payload_json),
+                                       now, f"turns[{i}].")
+            at = m.check_time(turn.at, f"turns[{i}].at") or now
+            memories.append(memory.copy(created_at=at, last_reinforced_at=at))
+        vectors = self.embedder.embed_documents([t.text for t in memories])
+        self._await_loaded()
+        with self._write_lock:
+            first = self._commit([Operation(uuid.uuid4().hex, PUT, self.clock.now(),
+                                            memory=t, vector=v, layer=TURNS)
+                                  for t, v in zip(memories, vectors, strict=True)])
+        return first + len(memories) - 1, [t.id for t in memories]
+
+    def import_memories(self, records: Sequence[tuple[Memory, Vector | None]]
+                        ) -> tuple[int, int, int]:
+        """Whole records, ids and times kept. Returns (added, reinforced, txid)."""
+        if len(records) > MAX_BATCH:
+            raise InvalidArgument(f"memories: over the batch limit of {MAX_BATCH}")
+        missing = [i for i, (_, v) in enumerate(records) if v is None]
+        embedded = self.embedder.embed_documents([records[i][0].text for i in missing])
+        vectors = [v for _, v in records]
+        for i, vector in zip(missing, embedded, strict=True):
+            vectors[i] = vector
+        self._await_loaded()
+        with self._write_lock:
+            ops: list[Operation] = []
+            batch: _Batch = {}
+            added = 0
+            for (memory, _), vector in zip(records, vectors, strict=True):
+                assert vector is not None
+                if self.memories.get(memory.id) is not None or memory.id in self.state.tombstones:
+                    continue  # already here (or deliberately forgotten): nothing to add
+                item = _Prepared(memory, vector)
+                target = self._restated(item, batch, time.time())
+                if target is None:
+                    ops.append(Operation(uuid.uuid4().hex, PUT, self.clock.now(),
+                                         memory=memory, vector=vector))
+                    batch.setdefault((item.memory.type, item.memory.topic_key), []).append(item)
+                    added += 1
+                else:
+                    ops.append(self._reinforce_op(target, memory.last_reinforced_at))
+            first = self._commit(ops) if ops else self.applied_txid + 1
+            return added, len(ops) - added, first + len(ops) - 1
+
+    def _prepare(self, items: Sequence[MemoryDraft]) -> list[_Prepared]:
         """Validate every draft and embed those without a vector. Raises
         before anything is written when any one of them is bad."""
         now = time.time()
-        memories = [self._validated(draft, now, f"memories[{i}]." if len(drafts) > 1 else "")
-                    for i, draft in enumerate(drafts)]
+        many = len(items) > 1
+        memories = [drafts.new_memory(d, now, f"memories[{i}]." if many else "")
+                    for i, d in enumerate(items)]
         vectors: list[Vector | None] = [
-            self._own_vector(draft.vector, f"memories[{i}].vector" if len(drafts) > 1
-                             else "vector") if draft.vector else None
-            for i, draft in enumerate(drafts)]
+            drafts.own_vector(d.vector, self.info.dimension, self.info.model,
+                              f"memories[{i}].vector" if many else "vector") if d.vector else None
+            for i, d in enumerate(items)]
         to_embed = [i for i, vector in enumerate(vectors) if vector is None]
         if to_embed:
             embedded = self.embedder.embed_documents([memories[i].text for i in to_embed])
             for i, vector in zip(to_embed, embedded, strict=True):
                 vectors[i] = vector
-        return [_Prepared(memory, vector) for memory, vector in zip(memories, vectors, strict=True)
-                if vector is not None]
-
-    def _validated(self, draft: MemoryDraft, now: float, where: str) -> Memory:
-        def named(message: str) -> InvalidArgument:
-            return InvalidArgument(where + message)
-
-        try:
-            payload = json.loads(draft.payload_json) if draft.payload_json else {}
-        except (ValueError, RecursionError) as exc:
-            raise named(f"payload: not valid JSON: {exc}") from exc
-        if not isinstance(payload, dict):
-            raise named("payload: must be a JSON object")
-        if len(draft.payload_json.encode("utf-8", "surrogatepass")) > m.MAX_PAYLOAD_BYTES:
-            raise named(f"payload: over the limit of {m.MAX_PAYLOAD_BYTES} bytes")
-        try:
-            memory = Memory(
-                id=uuid.uuid4().hex,
-                text=m.check_text(draft.text),
-                type=m.normalize_type(draft.type),
-                topic_key=m.check_short(draft.topic_key, "topic_key"),
-                payload=payload,
-                entity=m.check_short(draft.entity, "entity"),
-                tags=m.check_tags(list(draft.tags)),
-                category=m.check_short(draft.category, "category"),
-                importance=m.check_importance(draft.importance),
-                session_id=m.check_short(draft.session_id, "session_id"),
-                source=m.check_short(draft.source, "source"),
-                tier=m.normalize_tier(draft.tier),
-                created_at=now,
-                last_reinforced_at=now,
-                expires_at=m.check_time(draft.expires_at, "expires_at"),
-                supersedes=draft.supersedes,
-            )
-        except InvalidArgument as exc:
-            raise named(str(exc)) from exc
-        if draft.supersedes and self.index.get(draft.supersedes) is None:
-            raise named(f"supersedes: no memory {draft.supersedes!r}")
-        return memory
-
-    def _own_vector(self, values: Sequence[float], field: str) -> Vector:
-        """A caller's own embedding, checked and scaled to unit length (the
-        ranking formula's distance assumes unit vectors)."""
-        dimension = self.info.dimension
-        if len(values) != dimension:
-            raise InvalidArgument(f"{field}: has {len(values)} dimensions; this vault's "
-                                  f"model ({self.info.model}) uses {dimension}")
-        vector = np.asarray(values, dtype=np.float32)
-        if not np.all(np.isfinite(vector)):
-            raise InvalidArgument(f"{field}: contains NaN or infinity")
-        norm = float(np.linalg.norm(vector))
-        if norm == 0.0 or not math.isfinite(norm):
-            raise InvalidArgument(f"{field}: must not be the zero vector")
-        return vector / np.float32(norm)
+        return [_Prepared(mem, vec) for mem, vec in zip(memories, vectors, strict=True)
+                if vec is not None]
 
     def _plan(self, prepared: list[_Prepared]) -> tuple[list[Operation], list[bool]]:
         """One operation per input: a put, or a reinforce of the memory it
         restates — an existing one, or one earlier in the same batch."""
         ops: list[Operation] = []
         restated: list[bool] = []
-        batch: list[_Prepared] = []
+        batch: _Batch = {}
         now = time.time()
         for item in prepared:
-            target = self._restated(item, batch, now)
+            target = None if item.memory.supersedes else self._restated(item, batch, now)
             if target is None:
                 ops.append(Operation(uuid.uuid4().hex, PUT, self.clock.now(),
                                      memory=item.memory, vector=item.vector))
-                batch.append(item)
+                batch.setdefault((item.memory.type, item.memory.topic_key), []).append(item)
             else:
-                ops.append(Operation(uuid.uuid4().hex, REINFORCE, self.clock.now(),
-                                     target=target, at=now))
+                ops.append(self._reinforce_op(target, now))
             restated.append(target is not None)
         return ops, restated
 
-    def _restated(self, item: _Prepared, batch: list[_Prepared], now: float) -> str | None:
+    def _reinforce_op(self, memory_id: str, at: float) -> Operation:
+        return Operation(uuid.uuid4().hex, REINFORCE, self.clock.now(), target=memory_id, at=at)
+
+    def _restated(self, item: _Prepared, batch: _Batch, now: float) -> str | None:
+        """The id of a visible memory of the same type and topic that `item`
+        restates (cosine >= the threshold), from the vault or the batch.
+
+        A small topic group (from the topic map) is compared directly; a big
+        one (typically the memories without a topic) is searched through the
+        index, whose first window then holds a match. Either way the cost does
+        not grow with the vault: scanning it with a filter that matches
+        nothing made 100k memories take ~45 minutes to load.
+        """
         threshold = self.config.restatement_threshold
         new = item.memory
 
@@ -258,15 +358,20 @@ class Vault:
             return (old.type == new.type and old.topic_key == new.topic_key
                     and _visible(old, now))
 
+        if self.memories.topic_size(new.topic_key) <= _SMALL_TOPIC:
+            group = [old for i in self.memories.with_topic(new.topic_key)
+                     if (old := self.memories.get(i)) is not None and same_kind(old)]
+            olds = [(old.id, self.memories.index.vector(old.id)) for old in group]
+        else:  # a big group (memories without a topic): its nearest is found fast
+            olds = [(old.id, self.memories.index.vector(old.id))
+                    for old, _ in self.memories.index.search(item.vector, 1, same_kind)]
+        olds += [(e.memory.id, e.vector) for e in batch.get((new.type, new.topic_key), ())
+                 if same_kind(e.memory)]
         best_id, best_cos = None, threshold
-        for old, distance in self.index.search(item.vector, 1, same_kind):
-            cos = 1.0 - distance * distance / 2.0
+        for old_id, vector in olds:
+            cos = -1.0 if vector is None else float(vector @ item.vector)
             if cos >= best_cos:
-                best_id, best_cos = old.id, cos
-        for earlier in batch:
-            cos = float(earlier.vector @ item.vector)
-            if same_kind(earlier.memory) and cos >= best_cos:
-                best_id, best_cos = earlier.memory.id, cos
+                best_id, best_cos = old_id, cos
         return best_id
 
     def _commit(self, ops: list[Operation]) -> int:
@@ -280,69 +385,141 @@ class Vault:
             raise
         for op in ops:
             self._apply(op)
-        with self._txid_changed:
+        with self._applied:
             self.applied_txid = last
-            self._txid_changed.notify_all()
+            self._applied.notify_all()
         for op in ops:
-            self.events.publish("forget" if op.kind == FORGET else "remember", id=op.memory_id)
+            if op.kind != ACCESS:
+                self.events.publish("forget" if op.kind == FORGET else "remember",
+                                    id=op.memory_id)
+        if self.applied_txid - self._snapshot_txid >= self.config.snapshot_every:
+            threading.Thread(target=self.snapshot, name="snapshot", daemon=True).start()
         return last - len(ops) + 1
 
-    def _apply(self, op: Operation) -> None:
+    def _apply(self, op: Operation) -> bool:
         self.clock.observe(op.stamp)
-        if op.kind == PUT:
-            assert op.memory is not None and op.vector is not None
-            if op.memory.id in self.tombstones:
-                return
-            self.index.put(op.memory, op.vector)
-            old = self.index.get(op.memory.supersedes) if op.memory.supersedes else None
-            if old is not None:
-                self.index.update(old.copy(superseded_by=op.memory.id))
-        elif op.kind == REINFORCE:
-            old = self.index.get(op.target)
-            if old is not None:
-                self.index.update(old.copy(reinforce_count=old.reinforce_count + 1,
-                                           last_reinforced_at=max(old.last_reinforced_at, op.at)))
-        elif op.kind == FORGET:
-            self.index.remove(op.target)
-            self.tombstones.add(op.target)
+        return self.state.apply(op)
 
     # -- reads -------------------------------------------------------------
 
-    def recall(self, query: RecallQuery) -> list[Scored]:
-        top_k = check_top_k(query.top_k)
-        if query.min_score is not None and not math.isfinite(query.min_score):
-            raise InvalidArgument("min_score: must be a finite number")
-        matches = parse_filter(query.filter_json or None)
+    def recall(self, query: RecallQuery) -> Recalled:
+        engine.check(query)
+        now = time.time()
+        keep = engine.keeper(query, now)
         if query.vector:
-            vector = self._own_vector(query.vector, "query_vector")
+            vector = drafts.own_vector(query.vector, self.info.dimension, self.info.model,
+                                       "query_vector")
         elif query.text.strip():
             m.check_text(query.text, "query")
             vector = self.embedder.embed_query(query.text)
         else:
             raise InvalidArgument("query: must not be empty")
         self._await_loaded()
+        self._await_txid(query.min_txid)
+        settings = self.config.fusion
+        page = engine.recall(self.memories, query, vector, keep, now=now,
+                             half_lives=self.config.half_lives, settings=settings)
+        turns: list[engine.Hit] = []
+        if query.include_turns:
+            turn_query = RecallQuery(text=query.text, top_k=query.top_k,
+                                     session_id=query.session_id, min_score=query.min_score)
+            turns = engine.recall(self.state.layers[TURNS], turn_query, vector,
+                                  engine.keeper(turn_query, now), now=now,
+                                  half_lives=self.config.half_lives, settings=settings).hits
+        if query.mark_accessed and page.hits:
+            self._mark_accessed([hit.scored.memory.id for hit in page.hits])
+        return Recalled(page.hits, page.has_more, turns)
+
+    def _await_txid(self, txid: int) -> None:
+        if not txid:
+            return
+        with self._applied:
+            if not self._applied.wait_for(lambda: self.applied_txid >= txid, _TXID_WAIT_S):
+                raise Unavailable(f"min_txid: transaction {txid} is not applied here yet "
+                                  f"(applied: {self.applied_txid}); retry later")
+
+    def _mark_accessed(self, ids: list[str]) -> None:
         now = time.time()
+        for memory_id in ids:
+            old = self.memories.get(memory_id)
+            if old is not None:
+                self.memories.update(old.copy(access_count=old.access_count + 1,
+                                              last_accessed_at=now))
+        with self._write_lock:
+            self._accessed.extend(ids)
 
-        def keep(memory: Memory) -> bool:
-            return _visible(memory, now) and matches.matches(memory)
+    def _flush_access_loop(self) -> None:
+        while not self._closing.wait(_ACCESS_FLUSH_S):
+            self.flush_access()
 
-        candidates = self.index.search(vector, OVERFETCH * top_k, keep)
-        return rank(candidates, now=now, half_lives=self.config.half_lives, top_k=top_k,
-                    min_score=query.min_score)
+    def flush_access(self) -> None:
+        """Write the pending access marks as one record (already applied)."""
+        with self._write_lock:
+            self._flush_access_locked()
 
-    def get(self, memory_id: str) -> tuple[Memory, Vector]:
+    def _flush_access_locked(self) -> None:
+        ids, self._accessed = self._accessed, []
+        if ids:
+            op = Operation(uuid.uuid4().hex, ACCESS, self.clock.now(), ids=tuple(ids),
+                           at=time.time())
+            self.state.seen.add(op.op_id)  # applied already, as each recall ran
+            try:
+                self.applied_txid = self.log.append([encode(op)])
+            except OSError:
+                log.warning("could not record %d access marks", len(ids))
+
+    def get(self, memory_id: str) -> tuple[Memory, Vector, list[Memory]]:
         self._await_loaded()
-        memory = self.index.get(memory_id)
-        vector = self.index.vector(memory_id)
-        if memory is None or vector is None:
+        memory = self._get(memory_id)
+        vector = self.memories.index.vector(memory_id)
+        assert vector is not None
+        return memory, vector, self.chain(memory)
+
+    def chain(self, memory: Memory) -> list[Memory]:
+        """The supersession chain through `memory`, oldest first."""
+        first, seen = memory, {memory.id}
+        while first.supersedes and first.supersedes not in seen:
+            older = self.memories.get(first.supersedes)
+            if older is None:
+                break
+            first = older
+            seen.add(first.id)
+        chain, current = [first], first
+        while current.superseded_by and current.superseded_by not in {c.id for c in chain}:
+            newer = self.memories.get(current.superseded_by)
+            if newer is None:
+                break
+            chain.append(newer)
+            current = newer
+        return chain
+
+    def facets(self, field: str, filter_json: str = "") -> list[Facet]:
+        """Counts and last activity per topic_key or entity (non-empty)."""
+        self._await_loaded()
+        matches = parse_filter(filter_json or None)
+        now = time.time()
+        counts: dict[str, list[float]] = {}
+        for memory in self.memories.memories():
+            name = getattr(memory, field)
+            if name and _visible(memory, now) and matches.matches(memory):
+                entry = counts.setdefault(name, [0, 0.0])
+                entry[0] += 1
+                entry[1] = max(entry[1], memory.created_at, memory.last_reinforced_at)
+        return sorted((Facet(n, int(c), t) for n, (c, t) in counts.items()),
+                      key=lambda f: (-f.count, f.name))
+
+    def export(self) -> Iterator[tuple[Memory, Vector]]:
+        self._await_loaded()
+        memories, vectors = self.memories.index.export()
+        yield from zip(memories, vectors, strict=True)
+
+    def _get(self, memory_id: str) -> Memory:
+        memory = self.memories.get(memory_id)
+        if memory is None:
             raise NotFound(f"id: no memory {memory_id!r}")
-        return memory, vector
+        return memory
 
     # -- snapshots ---------------------------------------------------------
-
-    def _maybe_snapshot(self) -> None:
-        if self.applied_txid - self._snapshot_txid >= self.config.snapshot_every:
-            threading.Thread(target=self.snapshot, name="snapshot", daemon=True).start()
 
     def snapshot(self) -> bool:
         """Seal the whole state at the current txid, then drop the log
@@ -351,11 +528,17 @@ class Vault:
             return False  # one is already being written
         try:
             with self._write_lock:
+                # Marks applied in memory but not yet logged would otherwise
+                # be counted twice: once in the snapshot, once on replay.
+                self._flush_access_locked()
                 if self.applied_txid == self._snapshot_txid or not self.loaded:
                     return False
-                memories, vectors = self.index.export()
+                memories, vectors = self.memories.index.export()
+                turns, turn_vectors = self.state.layers[TURNS].index.export()
                 state = State(self.applied_txid, self.info.dimension, self.clock.last,
-                              memories, vectors, frozenset(self.tombstones))
+                              memories, vectors, frozenset(self.state.tombstones), turns,
+                              turn_vectors, frozenset(self.state.seen),
+                              {k: dict(v) for k, v in self.state.stamps.items()})
                 self.log.rotate()
             self.snapshots.write(state.seq, encode_state(state))
             self.snapshots.prune(keep=2)
@@ -367,12 +550,13 @@ class Vault:
             self._snapshot_lock.release()
 
     def close(self) -> None:
+        self._closing.set()
         if self.loaded:
             self.snapshot()
+            self.flush_access()
         self.log.close()
 
 
 def _visible(memory: Memory, now: float) -> bool:
-    """Recall shows neither superseded, expired nor archived memories
-    unless asked (and asking arrives with the full memory model)."""
     return not memory.superseded_by and not memory.is_expired(now) and memory.tier != m.ARCHIVED
+

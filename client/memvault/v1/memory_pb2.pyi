@@ -7,7 +7,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class MemoryRecord(_message.Message):
-    __slots__ = ("id", "text", "type", "topic_key", "payload_json", "entity", "tags", "category", "importance", "session_id", "source", "tier", "created_at", "last_reinforced_at", "reinforce_count", "access_count", "expires_at", "superseded_by", "supersedes", "vector")
+    __slots__ = ("id", "text", "type", "topic_key", "payload_json", "entity", "tags", "category", "importance", "session_id", "source", "tier", "created_at", "last_reinforced_at", "reinforce_count", "access_count", "expires_at", "superseded_by", "supersedes", "vector", "last_accessed_at")
     ID_FIELD_NUMBER: _ClassVar[int]
     TEXT_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
@@ -28,6 +28,7 @@ class MemoryRecord(_message.Message):
     SUPERSEDED_BY_FIELD_NUMBER: _ClassVar[int]
     SUPERSEDES_FIELD_NUMBER: _ClassVar[int]
     VECTOR_FIELD_NUMBER: _ClassVar[int]
+    LAST_ACCESSED_AT_FIELD_NUMBER: _ClassVar[int]
     id: str
     text: str
     type: str
@@ -48,7 +49,8 @@ class MemoryRecord(_message.Message):
     superseded_by: str
     supersedes: str
     vector: _containers.RepeatedScalarFieldContainer[float]
-    def __init__(self, id: _Optional[str] = ..., text: _Optional[str] = ..., type: _Optional[str] = ..., topic_key: _Optional[str] = ..., payload_json: _Optional[str] = ..., entity: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., category: _Optional[str] = ..., importance: _Optional[float] = ..., session_id: _Optional[str] = ..., source: _Optional[str] = ..., tier: _Optional[str] = ..., created_at: _Optional[float] = ..., last_reinforced_at: _Optional[float] = ..., reinforce_count: _Optional[int] = ..., access_count: _Optional[int] = ..., expires_at: _Optional[float] = ..., superseded_by: _Optional[str] = ..., supersedes: _Optional[str] = ..., vector: _Optional[_Iterable[float]] = ...) -> None: ...
+    last_accessed_at: float
+    def __init__(self, id: _Optional[str] = ..., text: _Optional[str] = ..., type: _Optional[str] = ..., topic_key: _Optional[str] = ..., payload_json: _Optional[str] = ..., entity: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., category: _Optional[str] = ..., importance: _Optional[float] = ..., session_id: _Optional[str] = ..., source: _Optional[str] = ..., tier: _Optional[str] = ..., created_at: _Optional[float] = ..., last_reinforced_at: _Optional[float] = ..., reinforce_count: _Optional[int] = ..., access_count: _Optional[int] = ..., expires_at: _Optional[float] = ..., superseded_by: _Optional[str] = ..., supersedes: _Optional[str] = ..., vector: _Optional[_Iterable[float]] = ..., last_accessed_at: _Optional[float] = ...) -> None: ...
 
 class MemoryInput(_message.Message):
     __slots__ = ("text", "type", "topic_key", "payload_json", "entity", "tags", "category", "importance", "session_id", "source", "tier", "expires_at", "supersedes", "vector")
@@ -113,40 +115,118 @@ class RememberBatchReply(_message.Message):
     def __init__(self, results: _Optional[_Iterable[_Union[RememberReply, _Mapping]]] = ..., txid: _Optional[int] = ...) -> None: ...
 
 class RecallRequest(_message.Message):
-    __slots__ = ("query", "top_k", "min_score", "filter_json", "query_vector", "include_vectors")
+    __slots__ = ("query", "top_k", "min_score", "filter_json", "query_vector", "include_vectors", "mode", "types", "topic_key", "session_id", "source", "tiers", "include_superseded", "max_tokens", "offset", "mark_accessed", "min_txid", "include_turns")
     QUERY_FIELD_NUMBER: _ClassVar[int]
     TOP_K_FIELD_NUMBER: _ClassVar[int]
     MIN_SCORE_FIELD_NUMBER: _ClassVar[int]
     FILTER_JSON_FIELD_NUMBER: _ClassVar[int]
     QUERY_VECTOR_FIELD_NUMBER: _ClassVar[int]
     INCLUDE_VECTORS_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    TYPES_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_KEY_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    TIERS_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_SUPERSEDED_FIELD_NUMBER: _ClassVar[int]
+    MAX_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    MARK_ACCESSED_FIELD_NUMBER: _ClassVar[int]
+    MIN_TXID_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_TURNS_FIELD_NUMBER: _ClassVar[int]
     query: str
     top_k: int
     min_score: float
     filter_json: str
     query_vector: _containers.RepeatedScalarFieldContainer[float]
     include_vectors: bool
-    def __init__(self, query: _Optional[str] = ..., top_k: _Optional[int] = ..., min_score: _Optional[float] = ..., filter_json: _Optional[str] = ..., query_vector: _Optional[_Iterable[float]] = ..., include_vectors: _Optional[bool] = ...) -> None: ...
+    mode: str
+    types: _containers.RepeatedScalarFieldContainer[str]
+    topic_key: str
+    session_id: str
+    source: str
+    tiers: _containers.RepeatedScalarFieldContainer[str]
+    include_superseded: bool
+    max_tokens: int
+    offset: int
+    mark_accessed: bool
+    min_txid: int
+    include_turns: bool
+    def __init__(self, query: _Optional[str] = ..., top_k: _Optional[int] = ..., min_score: _Optional[float] = ..., filter_json: _Optional[str] = ..., query_vector: _Optional[_Iterable[float]] = ..., include_vectors: _Optional[bool] = ..., mode: _Optional[str] = ..., types: _Optional[_Iterable[str]] = ..., topic_key: _Optional[str] = ..., session_id: _Optional[str] = ..., source: _Optional[str] = ..., tiers: _Optional[_Iterable[str]] = ..., include_superseded: _Optional[bool] = ..., max_tokens: _Optional[int] = ..., offset: _Optional[int] = ..., mark_accessed: _Optional[bool] = ..., min_txid: _Optional[int] = ..., include_turns: _Optional[bool] = ...) -> None: ...
 
 class Hit(_message.Message):
-    __slots__ = ("memory", "score", "similarity", "decay", "reinforcement")
+    __slots__ = ("memory", "score", "similarity", "decay", "reinforcement", "channels", "match_reasons", "breakdown")
     MEMORY_FIELD_NUMBER: _ClassVar[int]
     SCORE_FIELD_NUMBER: _ClassVar[int]
     SIMILARITY_FIELD_NUMBER: _ClassVar[int]
     DECAY_FIELD_NUMBER: _ClassVar[int]
     REINFORCEMENT_FIELD_NUMBER: _ClassVar[int]
+    CHANNELS_FIELD_NUMBER: _ClassVar[int]
+    MATCH_REASONS_FIELD_NUMBER: _ClassVar[int]
+    BREAKDOWN_FIELD_NUMBER: _ClassVar[int]
     memory: MemoryRecord
     score: float
     similarity: float
     decay: float
     reinforcement: float
-    def __init__(self, memory: _Optional[_Union[MemoryRecord, _Mapping]] = ..., score: _Optional[float] = ..., similarity: _Optional[float] = ..., decay: _Optional[float] = ..., reinforcement: _Optional[float] = ...) -> None: ...
+    channels: _containers.RepeatedScalarFieldContainer[str]
+    match_reasons: _containers.RepeatedScalarFieldContainer[str]
+    breakdown: ScoreBreakdown
+    def __init__(self, memory: _Optional[_Union[MemoryRecord, _Mapping]] = ..., score: _Optional[float] = ..., similarity: _Optional[float] = ..., decay: _Optional[float] = ..., reinforcement: _Optional[float] = ..., channels: _Optional[_Iterable[str]] = ..., match_reasons: _Optional[_Iterable[str]] = ..., breakdown: _Optional[_Union[ScoreBreakdown, _Mapping]] = ...) -> None: ...
+
+class ScoreBreakdown(_message.Message):
+    __slots__ = ("similarity", "keyword", "topic", "fusion", "decay", "reinforcement", "importance")
+    SIMILARITY_FIELD_NUMBER: _ClassVar[int]
+    KEYWORD_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    FUSION_FIELD_NUMBER: _ClassVar[int]
+    DECAY_FIELD_NUMBER: _ClassVar[int]
+    REINFORCEMENT_FIELD_NUMBER: _ClassVar[int]
+    IMPORTANCE_FIELD_NUMBER: _ClassVar[int]
+    similarity: float
+    keyword: float
+    topic: float
+    fusion: float
+    decay: float
+    reinforcement: float
+    importance: float
+    def __init__(self, similarity: _Optional[float] = ..., keyword: _Optional[float] = ..., topic: _Optional[float] = ..., fusion: _Optional[float] = ..., decay: _Optional[float] = ..., reinforcement: _Optional[float] = ..., importance: _Optional[float] = ...) -> None: ...
+
+class Turn(_message.Message):
+    __slots__ = ("session_id", "speaker", "text", "at", "id", "payload_json")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    SPEAKER_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    AT_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_JSON_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    speaker: str
+    text: str
+    at: float
+    id: str
+    payload_json: str
+    def __init__(self, session_id: _Optional[str] = ..., speaker: _Optional[str] = ..., text: _Optional[str] = ..., at: _Optional[float] = ..., id: _Optional[str] = ..., payload_json: _Optional[str] = ...) -> None: ...
+
+class TurnHit(_message.Message):
+    __slots__ = ("turn", "score", "channels")
+    TURN_FIELD_NUMBER: _ClassVar[int]
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    CHANNELS_FIELD_NUMBER: _ClassVar[int]
+    turn: Turn
+    score: float
+    channels: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, turn: _Optional[_Union[Turn, _Mapping]] = ..., score: _Optional[float] = ..., channels: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class RecallReply(_message.Message):
-    __slots__ = ("hits",)
+    __slots__ = ("hits", "has_more", "turns")
     HITS_FIELD_NUMBER: _ClassVar[int]
+    HAS_MORE_FIELD_NUMBER: _ClassVar[int]
+    TURNS_FIELD_NUMBER: _ClassVar[int]
     hits: _containers.RepeatedCompositeFieldContainer[Hit]
-    def __init__(self, hits: _Optional[_Iterable[_Union[Hit, _Mapping]]] = ...) -> None: ...
+    has_more: bool
+    turns: _containers.RepeatedCompositeFieldContainer[TurnHit]
+    def __init__(self, hits: _Optional[_Iterable[_Union[Hit, _Mapping]]] = ..., has_more: _Optional[bool] = ..., turns: _Optional[_Iterable[_Union[TurnHit, _Mapping]]] = ...) -> None: ...
 
 class GetRequest(_message.Message):
     __slots__ = ("id", "include_vector")
@@ -156,17 +236,131 @@ class GetRequest(_message.Message):
     include_vector: bool
     def __init__(self, id: _Optional[str] = ..., include_vector: _Optional[bool] = ...) -> None: ...
 
+class GetReply(_message.Message):
+    __slots__ = ("memory", "chain")
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    CHAIN_FIELD_NUMBER: _ClassVar[int]
+    memory: MemoryRecord
+    chain: _containers.RepeatedCompositeFieldContainer[MemoryRecord]
+    def __init__(self, memory: _Optional[_Union[MemoryRecord, _Mapping]] = ..., chain: _Optional[_Iterable[_Union[MemoryRecord, _Mapping]]] = ...) -> None: ...
+
 class ForgetRequest(_message.Message):
+    __slots__ = ("id", "filter_json", "dry_run")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    FILTER_JSON_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    filter_json: str
+    dry_run: bool
+    def __init__(self, id: _Optional[str] = ..., filter_json: _Optional[str] = ..., dry_run: _Optional[bool] = ...) -> None: ...
+
+class ForgetReply(_message.Message):
+    __slots__ = ("txid", "ids")
+    TXID_FIELD_NUMBER: _ClassVar[int]
+    IDS_FIELD_NUMBER: _ClassVar[int]
+    txid: int
+    ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, txid: _Optional[int] = ..., ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class UpdateRequest(_message.Message):
+    __slots__ = ("id", "memory", "fields")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    FIELDS_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    memory: MemoryInput
+    fields: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, id: _Optional[str] = ..., memory: _Optional[_Union[MemoryInput, _Mapping]] = ..., fields: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class UpdateReply(_message.Message):
+    __slots__ = ("txid", "memory")
+    TXID_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    txid: int
+    memory: MemoryRecord
+    def __init__(self, txid: _Optional[int] = ..., memory: _Optional[_Union[MemoryRecord, _Mapping]] = ...) -> None: ...
+
+class SupersedeRequest(_message.Message):
+    __slots__ = ("id", "memory")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    memory: MemoryInput
+    def __init__(self, id: _Optional[str] = ..., memory: _Optional[_Union[MemoryInput, _Mapping]] = ...) -> None: ...
+
+class ReinforceRequest(_message.Message):
     __slots__ = ("id",)
     ID_FIELD_NUMBER: _ClassVar[int]
     id: str
     def __init__(self, id: _Optional[str] = ...) -> None: ...
 
-class ForgetReply(_message.Message):
-    __slots__ = ("txid",)
+class ReinforceReply(_message.Message):
+    __slots__ = ("txid", "reinforce_count")
     TXID_FIELD_NUMBER: _ClassVar[int]
+    REINFORCE_COUNT_FIELD_NUMBER: _ClassVar[int]
     txid: int
-    def __init__(self, txid: _Optional[int] = ...) -> None: ...
+    reinforce_count: int
+    def __init__(self, txid: _Optional[int] = ..., reinforce_count: _Optional[int] = ...) -> None: ...
+
+class ListRequest(_message.Message):
+    __slots__ = ("filter_json",)
+    FILTER_JSON_FIELD_NUMBER: _ClassVar[int]
+    filter_json: str
+    def __init__(self, filter_json: _Optional[str] = ...) -> None: ...
+
+class Facet(_message.Message):
+    __slots__ = ("name", "count", "last_activity")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    LAST_ACTIVITY_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    count: int
+    last_activity: float
+    def __init__(self, name: _Optional[str] = ..., count: _Optional[int] = ..., last_activity: _Optional[float] = ...) -> None: ...
+
+class ListReply(_message.Message):
+    __slots__ = ("items",)
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    items: _containers.RepeatedCompositeFieldContainer[Facet]
+    def __init__(self, items: _Optional[_Iterable[_Union[Facet, _Mapping]]] = ...) -> None: ...
+
+class AppendTurnsRequest(_message.Message):
+    __slots__ = ("session_id", "turns")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    TURNS_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    turns: _containers.RepeatedCompositeFieldContainer[Turn]
+    def __init__(self, session_id: _Optional[str] = ..., turns: _Optional[_Iterable[_Union[Turn, _Mapping]]] = ...) -> None: ...
+
+class AppendTurnsReply(_message.Message):
+    __slots__ = ("ids", "txid")
+    IDS_FIELD_NUMBER: _ClassVar[int]
+    TXID_FIELD_NUMBER: _ClassVar[int]
+    ids: _containers.RepeatedScalarFieldContainer[str]
+    txid: int
+    def __init__(self, ids: _Optional[_Iterable[str]] = ..., txid: _Optional[int] = ...) -> None: ...
+
+class ExportRequest(_message.Message):
+    __slots__ = ("include_vectors",)
+    INCLUDE_VECTORS_FIELD_NUMBER: _ClassVar[int]
+    include_vectors: bool
+    def __init__(self, include_vectors: _Optional[bool] = ...) -> None: ...
+
+class ImportRequest(_message.Message):
+    __slots__ = ("memories",)
+    MEMORIES_FIELD_NUMBER: _ClassVar[int]
+    memories: _containers.RepeatedCompositeFieldContainer[MemoryRecord]
+    def __init__(self, memories: _Optional[_Iterable[_Union[MemoryRecord, _Mapping]]] = ...) -> None: ...
+
+class ImportReply(_message.Message):
+    __slots__ = ("added", "reinforced", "txid")
+    ADDED_FIELD_NUMBER: _ClassVar[int]
+    REINFORCED_FIELD_NUMBER: _ClassVar[int]
+    TXID_FIELD_NUMBER: _ClassVar[int]
+    added: int
+    reinforced: int
+    txid: int
+    def __init__(self, added: _Optional[int] = ..., reinforced: _Optional[int] = ..., txid: _Optional[int] = ...) -> None: ...
 
 class StatusRequest(_message.Message):
     __slots__ = ()

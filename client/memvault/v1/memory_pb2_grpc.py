@@ -52,12 +52,52 @@ class MemoryStub:
         self.Get = channel.unary_unary(
                 '/memvault.v1.Memory/Get',
                 request_serializer=memvault_dot_v1_dot_memory__pb2.GetRequest.SerializeToString,
-                response_deserializer=memvault_dot_v1_dot_memory__pb2.MemoryRecord.FromString,
+                response_deserializer=memvault_dot_v1_dot_memory__pb2.GetReply.FromString,
                 _registered_method=True)
         self.Forget = channel.unary_unary(
                 '/memvault.v1.Memory/Forget',
                 request_serializer=memvault_dot_v1_dot_memory__pb2.ForgetRequest.SerializeToString,
                 response_deserializer=memvault_dot_v1_dot_memory__pb2.ForgetReply.FromString,
+                _registered_method=True)
+        self.Update = channel.unary_unary(
+                '/memvault.v1.Memory/Update',
+                request_serializer=memvault_dot_v1_dot_memory__pb2.UpdateRequest.SerializeToString,
+                response_deserializer=memvault_dot_v1_dot_memory__pb2.UpdateReply.FromString,
+                _registered_method=True)
+        self.Supersede = channel.unary_unary(
+                '/memvault.v1.Memory/Supersede',
+                request_serializer=memvault_dot_v1_dot_memory__pb2.SupersedeRequest.SerializeToString,
+                response_deserializer=memvault_dot_v1_dot_memory__pb2.RememberReply.FromString,
+                _registered_method=True)
+        self.Reinforce = channel.unary_unary(
+                '/memvault.v1.Memory/Reinforce',
+                request_serializer=memvault_dot_v1_dot_memory__pb2.ReinforceRequest.SerializeToString,
+                response_deserializer=memvault_dot_v1_dot_memory__pb2.ReinforceReply.FromString,
+                _registered_method=True)
+        self.ListTopics = channel.unary_unary(
+                '/memvault.v1.Memory/ListTopics',
+                request_serializer=memvault_dot_v1_dot_memory__pb2.ListRequest.SerializeToString,
+                response_deserializer=memvault_dot_v1_dot_memory__pb2.ListReply.FromString,
+                _registered_method=True)
+        self.ListEntities = channel.unary_unary(
+                '/memvault.v1.Memory/ListEntities',
+                request_serializer=memvault_dot_v1_dot_memory__pb2.ListRequest.SerializeToString,
+                response_deserializer=memvault_dot_v1_dot_memory__pb2.ListReply.FromString,
+                _registered_method=True)
+        self.AppendTurns = channel.unary_unary(
+                '/memvault.v1.Memory/AppendTurns',
+                request_serializer=memvault_dot_v1_dot_memory__pb2.AppendTurnsRequest.SerializeToString,
+                response_deserializer=memvault_dot_v1_dot_memory__pb2.AppendTurnsReply.FromString,
+                _registered_method=True)
+        self.Export = channel.unary_stream(
+                '/memvault.v1.Memory/Export',
+                request_serializer=memvault_dot_v1_dot_memory__pb2.ExportRequest.SerializeToString,
+                response_deserializer=memvault_dot_v1_dot_memory__pb2.MemoryRecord.FromString,
+                _registered_method=True)
+        self.Import = channel.unary_unary(
+                '/memvault.v1.Memory/Import',
+                request_serializer=memvault_dot_v1_dot_memory__pb2.ImportRequest.SerializeToString,
+                response_deserializer=memvault_dot_v1_dot_memory__pb2.ImportReply.FromString,
                 _registered_method=True)
         self.Status = channel.unary_unary(
                 '/memvault.v1.Memory/Status',
@@ -104,6 +144,54 @@ class MemoryServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Update(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Supersede(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Reinforce(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListTopics(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListEntities(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AppendTurns(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Export(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Import(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Status(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -137,12 +225,52 @@ def add_MemoryServicer_to_server(servicer, server):
             'Get': grpc.unary_unary_rpc_method_handler(
                     servicer.Get,
                     request_deserializer=memvault_dot_v1_dot_memory__pb2.GetRequest.FromString,
-                    response_serializer=memvault_dot_v1_dot_memory__pb2.MemoryRecord.SerializeToString,
+                    response_serializer=memvault_dot_v1_dot_memory__pb2.GetReply.SerializeToString,
             ),
             'Forget': grpc.unary_unary_rpc_method_handler(
                     servicer.Forget,
                     request_deserializer=memvault_dot_v1_dot_memory__pb2.ForgetRequest.FromString,
                     response_serializer=memvault_dot_v1_dot_memory__pb2.ForgetReply.SerializeToString,
+            ),
+            'Update': grpc.unary_unary_rpc_method_handler(
+                    servicer.Update,
+                    request_deserializer=memvault_dot_v1_dot_memory__pb2.UpdateRequest.FromString,
+                    response_serializer=memvault_dot_v1_dot_memory__pb2.UpdateReply.SerializeToString,
+            ),
+            'Supersede': grpc.unary_unary_rpc_method_handler(
+                    servicer.Supersede,
+                    request_deserializer=memvault_dot_v1_dot_memory__pb2.SupersedeRequest.FromString,
+                    response_serializer=memvault_dot_v1_dot_memory__pb2.RememberReply.SerializeToString,
+            ),
+            'Reinforce': grpc.unary_unary_rpc_method_handler(
+                    servicer.Reinforce,
+                    request_deserializer=memvault_dot_v1_dot_memory__pb2.ReinforceRequest.FromString,
+                    response_serializer=memvault_dot_v1_dot_memory__pb2.ReinforceReply.SerializeToString,
+            ),
+            'ListTopics': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListTopics,
+                    request_deserializer=memvault_dot_v1_dot_memory__pb2.ListRequest.FromString,
+                    response_serializer=memvault_dot_v1_dot_memory__pb2.ListReply.SerializeToString,
+            ),
+            'ListEntities': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListEntities,
+                    request_deserializer=memvault_dot_v1_dot_memory__pb2.ListRequest.FromString,
+                    response_serializer=memvault_dot_v1_dot_memory__pb2.ListReply.SerializeToString,
+            ),
+            'AppendTurns': grpc.unary_unary_rpc_method_handler(
+                    servicer.AppendTurns,
+                    request_deserializer=memvault_dot_v1_dot_memory__pb2.AppendTurnsRequest.FromString,
+                    response_serializer=memvault_dot_v1_dot_memory__pb2.AppendTurnsReply.SerializeToString,
+            ),
+            'Export': grpc.unary_stream_rpc_method_handler(
+                    servicer.Export,
+                    request_deserializer=memvault_dot_v1_dot_memory__pb2.ExportRequest.FromString,
+                    response_serializer=memvault_dot_v1_dot_memory__pb2.MemoryRecord.SerializeToString,
+            ),
+            'Import': grpc.unary_unary_rpc_method_handler(
+                    servicer.Import,
+                    request_deserializer=memvault_dot_v1_dot_memory__pb2.ImportRequest.FromString,
+                    response_serializer=memvault_dot_v1_dot_memory__pb2.ImportReply.SerializeToString,
             ),
             'Status': grpc.unary_unary_rpc_method_handler(
                     servicer.Status,
@@ -262,7 +390,7 @@ class Memory:
             target,
             '/memvault.v1.Memory/Get',
             memvault_dot_v1_dot_memory__pb2.GetRequest.SerializeToString,
-            memvault_dot_v1_dot_memory__pb2.MemoryRecord.FromString,
+            memvault_dot_v1_dot_memory__pb2.GetReply.FromString,
             options,
             channel_credentials,
             insecure,
@@ -290,6 +418,222 @@ class Memory:
             '/memvault.v1.Memory/Forget',
             memvault_dot_v1_dot_memory__pb2.ForgetRequest.SerializeToString,
             memvault_dot_v1_dot_memory__pb2.ForgetReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Update(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.v1.Memory/Update',
+            memvault_dot_v1_dot_memory__pb2.UpdateRequest.SerializeToString,
+            memvault_dot_v1_dot_memory__pb2.UpdateReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Supersede(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.v1.Memory/Supersede',
+            memvault_dot_v1_dot_memory__pb2.SupersedeRequest.SerializeToString,
+            memvault_dot_v1_dot_memory__pb2.RememberReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Reinforce(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.v1.Memory/Reinforce',
+            memvault_dot_v1_dot_memory__pb2.ReinforceRequest.SerializeToString,
+            memvault_dot_v1_dot_memory__pb2.ReinforceReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListTopics(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.v1.Memory/ListTopics',
+            memvault_dot_v1_dot_memory__pb2.ListRequest.SerializeToString,
+            memvault_dot_v1_dot_memory__pb2.ListReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListEntities(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.v1.Memory/ListEntities',
+            memvault_dot_v1_dot_memory__pb2.ListRequest.SerializeToString,
+            memvault_dot_v1_dot_memory__pb2.ListReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AppendTurns(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.v1.Memory/AppendTurns',
+            memvault_dot_v1_dot_memory__pb2.AppendTurnsRequest.SerializeToString,
+            memvault_dot_v1_dot_memory__pb2.AppendTurnsReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Export(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/memvault.v1.Memory/Export',
+            memvault_dot_v1_dot_memory__pb2.ExportRequest.SerializeToString,
+            memvault_dot_v1_dot_memory__pb2.MemoryRecord.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Import(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.v1.Memory/Import',
+            memvault_dot_v1_dot_memory__pb2.ImportRequest.SerializeToString,
+            memvault_dot_v1_dot_memory__pb2.ImportReply.FromString,
             options,
             channel_credentials,
             insecure,

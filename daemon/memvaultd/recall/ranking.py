@@ -140,6 +140,8 @@ class Scored:
     decay: float
     reinforcement: float
     distance: float
+    importance: float = 1.0
+    relevance: float = 0.0
 
 
 def score(
@@ -147,18 +149,24 @@ def score(
 ) -> Scored:
     """The composite score of one candidate, with its factors."""
     sim, fresh, boost = _factors(memory, distance, now, half_lives)
-    return Scored(memory, sim * fresh * boost, sim, fresh, boost, distance)
+    weight = importance_weight(memory.importance)
+    return Scored(memory, sim * fresh * boost * weight, sim, fresh, boost, distance, weight, sim)
+
+
+def importance_weight(importance: float) -> float:
+    """0.5 + importance: 1.0 at the default importance 0.5, so memories
+    nobody rated rank purely by relevance, freshness and reinforcement; a
+    pinned memory (0.9) counts 1.4 times, an unimportant one (0.1) 0.6."""
+    return 0.5 + min(1.0, max(0.0, importance))
 
 
 def _factors(
     memory: Memory, distance: float, now: float, half_lives: Mapping[str, float]
 ) -> tuple[float, float, float]:
     since = memory.last_reinforced_at or memory.created_at
-    return (
-        similarity(distance),
-        decay(memory.type, since, now, half_lives),
-        reinforcement(memory.reinforce_count),
-    )
+    # A pinned memory (importance >= 0.9) does not fade: the user said so.
+    fresh = 1.0 if memory.pinned else decay(memory.type, since, now, half_lives)
+    return (similarity(distance), fresh, reinforcement(memory.reinforce_count))
 
 
 def check_top_k(top_k: int | None) -> int:
@@ -177,8 +185,13 @@ def rank(
     half_lives: Mapping[str, float],
     top_k: int,
     min_score: float | None = None,
+    relevance: Mapping[str, float] | None = None,
 ) -> list[Scored]:
     """The best `top_k` candidates (memory, L2 distance), best first.
+
+    score = relevance x decay x reinforcement x importance_weight, where
+    relevance is the vector similarity, or `relevance[memory.id]` when the
+    caller fused several channels (hybrid recall).
 
     Candidates scoring under `min_score` are dropped; fewer than `top_k` (or
     none) is a valid answer and is never padded. Equal scores fall back to the
@@ -196,12 +209,15 @@ def rank(
     keyed = []
     for position, (memory, distance) in enumerate(candidates):
         sim, fresh, boost = _factors(memory, distance, now, half_lives)
-        total = sim * fresh * boost
+        weight = importance_weight(memory.importance)
+        relevant = sim if relevance is None else relevance[memory.id]
+        total = relevant * fresh * boost * weight
         if total >= floor:
             keyed.append((-total, distance, -memory.created_at, memory.id, position,
-                          memory, sim, fresh, boost))  # fmt: skip
+                          memory, sim, fresh, boost, weight, relevant))  # fmt: skip
     # nsmallest keeps a heap of top_k: O(n log k) for n = OVERFETCH x top_k.
     return [
-        Scored(memory, -neg, sim, fresh, boost, distance)
-        for neg, distance, _, _, _, memory, sim, fresh, boost in heapq.nsmallest(top_k, keyed)
+        Scored(memory, -neg, sim, fresh, boost, distance, weight, relevant)
+        for neg, distance, _, _, _, memory, sim, fresh, boost, weight, relevant
+        in heapq.nsmallest(top_k, keyed)
     ]

@@ -1,0 +1,230 @@
+"""`memvault mcp`: the daemon's memory as MCP tools, over stdio.
+
+An agent host (Claude Code, Claude Desktop, Cursor) starts this process and
+speaks MCP on its stdin/stdout; every tool call becomes one call to the daemon
+through `memvault.Client`, on a worker thread so the MCP loop never blocks on
+the socket. Nothing is kept here: the bridge holds no memory and no key, and
+an agent that reaches it reaches only what the user's own `memvault` CLI could.
+
+Tools: `recall`, `remember`, `update_memory`, `forget`, `list_topics`. Their
+descriptions say *when* to call them, because that is what an agent reads to
+decide (the habit of the popular memory servers: "use this at the start of a
+task", "call this when the user states a preference"). Results are compact
+JSON: empty fields dropped, scores to three decimals, times as ISO dates; a
+recall of three hits is ~600 bytes instead of the CLI's ~1.5 KB.
+"""
+
+# No `from __future__ import annotations` here: the tools' annotations name
+# pydantic's Field, imported lazily inside build_server, and MCP reads them at
+# registration, so they must be evaluated where the tools are defined.
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+
+import click
+
+from memvault import __version__
+from memvault.client import Client
+from memvault.errors import MemvaultError
+from memvault.types import Hit, Memory
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
+
+__all__ = ["INSTRUCTIONS", "build_server", "mcp", "run"]
+
+SOURCE = "mcp"  # what `source` says on memories written through the bridge, by default
+
+INSTRUCTIONS = """\
+memvault is the user's private long-term memory, shared by their agents and \
+devices. Call `recall` at the start of a task and whenever earlier context might \
+matter; call `remember` when the user states a preference, makes a decision, or \
+tells you a durable fact. Keep each memory one self-contained statement."""
+
+RECALL = """\
+Search the user's long-term memory for what is relevant now. Use this at the start \
+of every task, and whenever the user refers to earlier work, their preferences, a \
+project's conventions or past decisions ("as before", "the usual way", "what did we \
+decide"), and before asking the user something they may already have told you. \
+Returns the best matches first: [{"id", "text", "score", "topic", ...}]. An empty \
+list means nothing relevant is stored: say so, never invent a memory."""
+
+REMEMBER = """\
+Store one durable fact, preference, decision or instruction in long-term memory. \
+Call this when the user states a preference ("I prefer vitest"), corrects you, \
+makes a decision, or tells you something about themselves, their project or their \
+environment that a later session will need. Write one self-contained statement that \
+makes sense without this conversation. Never store secrets or credentials. Saying \
+again what is already stored reinforces that memory instead of adding a copy. \
+Returns {"id", "reinforced"}."""
+
+UPDATE = """\
+Correct a memory that has become wrong or outdated. Use this when the user corrects \
+something you recalled, or a stored fact changes (a new deadline, a changed \
+preference). Takes the id from `recall` and the full corrected text; topic, tags \
+and the other fields are kept unless given. The old version stays as history but is \
+no longer recalled. Returns {"id" (the new memory), "replaces"}."""
+
+FORGET = """\
+Delete a memory for good, on every device of the user. Use this only when the user \
+asks you to forget something, or a memory is plainly wrong and nothing replaces it \
+(otherwise use `update_memory`). Takes the id from `recall`."""
+
+LIST_TOPICS = """\
+List the topic keys memories are filed under (dotted paths such as \
+"user.preferences.testing"), with how many memories each holds. Use this to find \
+your way in an unfamiliar memory, or to reuse an existing topic in `remember` so \
+related memories stay together."""
+
+_T = TypeVar("_T")
+
+
+def build_server(client: Client) -> "MCPServer":
+    """The MCP server, its five tools bound to `client`."""
+    # Imported here: pydantic and the MCP stack cost ~0.4 s, which no other
+    # command of the CLI should pay.
+    import anyio
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+    from pydantic import Field
+
+    server = MCPServer(name="memvault", version=__version__, instructions=INSTRUCTIONS,
+                       log_level="WARNING")
+
+    async def call(fn: Callable[[], _T]) -> _T:
+        try:
+            return await anyio.to_thread.run_sync(fn)
+        except MemvaultError as err:
+            raise ToolError(" ".join(str(err).split())) from None
+
+    @server.tool(name="recall", description=RECALL, structured_output=False)
+    async def recall(
+        query: Annotated[str, Field(description="What you want to know, in plain words.")],
+        top_k: Annotated[int, Field(ge=1, le=50, description="How many memories at most.")] = 5,
+        topic: Annotated[str, Field(description="Only this topic key (exact), if given.")] = "",
+        filter: Annotated[dict[str, Any] | None, Field(description=(
+            'A filter expression, e.g. {"AND": [{"category": "development"}, '
+            '{"tags": {"contains": "testing"}}]}.'))] = None,
+    ) -> str:
+        expression = filter
+        if topic:
+            clause = {"topic_key": topic}
+            expression = {"AND": [clause, filter]} if filter else clause
+        hits = await call(lambda: client.recall(query, top_k=top_k, filter=expression))
+        return _json([_hit(h) for h in hits])
+
+    @server.tool(name="remember", description=REMEMBER, structured_output=False)
+    async def remember(
+        text: Annotated[str, Field(min_length=1, description="The statement to remember.")],
+        topic: Annotated[str, Field(description=(
+            "Dotted topic key, general to specific, e.g. user.preferences.testing."))] = "",
+        type: Annotated[str, Field(description=(
+            "semantic (a fact or preference, the default), episodic (something that "
+            "happened), or procedural (how to do something)."))] = "",
+        tags: Annotated[list[str] | None, Field(description="Short keywords.")] = None,
+        importance: Annotated[float | None, Field(ge=0, le=1, description=(
+            "0..1, default 0.5; 0.9 or more pins it so it never fades."))] = None,
+        entity: Annotated[str, Field(description="Who or what it is about, if one thing.")] = "",
+        category: Annotated[str, Field(description="A broad area, e.g. development.")] = "",
+    ) -> str:
+        result = await call(lambda: client.remember(
+            text, topic=topic, type=type, tags=tags or (), importance=importance,
+            entity=entity, category=category, source=SOURCE))
+        return _json({"id": result.id, "reinforced": result.reinforced})
+
+    @server.tool(name="update_memory", description=UPDATE, structured_output=False)
+    async def update_memory(
+        id: Annotated[str, Field(min_length=1, description="The memory's id, from recall.")],
+        text: Annotated[str, Field(min_length=1, description="The full corrected statement.")],
+        topic: Annotated[str | None, Field(description="A new topic key, if it moves.")] = None,
+        tags: Annotated[list[str] | None, Field(description="New tags, replacing the old.")]
+        = None,
+        importance: Annotated[float | None, Field(ge=0, le=1, description=(
+            "A new importance 0..1, if it changes."))] = None,
+    ) -> str:
+        def replace() -> dict[str, Any]:
+            old = client.get(id)
+            # Supersede: the new memory names the old one, which the daemon
+            # then hides from recall but keeps (and syncs) as history.
+            result = client.remember(
+                text, supersedes=id, type=old.type, topic=old.topic_key if topic is None else topic,
+                tags=old.tags if tags is None else tags, payload=old.payload or None,
+                entity=old.entity, category=old.category,
+                importance=old.importance if importance is None else importance,
+                session=old.session_id, source=old.source or SOURCE, tier=old.tier,
+                expires_at=old.expires_at)
+            return {"id": result.id, "replaces": id}
+
+        return _json(await call(replace))
+
+    @server.tool(name="forget", description=FORGET, structured_output=False)
+    async def forget(
+        id: Annotated[str, Field(min_length=1, description="The memory's id, from recall.")],
+    ) -> str:
+        await call(lambda: client.forget(id))
+        return _json({"id": id, "forgotten": True})
+
+    @server.tool(name="list_topics", description=LIST_TOPICS, structured_output=False)
+    async def list_topics() -> str:
+        lister: Callable[[], Any] | None = getattr(client, "list_topics", None)
+        if lister is None:
+            raise ToolError("this memvault client cannot list topics yet; use recall")
+        topics = await call(lister)
+        return _json(_plain(topics))
+
+    return server
+
+
+def run(client: Client) -> None:
+    """Serve MCP on stdin/stdout until the host closes them."""
+    build_server(client).run("stdio")
+
+
+@click.command()
+def mcp() -> None:
+    """Serve the memory to an agent as MCP tools over stdio.
+
+    Register it with an agent host, e.g. `claude mcp add memvault -- memvault mcp`.
+    The daemon must be running (or start later: each call connects on demand).
+    """
+    params = click.get_current_context().find_root().params
+    with Client(params.get("socket"), home=params.get("home"),
+                timeout=params.get("timeout") or 30.0) as client:
+        run(client)
+
+
+def _hit(hit: Hit) -> dict[str, Any]:
+    out = {"id": hit.memory.id, "text": hit.memory.text, "score": round(hit.score, 3)}
+    out.update(_fields(hit.memory))
+    return out
+
+
+def _fields(memory: Memory) -> dict[str, Any]:
+    """A memory's metadata without its empty fields: what an agent needs, no more."""
+    fields: dict[str, Any] = {
+        "topic": memory.topic_key, "type": memory.type, "tags": list(memory.tags),
+        "category": memory.category, "entity": memory.entity, "payload": memory.payload,
+        "source": memory.source, "created": _date(memory.created_at),
+        "pinned": memory.pinned or None,
+    }
+    return {key: value for key, value in fields.items() if value}
+
+
+def _date(timestamp: float) -> str:
+    if not timestamp:
+        return ""
+    return datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%dT%H:%MZ")
+
+
+def _plain(value: Any) -> Any:
+    """Dataclasses (anything with to_dict) as dicts, inside lists too."""
+    if hasattr(value, "to_dict"):
+        return value.to_dict()
+    if isinstance(value, list | tuple):
+        return [_plain(item) for item in value]
+    return value
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))

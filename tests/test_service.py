@@ -1,0 +1,279 @@
+"""Running as a service: the unit and the plist, sd_notify, a clean SIGTERM."""
+
+from __future__ import annotations
+
+import json
+import os
+import plistlib
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from memvault import Client, RememberResult
+from memvault.service import find_daemon
+from memvault.service_templates import agent_plist, systemd_quote
+
+from .daemon_process import DaemonProcess
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _memvault(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "memvault.cli", *args], capture_output=True,
+                          text=True, env=env, timeout=60)
+
+
+def _dry_run(platform: str, *extra: str) -> dict[str, object]:
+    done = _memvault(*extra, "service", "install", "--dry-run", "--json", "--platform", platform)
+    assert done.returncode == 0, done.stderr
+    result: dict[str, object] = json.loads(done.stdout)
+    return result
+
+
+def _systemd_analyze() -> str:
+    tool = shutil.which("systemd-analyze")
+    if tool is None:
+        if os.environ.get("MEMVAULT_REQUIRE_SYSTEMD_ANALYZE") == "1":
+            pytest.fail("systemd-analyze is missing (scripts/setup --system installs it)")
+        pytest.skip("systemd-analyze is not installed")
+    return tool
+
+
+def _verify(unit: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    (tmp_path / "memvaultd.service").write_text(unit)
+    runtime = tmp_path / "runtime"  # a user manager needs one, even offline
+    runtime.mkdir(mode=0o700)
+    return subprocess.run(
+        [_systemd_analyze(), "verify", "--user", str(tmp_path / "memvaultd.service")],
+        capture_output=True, text=True, env={**os.environ, "XDG_RUNTIME_DIR": str(runtime)},
+        timeout=60)
+
+
+# -- the unit ----------------------------------------------------------------------
+
+
+def test_unit_passes_systemd_analyze_verify(tmp_path: Path) -> None:
+    plan = _dry_run("linux")
+    done = _verify(str(plan["content"]), tmp_path)
+    # Unknown keys are only warnings (exit 0): an empty stderr is the real test.
+    assert (done.returncode, done.stderr.strip()) == (0, "")
+
+
+def test_unit_with_an_awkward_home_still_verifies(tmp_path: Path) -> None:
+    home = tmp_path / "my memory 100%"
+    plan = _dry_run("linux", "--home", str(home))
+    unit = str(plan["content"])
+    assert f"Environment={systemd_quote(f'MEMVAULT_HOME={home}')}" in unit
+    assert f"ReadWritePaths={systemd_quote(str(home))}" in unit
+    done = _verify(unit, tmp_path)
+    assert (done.returncode, done.stderr.strip()) == (0, "")
+
+
+def test_unit_settings() -> None:
+    unit = str(_dry_run("linux")["content"]).splitlines()
+    exec_start = next(line for line in unit if line.startswith("ExecStart="))
+    daemon = Path(exec_start.removeprefix("ExecStart="))
+    assert daemon.is_absolute() and daemon.name == "memvaultd" and os.access(daemon, os.X_OK)
+    for expected in ("Type=notify", "RuntimeDirectory=memvault", "RuntimeDirectoryMode=0700",
+                     "UMask=0077", "NoNewPrivileges=yes", "ProtectSystem=strict",
+                     "PrivateTmp=yes", "Restart=on-failure", "Environment=HF_HUB_OFFLINE=1",
+                     "RestartPreventExitStatus=2", "WantedBy=default.target"):
+        assert expected in unit
+    # torch's CPU kernels need writable+executable pages.
+    assert not any(line.startswith("MemoryDenyWriteExecute") for line in unit)
+    # With ProtectSystem=strict, the data directory must be given back.
+    assert any(line.startswith("ReadWritePaths=/") for line in unit)
+
+
+def test_dry_run_prints_the_unit_and_the_commands_and_writes_nothing(tmp_path: Path) -> None:
+    env = {**os.environ, "HOME": str(tmp_path), "XDG_DATA_HOME": str(tmp_path / "data")}
+    done = _memvault("service", "install", "--dry-run", "--platform", "linux", env=env)
+    assert done.returncode == 0, done.stderr
+    assert "[Service]" in done.stdout
+    assert "$ systemctl --user daemon-reload" in done.stdout
+    assert "$ systemctl --user enable --now memvaultd.service" in done.stdout
+    assert list(tmp_path.iterdir()) == []
+
+
+# -- the plist ----------------------------------------------------------------------
+
+
+def test_plist_round_trips_with_the_expected_keys(tmp_path: Path) -> None:
+    env = {**os.environ, "HOME": str(tmp_path)}
+    done = _memvault("service", "install", "--dry-run", "--json", "--platform", "macos",
+                     env=env)
+    plan = json.loads(done.stdout)
+    assert plan["path"] == str(tmp_path / "Library/LaunchAgents/dev.memvault.memvaultd.plist")
+    agent = plistlib.loads(plan["content"].encode())
+    assert agent["Label"] == "dev.memvault.memvaultd"
+    assert agent["RunAtLoad"] is True
+    assert agent["KeepAlive"] == {"SuccessfulExit": False}
+    assert Path(agent["ProgramArguments"][0]) == find_daemon()
+    log = str(tmp_path / "Library/Logs/memvault/memvaultd.log")
+    assert agent["StandardOutPath"] == agent["StandardErrorPath"] == log
+    assert agent["EnvironmentVariables"]["HF_HUB_OFFLINE"] == "1"
+    assert agent["Umask"] == 0o077
+    assert plistlib.loads(plistlib.dumps(agent)) == agent
+    assert agent == agent_plist(str(find_daemon()), log, agent["EnvironmentVariables"])
+    assert plan["install"] == [f"launchctl bootstrap gui/{os.getuid()} {plan['path']}"]
+
+
+# -- install, status, uninstall (with a stand-in systemctl) ---------------------------
+
+
+@pytest.fixture
+def fake_systemctl(tmp_path: Path) -> Iterator[tuple[dict[str, str], Path]]:
+    """A `systemctl` that records its arguments, first on PATH; HOME in tmp_path."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "calls"
+    script = bin_dir / "systemctl"
+    script.write_text(f'#!/bin/sh\necho "$*" >> {calls}\necho active\n')
+    script.chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}",
+           "HOME": str(tmp_path / "user"), "XDG_DATA_HOME": str(tmp_path / "user/.local/share")}
+    env.pop("MEMVAULT_HOME", None)
+    yield env, calls
+
+
+def test_install_status_uninstall(fake_systemctl: tuple[dict[str, str], Path],
+                                  tmp_path: Path) -> None:
+    env, calls = fake_systemctl
+    unit = tmp_path / "user/.config/systemd/user/memvaultd.service"
+
+    done = _memvault("service", "install", "--platform", "linux", env=env)
+    assert done.returncode == 0, done.stderr
+    assert f"ReadWritePaths={tmp_path}/user/.local/share/memvault\n" in unit.read_text()
+    assert calls.read_text().splitlines() == ["--user daemon-reload",
+                                              "--user enable --now memvaultd.service"]
+    data_dir = tmp_path / "user/.local/share/memvault"
+    assert data_dir.is_dir() and data_dir.stat().st_mode & 0o777 == 0o700
+
+    status = json.loads(_memvault("service", "status", "--json", "--platform", "linux",
+                                  env=env).stdout)
+    assert status["installed"] and status["current"]
+    assert status["manager"] == ["active", "active"]
+
+    done = _memvault("service", "uninstall", "--platform", "linux", env=env)
+    assert done.returncode == 0, done.stderr
+    assert not unit.exists()
+    assert calls.read_text().splitlines()[-2:] == ["--user disable --now memvaultd.service",
+                                                   "--user daemon-reload"]
+    status = json.loads(_memvault("service", "status", "--json", "--platform", "linux",
+                                  env=env).stdout)
+    assert not status["installed"]
+
+
+def test_a_failing_manager_is_one_line_and_exit_1(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "systemctl").write_text("#!/bin/sh\necho 'Failed to connect to bus' >&2\nexit 1\n")
+    (bin_dir / "systemctl").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "HOME": str(tmp_path),
+           "XDG_DATA_HOME": str(tmp_path / "data")}
+    done = _memvault("service", "install", "--platform", "linux", env=env)
+    assert done.returncode == 1
+    assert done.stderr.strip() == ("memvault: `systemctl --user daemon-reload` failed: "
+                                   "Failed to connect to bus")
+
+
+# -- sd_notify and SIGTERM, with a real daemon -----------------------------------------
+
+
+class NotifyListener:
+    """A stand-in for systemd's NOTIFY_SOCKET: collects every datagram."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(str(path))
+        self.sock.settimeout(0.2)
+        self.messages: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._listen, daemon=True)
+        self._thread.start()
+
+    def _listen(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.messages.append(self.sock.recv(4096).decode())
+            except TimeoutError:
+                continue
+
+    def lines(self) -> list[str]:
+        return [line for message in list(self.messages) for line in message.splitlines()]
+
+    def wait_for(self, prefix: str, timeout: float = 90) -> None:
+        deadline = time.monotonic() + timeout
+        while not any(line.startswith(prefix) for line in self.lines()):
+            assert time.monotonic() < deadline, f"no {prefix!r} in {self.lines()}"
+            time.sleep(0.05)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.sock.close()
+
+
+def test_daemon_tells_the_service_manager_how_it_goes(home: Path, tmp_path: Path) -> None:
+    listener = NotifyListener(tmp_path / "notify.sock")
+    try:
+        with DaemonProcess(home, NOTIFY_SOCKET=str(listener.path)).start(wait=False) as proc:
+            listener.wait_for("READY=1")
+            # READY=1 means the socket is bound: a client can connect right away.
+            assert proc.socket.exists()
+            listener.wait_for("STATUS=ready: ")
+            assert proc.health() == "SERVING"
+            assert proc.stop() == 0
+            listener.wait_for("STOPPING=1", timeout=5)
+        lines = listener.lines()
+    finally:
+        listener.close()
+    assert lines.index("READY=1") < lines.index("STATUS=ready: 0 memories")
+    assert "STATUS=loading memories" in lines
+    assert "STATUS=warming the model" in lines
+
+
+def test_sigterm_lets_an_in_flight_batch_finish(home: Path) -> None:
+    texts = [f"note {i}: the build of service {i} needs flag --opt-{i} and a warm cache "
+             f"on machine {i % 7}, owned by team {i % 5}" for i in range(96)]
+    with DaemonProcess(home).start() as proc:
+        results: list[RememberResult] = []
+        failure: list[BaseException] = []
+        with Client(socket=proc.socket, timeout=120) as client:
+            client.status()  # connected: the batch below is sent at once
+
+            def send() -> None:
+                try:
+                    results.extend(client.remember_batch(
+                        {"text": t, "topic": f"build.{i}"} for i, t in enumerate(texts)))
+                except BaseException as exc:
+                    failure.append(exc)
+
+            sender = threading.Thread(target=send)
+            started = time.monotonic()
+            sender.start()
+            time.sleep(0.3)  # on the wire and embedding: 96 texts take seconds
+            assert sender.is_alive(), "the batch finished before SIGTERM: make it bigger"
+            assert proc.proc is not None
+            proc.proc.send_signal(signal.SIGTERM)
+            sender.join(60)
+            elapsed = time.monotonic() - started
+            assert failure == [] and len(results) == len(texts), (failure, elapsed)
+        assert proc.proc.wait(60) == 0, proc.log
+        assert not proc.socket.exists()
+        assert not (proc.socket.parent / "inner").exists()
+
+    with DaemonProcess(home).start() as again, Client(socket=again.socket) as client:
+        assert client.status().memory_count == len(texts)
+        hits = client.recall("which flag does service 42 need", top_k=1)
+        assert hits and hits[0].memory.id == results[42].id
+        assert again.stop() == 0
