@@ -1,7 +1,7 @@
 """The `memvault` command: every call of `memvault.Client` from a shell.
 
 remember, supersede, update, reinforce, recall, get, forget, topics, entities,
-turns append, export, import, status, events. Every command that prints data
+turns append, export, import, status, events, doctor. Every command that prints data
 takes `--json` for output a program can parse. Failures print one line,
 prefixed "memvault: ", to stderr and exit with a code that says what kind of
 failure it was (the table is in EXIT_CODES_HELP and docs/cli.md); a
@@ -15,6 +15,7 @@ import json
 import os
 import sys
 import tempfile
+import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,7 +26,7 @@ import click
 from memvault import __version__, output
 from memvault.client import IMPORT_BATCH_SIZE, Client
 from memvault.errors import InvalidArgument, MemvaultError, NotFound, Unavailable
-from memvault.types import Facet, Memory
+from memvault.types import Facet, Memory, SyncInfo
 
 __all__ = ["EXIT_OK", "cli", "exit_code", "main"]
 
@@ -356,19 +357,69 @@ def _show_facets(facets: list[Facet], noun: str, as_json: bool) -> None:
 
 
 @cli.command()
+@click.option("--follow-scan", is_flag=True,
+              help="Follow the scan of the watched folders with a progress bar.")
 @json_option
-def status(as_json: bool) -> None:
-    """The daemon's state: model, counts, cache hit rate."""
-    state = _client().status()
+def status(follow_scan: bool, as_json: bool) -> None:
+    """The daemon's state: model, counts, cache hit rate, socket, key storage."""
+    if follow_scan:
+        _follow_scan()
+        return
+    client = _client()
+    state = client.status()
+    try:
+        sync: SyncInfo | None = client.sync_status()
+    except MemvaultError:  # a daemon older than sync: report it as not set up
+        sync = None
     if as_json:
-        output.echo_json(state.to_dict())
+        output.echo_json({**state.to_dict(),
+                          "sync": sync.to_dict() if sync else {"configured": False}})
     else:
-        output.show(output.status_table(state))
+        output.show(output.status_table(state, sync))
+
+
+# A scan publishes its progress twice a second: a second of silence means none runs.
+_SCAN_SILENCE_S = 1.5
+
+
+def _follow_scan() -> None:
+    """A progress bar fed by the daemon's "watch" events, until the scan ends."""
+    stream = _client().events(["watch"])
+    seen = threading.Event()
+
+    def give_up() -> None:
+        if not seen.is_set():
+            stream.cancel()
+
+    timer = threading.Timer(_SCAN_SILENCE_S, give_up)
+    timer.start()
+    try:
+        with stream:
+            first = next(stream, None)
+            seen.set()
+            if first is None:
+                click.echo("no scan of watched folders is running", err=True)
+                return
+            done, total = (int(n) for n in first.id.split("/"))
+            with output.progress("scanning watched folders", total) as advance:
+                advance(done)
+                for event in itertools.chain([first], stream):
+                    now, total = (int(n) for n in event.id.split("/"))
+                    advance(now - done)
+                    done = now
+                    if done >= total:
+                        break
+            click.echo(f"scanned {output.plural(total, 'file', 'files')}", err=True)
+    finally:
+        timer.cancel()
 
 
 @cli.command()
 @click.option(
-    "--type", "types", multiple=True, help="hit | miss | remember | forget | ready; repeatable."
+    "--type",
+    "types",
+    multiple=True,
+    help="hit | miss | remember | forget | ready | watch | config; repeatable.",
 )
 @json_option
 def events(types: tuple[str, ...], as_json: bool) -> None:
@@ -542,11 +593,16 @@ def _json_object(text: str | None, option: str) -> dict[str, Any] | None:
     return value
 
 
-from memvault.mcp_bridge import mcp  # noqa: E402 - commands of their own modules
+from memvault.doctor import doctor  # noqa: E402 - commands of their own modules
+from memvault.mcp_bridge import mcp  # noqa: E402
 from memvault.service import service  # noqa: E402
+from memvault.sync_commands import COMMANDS as SYNC_COMMANDS  # noqa: E402
 
 cli.add_command(service)
 cli.add_command(mcp)
+cli.add_command(doctor)
+for command in SYNC_COMMANDS:
+    cli.add_command(command)
 
 
 def main() -> None:

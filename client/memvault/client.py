@@ -40,10 +40,13 @@ from memvault.types import (
     ForgetResult,
     Hits,
     ImportResult,
+    InitResult,
+    JoinResult,
     Memory,
     ReinforceResult,
     RememberResult,
     Status,
+    SyncInfo,
     UpdateResult,
 )
 from memvault.v1 import memory_pb2 as pb
@@ -123,6 +126,10 @@ class Client:
         self._append_turns = self._unary("AppendTurns", pb.AppendTurnsRequest, pb.AppendTurnsReply)
         self._import = self._unary("Import", pb.ImportRequest, pb.ImportReply)
         self._status = self._unary("Status", pb.StatusRequest, pb.StatusReply)
+        self._init_sync = self._unary("InitSync", pb.InitSyncRequest, pb.InitSyncReply)
+        self._join_sync = self._unary("JoinSync", pb.JoinSyncRequest, pb.JoinSyncReply)
+        self._sync_now = self._unary("SyncNow", pb.SyncStatusRequest, pb.SyncStatusReply)
+        self._sync_status = self._unary("SyncStatus", pb.SyncStatusRequest, pb.SyncStatusReply)
         self._export = self._stream("Export", pb.ExportRequest, pb.MemoryRecord)
         self._events = self._stream("Events", pb.EventsRequest, pb.Event)
 
@@ -424,6 +431,25 @@ class Client:
             txid = reply.txid
         return ImportResult(added=added, reinforced=reinforced, txid=txid)
 
+    def init_sync(self, remote: str, *, token: str | None = None) -> InitResult:
+        """Set up sync with an empty remote; returns the recovery key, once."""
+        reply = self._call(self._init_sync, pb.InitSyncRequest(remote=remote, token=token or ""))
+        return InitResult(reply.vault_id, reply.recovery_key)
+
+    def join_sync(self, remote: str, recovery_key: str, *, token: str | None = None
+                  ) -> JoinResult:
+        """Join the vault the recovery key names; this device's memories are kept."""
+        reply = self._call(self._join_sync, pb.JoinSyncRequest(
+            remote=remote, token=token or "", recovery_key=recovery_key), timeout=600.0)
+        return JoinResult(reply.vault_id, reply.memory_count)
+
+    def sync_now(self) -> SyncInfo:
+        """Pull and push at once, then report."""
+        return _sync_info(self._call(self._sync_now, pb.SyncStatusRequest(), timeout=600.0))
+
+    def sync_status(self) -> SyncInfo:
+        return _sync_info(self._call(self._sync_status, pb.SyncStatusRequest()))
+
     def status(self) -> Status:
         """The daemon's state: model readiness, counts, cache statistics."""
         return wire.status(self._call(self._status, pb.StatusRequest()))
@@ -645,3 +671,8 @@ def _stream_memories(
         raise translate(err) from None
     finally:
         call.cancel()  # a no-op once the stream ended; frees it when the reader stopped early
+
+
+def _sync_info(reply: pb.SyncStatusReply) -> SyncInfo:
+    return SyncInfo(reply.configured, reply.remote, reply.state, reply.head, reply.pushed_seq,
+                    reply.pending, reply.last_push, reply.last_pull, reply.last_error)

@@ -63,8 +63,8 @@ UPDATE = """\
 Correct a memory that has become wrong or outdated. Use this when the user corrects \
 something you recalled, or a stored fact changes (a new deadline, a changed \
 preference). Takes the id from `recall` and the full corrected text; topic, tags \
-and the other fields are kept unless given. The old version stays as history but is \
-no longer recalled. Returns {"id" (the new memory), "replaces"}."""
+and the other fields are kept unless given. The memory keeps its id and is \
+re-embedded, so recall finds it by its new text. Returns {"id", "updated": true}."""
 
 FORGET = """\
 Delete a memory for good, on every device of the user. Use this only when the user \
@@ -143,20 +143,10 @@ def build_server(client: Client) -> "MCPServer":
         importance: Annotated[float | None, Field(ge=0, le=1, description=(
             "A new importance 0..1, if it changes."))] = None,
     ) -> str:
-        def replace() -> dict[str, Any]:
-            old = client.get(id)
-            # Supersede: the new memory names the old one, which the daemon
-            # then hides from recall but keeps (and syncs) as history.
-            result = client.remember(
-                text, supersedes=id, type=old.type, topic=old.topic_key if topic is None else topic,
-                tags=old.tags if tags is None else tags, payload=old.payload or None,
-                entity=old.entity, category=old.category,
-                importance=old.importance if importance is None else importance,
-                session=old.session_id, source=old.source or SOURCE, tier=old.tier,
-                expires_at=old.expires_at)
-            return {"id": result.id, "replaces": id}
-
-        return _json(await call(replace))
+        # In place: only the fields given change, the id stays (Client.update).
+        await call(lambda: client.update(id, text=text, topic=topic, tags=tags,
+                                         importance=importance))
+        return _json({"id": id, "updated": True})
 
     @server.tool(name="forget", description=FORGET, structured_output=False)
     async def forget(
@@ -167,11 +157,9 @@ def build_server(client: Client) -> "MCPServer":
 
     @server.tool(name="list_topics", description=LIST_TOPICS, structured_output=False)
     async def list_topics() -> str:
-        lister: Callable[[], Any] | None = getattr(client, "list_topics", None)
-        if lister is None:
-            raise ToolError("this memvault client cannot list topics yet; use recall")
-        topics = await call(lister)
-        return _json(_plain(topics))
+        topics = await call(client.list_topics)
+        return _json([{"topic": t.name, "count": t.count,
+                       "last_activity": _date(t.last_activity)} for t in topics])
 
     return server
 
@@ -215,15 +203,6 @@ def _date(timestamp: float) -> str:
     if not timestamp:
         return ""
     return datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%dT%H:%MZ")
-
-
-def _plain(value: Any) -> Any:
-    """Dataclasses (anything with to_dict) as dicts, inside lists too."""
-    if hasattr(value, "to_dict"):
-        return value.to_dict()
-    if isinstance(value, list | tuple):
-        return [_plain(item) for item in value]
-    return value
 
 
 def _json(value: Any) -> str:

@@ -15,13 +15,15 @@ from typing import Any
 
 import click
 from rich.console import Console, JustifyMethod
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from memvault.types import Facet, Hit, Memory, Status, TurnHit
+from memvault.types import Facet, Hit, Memory, Status, SyncInfo, TurnHit
 
 __all__ = [
     "chain_table",
+    "checks_table",
     "echo_json",
     "facets_table",
     "hits_table",
@@ -123,7 +125,7 @@ def memory_table(memory: Memory) -> Table:
     return table
 
 
-def status_table(status: Status) -> Table:
+def status_table(status: Status, sync: SyncInfo | None = None) -> Table:
     table = _fields_table()
     rate = status.cache_hit_rate
     rows = [
@@ -142,9 +144,31 @@ def status_table(status: Status) -> Table:
             f"{status.cache_size} entries, {status.cache_hits} hits, {status.cache_misses} misses",
         ),
         ("cache hit rate", "-" if rate is None else f"{rate:.1%}"),
+        ("sync", _sync_line(sync)),
     ]
     for name, value in rows:
         table.add_row(name, value)
+    return table
+
+
+def _sync_line(sync: SyncInfo | None) -> str:
+    if sync is None or not sync.configured:
+        return "not configured (memvault init / memvault join)"
+    line = f"{sync.state}, {sync.remote}, version {sync.head}, {sync.pending} pending"
+    return f"{line}; {sync.last_error}" if sync.last_error else line
+
+
+def checks_table(checks: Sequence[tuple[str, str, str, str]]) -> Table:
+    """`memvault doctor`: (name, status, detail, fix) rows; a fix on its own line."""
+    marks = {"ok": "[green]ok[/]", "warn": "[yellow]warn[/]", "fail": "[bold red]FAIL[/]"}
+    table = Table(box=None, pad_edge=False, show_header=False)
+    table.add_column(style="bold", no_wrap=True)
+    table.add_column(no_wrap=True)
+    table.add_column(overflow="fold")
+    for name, status, detail, fix in checks:
+        table.add_row(name, marks.get(status, status), escape(detail))
+        if fix:
+            table.add_row("", "", f"[dim]fix:[/] {escape(fix)}")
     return table
 
 

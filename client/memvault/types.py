@@ -410,3 +410,41 @@ class Event:
 
     def to_dict(self) -> dict[str, Any]:
         return {"type": self.type, "query": self.query, "id": self.id, "at": self.at}
+
+
+@dataclass(frozen=True)
+class SyncInfo:
+    """Where this device's sync stands (`memvault sync status`)."""
+
+    configured: bool
+    remote: str = ""
+    state: str = ""
+    head: int = 0
+    pushed_seq: int = 0
+    pending: int = 0
+    last_push: float = 0.0
+    last_pull: float = 0.0
+    last_error: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
+
+@dataclass(frozen=True)
+class InitResult:
+    """What `init` returns: the vault's id and its recovery key (shown once)."""
+
+    vault_id: str
+    recovery_key: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"vault_id": self.vault_id, "recovery_key": self.recovery_key}
+
+
+@dataclass(frozen=True)
+class JoinResult:
+    vault_id: str
+    memory_count: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"vault_id": self.vault_id, "memory_count": self.memory_count}

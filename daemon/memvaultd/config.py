@@ -26,6 +26,11 @@ Every setting has a default that works with no file at all. The file is
     rrf_keyword = 1.0
     rrf_topic = 2.0
 
+    [[watch]]                     # a notes folder mirrored into memories (docs/watch.md)
+    path = "~/notes"              # relative paths are relative to this file's directory
+    glob = "**/*.md"              # which files, relative to path
+    topic = "notes"               # topic prefix (default: the folder's name)
+
 `MEMVAULT_DECAY_EPISODIC`, `_SEMANTIC`, `_PROCEDURAL` override the half-lives.
 """
 
@@ -64,6 +69,16 @@ class Config:
     key_storage: str = "auto"
     half_lives: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULT_HALF_LIVES_DAYS))
     fusion: FusionSettings = field(default_factory=FusionSettings)
+    watch: tuple[WatchFolder, ...] = ()
+
+
+@dataclass(frozen=True)
+class WatchFolder:
+    """One `[[watch]]` entry: `path` absolute, `topic` "" for the folder's name."""
+
+    path: Path
+    glob: str = "**/*.md"
+    topic: str = ""
 
 
 def load(path: Path, env: Mapping[str, str] = os.environ) -> Config:
@@ -77,7 +92,8 @@ def load(path: Path, env: Mapping[str, str] = os.environ) -> Config:
             raise InvalidArgument(f"{path}: not valid TOML: {exc}") from exc
     decay = raw.pop("decay", {})
     fusion = _fusion(raw.pop("fusion", {}), path)
-    known = {f.name for f in fields(Config)} - {"half_lives", "fusion"}
+    watch = _watch(raw.pop("watch", []), path)
+    known = {f.name for f in fields(Config)} - {"half_lives", "fusion", "watch"}
     unknown = set(raw) - known
     if unknown:
         raise InvalidArgument(f"{path}: unknown setting(s) {', '.join(sorted(unknown))}")
@@ -92,7 +108,7 @@ def load(path: Path, env: Mapping[str, str] = os.environ) -> Config:
                            if f"MEMVAULT_DECAY_{k.upper()}" in env})
     except ValueError as exc:
         raise InvalidArgument(str(exc)) from exc
-    config = Config(**raw, half_lives=half_lives, fusion=fusion)
+    config = Config(**raw, half_lives=half_lives, fusion=fusion, watch=watch)
     _check(config, path)
     return config
 
@@ -110,6 +126,26 @@ def _fusion(raw: dict[str, Any], path: Path) -> FusionSettings:
     if raw.get("context", 0) > 1:
         raise InvalidArgument(f"{path}: fusion.context must be within 0..1")
     return FusionSettings(**raw)
+
+
+def _watch(raw: object, path: Path) -> tuple[WatchFolder, ...]:
+    if not isinstance(raw, list) or not all(isinstance(entry, dict) for entry in raw):
+        raise InvalidArgument(f"{path}: watch must be a list of [[watch]] tables")
+    folders: list[WatchFolder] = []
+    for i, entry in enumerate(raw):
+        unknown = sorted(set(entry) - {"path", "glob", "topic"})
+        if unknown:
+            raise InvalidArgument(f"{path}: unknown setting watch[{i}].{unknown[0]}")
+        for name in ("path", "glob", "topic"):
+            if not isinstance(entry.get(name, ""), str):
+                raise InvalidArgument(f"{path}: watch[{i}].{name} must be a string")
+        if not entry.get("path"):
+            raise InvalidArgument(f"{path}: watch[{i}].path is required")
+        if "glob" in entry and (not entry["glob"] or entry["glob"].startswith("/")):
+            raise InvalidArgument(f"{path}: watch[{i}].glob must be a relative pattern")
+        folder = (path.parent / Path(entry["path"]).expanduser()).resolve()
+        folders.append(WatchFolder(folder, entry.get("glob", "**/*.md"), entry.get("topic", "")))
+    return tuple(folders)
 
 
 def _positive(value: object) -> bool:

@@ -6,8 +6,9 @@ about 4-6 s, most of it importing torch. Calls made before it is ready wait
 for it.
 
 All model calls run on one dedicated thread. Hugging Face's fast tokenizer is
-not safe to call from several threads at once ("Already borrowed"), and one
-thread already uses both cores for the matrix work. Serving threads only wait
+not safe to call from several threads at once ("Already borrowed"), and the
+model runs single-threaded (see `_load`), leaving a core to the serving
+threads. Serving threads only wait
 on futures, so a recall whose query is cached never waits behind a large
 batch, and a batch is fed to the model in chunks of 32 so an uncached query
 waits at most one chunk (about 130 ms at ~250 documents/s).
@@ -79,8 +80,16 @@ class Embedder:
             # Nothing may be fetched at run time: weights come from disk only.
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
             os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+            import torch
             from sentence_transformers import SentenceTransformer
             from transformers.utils import logging as hf_logging
+
+            # One intra-op thread. Two (torch's default here) make every
+            # forward pass wait for whichever thread was descheduled: with
+            # the machine busy (load 6 on 2 cores) a query took 516 ms p50 on
+            # two threads against 45 ms on one, and batches ran 24/s against
+            # 71/s. The gRPC threads and the scan need the other core anyway.
+            torch.set_num_threads(1)
 
             hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]  # log, no tty
 

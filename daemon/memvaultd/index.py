@@ -1,30 +1,39 @@
-"""The in-memory index: decrypted memories and their vectors, searched exactly.
+"""The in-memory index: decrypted memories and their vectors.
 
-Vectors live in one contiguous float32 matrix, one row per memory, so a
-search is a single matrix-vector product: about 1 ms over 10k x 384 and 9 ms
-over 100k on the development machine (the memory-bandwidth floor), against
-10 ms and 150 ms for LanceDB's flat search over the same rows. Unit vectors
-make the product the cosine, and the L2 distance the ranking formula wants is
-sqrt(2 - 2 cos).
+Vectors live in one contiguous float32 matrix, one row per memory, so an
+exact search is a single matrix-vector product: about 1 ms over 10k x 384 and
+9 ms over 100k on the development machine (the memory-bandwidth floor),
+against 10 ms and 150 ms for LanceDB's flat search over the same rows. Unit
+vectors make the product the cosine, and the L2 distance the ranking formula
+wants is sqrt(2 - 2 cos). Above `ann.IVF_THRESHOLD` rows an inverted-file
+index (`ann.py`), built and extended on a background thread, picks which rows
+to score; the scores themselves stay exact float32 products.
 
 Concurrency: writers hold `_lock`. Readers never lock for the scan: they take
 a consistent view (matrix, ids, row count) under the lock, which is cheap, and
 scan outside it. Rows below the view's count never change while a view is in
-use — new rows are appended, a removed row is only marked dead, and
-compaction builds new arrays and swaps them in — so a reader sees a state the
-vault really was in.
+use — new rows are appended (a new vector for an existing memory too: its old
+row dies), a removed row is only marked dead, and compaction builds new
+arrays and swaps them in — so a reader sees a state the vault really was in.
+The IVF is part of the view for the same reason: compaction drops it (its
+row numbers no longer hold) and the background thread builds a new one.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
+from . import ann
 from .memory import Memory
+
+log = logging.getLogger("memvaultd.index")
 
 Vector = npt.NDArray[np.float32]
 Predicate = Callable[[Memory], bool]
@@ -33,6 +42,7 @@ _INITIAL_CAPACITY = 1024
 # Compact when a quarter of the rows are dead: the scan cost of dead rows is
 # then at most a third on top, and compaction (one copy) stays rare.
 _COMPACT_DEAD_FRACTION = 0.25
+_SETTLE_S = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +51,7 @@ class _View:
     ids: list[str]
     alive: npt.NDArray[np.bool_]
     count: int
+    ivf: ann.InvertedLists | None
 
 
 class MemoryIndex:
@@ -53,6 +64,11 @@ class MemoryIndex:
         self._alive = np.zeros(_INITIAL_CAPACITY, dtype=bool)
         self._ids: list[str] = []
         self._dead = 0
+        self._ivf: ann.InvertedLists | None = None
+        self._maintaining = False
+        self._epoch = 0  # compactions so far: IVF row numbers hold within one epoch
+        self.ivf_threshold = ann.IVF_THRESHOLD
+        self.nprobe: int | None = None  # None: the IVF's own choice
 
     def __len__(self) -> int:
         return len(self._records)
@@ -73,16 +89,24 @@ class MemoryIndex:
     def put(self, memory: Memory, vector: Vector) -> None:
         """Insert `memory`, or replace the record (and vector) of the same id."""
         with self._lock:
-            row = self._row.get(memory.id)
-            if row is None:
-                row = len(self._ids)
-                if row == len(self._matrix):
-                    self._grow()
-                self._ids.append(memory.id)
-                self._row[memory.id] = row
+            old = self._row.get(memory.id)
+            if old is not None and np.array_equal(self._matrix[old], vector):
+                self._records[memory.id] = memory
+                return
+            if old is not None:  # a new vector: a new row, so views stay true
+                self._alive[old] = False
+                self._dead += 1
+            row = len(self._ids)
+            if row == len(self._matrix):
+                self._grow()
+            self._ids.append(memory.id)
+            self._row[memory.id] = row
             self._matrix[row] = vector
             self._alive[row] = True
             self._records[memory.id] = memory
+            stale = self._ivf_stale()
+        if stale:
+            self._maintain()
 
     def update(self, memory: Memory) -> None:
         """Replace the record of an existing memory, keeping its vector."""
@@ -104,44 +128,145 @@ class MemoryIndex:
     def search(self, query: Vector, limit: int, keep: Predicate | None = None
                ) -> list[tuple[Memory, float]]:
         """Up to `limit` (memory, L2 distance) pairs nearest to the unit vector
-        `query`, among the memories `keep` accepts, nearest first. Exact."""
+        `query`, among the memories `keep` accepts, nearest first.
+
+        Exact below `ann.IVF_THRESHOLD` rows; above it, the rows of the
+        nearest IVF lists plus the unindexed tail, scored exactly, and the
+        exact scan whenever those hold fewer than `limit` accepted memories
+        (a filter that keeps few)."""
         view = self._view()
         if view.count == 0 or limit <= 0:
             return []
-        cos = view.matrix[: view.count] @ query
-        cos[~view.alive[: view.count]] = -np.inf
+        if view.ivf is None and view.count >= self.ivf_threshold and not self._maintaining:
+            self._maintain()
+        if view.ivf is not None:
+            rows, cos = view.ivf.search(query, self.nprobe)
+            if view.ivf.covered < view.count:  # the tail, not in any list yet
+                rows = np.concatenate([rows, np.arange(view.ivf.covered, view.count)])
+                cos = np.concatenate([cos, view.matrix[view.ivf.covered : view.count] @ query])
+            found = self._walk(view, rows, cos, limit, keep)
+            if len(found) == limit:
+                return found
+        return self.search_exact(query, limit, keep, view)
+
+    def search_exact(self, query: Vector, limit: int, keep: Predicate | None = None,
+                     view: _View | None = None) -> list[tuple[Memory, float]]:
+        """The reference search: every row scored."""
+        view = view or self._view()
+        if view.count == 0 or limit <= 0:
+            return []
+        rows = np.arange(view.count)
+        return self._walk(view, rows, view.matrix[: view.count] @ query, limit, keep)
+
+    def _walk(self, view: _View, rows: npt.NDArray[np.int64], cos: Vector, limit: int,
+              keep: Predicate | None) -> list[tuple[Memory, float]]:
+        """Test candidate `rows` (scored `cos`) nearest first until `limit` pass."""
+        cos[~view.alive[rows]] = -np.inf
         # Fetch a window of nearest rows and test them in order; widen the
         # window (x4) only when the predicate rejected too many. A filter that
         # keeps half the vault needs one window of 2 x limit on average.
         found: list[tuple[Memory, float]] = []
         tested: set[int] = set()
-        window = min(view.count, max(limit * 2, 32))
+        window = min(len(rows), max(limit * 2, 32))
         while True:
-            rows = _nearest_rows(cos, window)
-            for row in rows:
-                if row in tested:
+            for i in _nearest_rows(cos, window).tolist():
+                if i in tested:
                     continue
-                tested.add(row)
-                if cos[row] == -np.inf:
+                tested.add(i)
+                if cos[i] == -np.inf:
                     return found
-                memory = self._records.get(view.ids[row])
+                memory = self._records.get(view.ids[rows[i]])
                 if memory is None or (keep is not None and not keep(memory)):
                     continue
-                distance = float(np.sqrt(max(0.0, 2.0 - 2.0 * float(cos[row]))))
+                distance = float(np.sqrt(max(0.0, 2.0 - 2.0 * float(cos[i]))))
                 found.append((memory, distance))
                 if len(found) == limit:
                     return found
-            if window == view.count:
+            if window == len(rows):
                 return found
-            window = min(view.count, window * 4)
+            window = min(len(rows), window * 4)
+
+    def cosines(self, memory_ids: list[str], query: Vector) -> list[float | None]:
+        """Cosine of each memory's vector with `query` (None: not here), in one product."""
+        view = self._view()
+        rows = [self._row.get(i) for i in memory_ids]
+        present = [r for r in rows if r is not None and r < view.count]
+        if not present:
+            return [None] * len(rows)
+        values = iter((view.matrix[np.array(present)] @ query).tolist())
+        return [next(values) if r is not None and r < view.count else None for r in rows]
 
     def _view(self) -> _View:
         with self._lock:
-            return _View(self._matrix, self._ids, self._alive, len(self._ids))
+            return _View(self._matrix, self._ids, self._alive, len(self._ids), self._ivf)
+
+    def _ivf_stale(self) -> bool:
+        """Whether the IVF should be built, rebuilt or extended (under `_lock`)."""
+        count = len(self._ids)
+        if self._maintaining or count < self.ivf_threshold:
+            return False
+        ivf = self._ivf
+        # Retrain when the rows doubled (the centroids no longer fit them);
+        # extend when the tail exceeds 1/16 of the indexed rows: the tail is
+        # scanned exactly by every search, 1/16 keeps that under the lists'
+        # own cost.
+        return (ivf is None or count >= 2 * ivf.trained_on
+                or count - ivf.covered > max(2048, ivf.covered // 16))
+
+    def _maintain(self) -> None:
+        with self._lock:
+            if self._maintaining:
+                return
+            self._maintaining = True
+        threading.Thread(target=self._maintain_ivf, name="ivf", daemon=True).start()
+
+    def _maintain_ivf(self) -> None:
+        again = True
+        try:
+            while again:
+                # Let a burst of writes (a snapshot being loaded, a big batch)
+                # finish first: during a 100k load, building on every 2048
+                # new rows made 30 builds that competed with the load itself.
+                time.sleep(_SETTLE_S)
+                with self._lock:
+                    epoch = self._epoch
+                view = self._view()
+                started = time.monotonic()
+                ivf = view.ivf
+                if ivf is None or view.count >= 2 * ivf.trained_on:
+                    ivf = ann.build(view.matrix, view.count)
+                else:
+                    ivf = ivf.extended(view.matrix, view.count)
+                log.info("ivf ready: covers %d rows (%d lists, trained on %d) in %.2f s",
+                         ivf.covered, ivf.nlist, ivf.trained_on, time.monotonic() - started)
+                with self._lock:
+                    if self._epoch == epoch:  # no compaction renumbered the rows meanwhile
+                        self._ivf = ivf
+                    self._maintaining = False
+                    again = self._maintaining = self._ivf_stale()
+        finally:
+            if again:  # an exception: let the next write try again
+                with self._lock:
+                    self._maintaining = False
+
+    def wait_for_ivf(self, timeout: float = 60.0) -> bool:
+        """Block until no IVF work is pending (tests, benchmarks); whether one exists."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            stale = self._ivf_stale()
+        if stale:
+            self._maintain()
+        while time.monotonic() < deadline:
+            with self._lock:
+                if not self._maintaining:
+                    return self._ivf is not None
+            time.sleep(0.005)
+        return False
 
     def _grow(self) -> None:
         capacity = len(self._matrix) * 2
-        matrix = np.zeros((capacity, self.dimension), dtype=np.float32)
+        # Rows at and above the count are never read, so no need to zero them.
+        matrix = np.empty((capacity, self.dimension), dtype=np.float32)
         matrix[: len(self._matrix)] = self._matrix
         alive = np.zeros(capacity, dtype=bool)
         alive[: len(self._alive)] = self._alive
@@ -156,13 +281,16 @@ class MemoryIndex:
         alive[: len(keep)] = True
         ids = [self._ids[row] for row in keep]
         self._matrix, self._alive, self._ids, self._dead = matrix, alive, ids, 0
+        self._ivf = None  # its row numbers are gone; rebuilt on the next write or search
+        self._epoch += 1
         self._row = {memory_id: row for row, memory_id in enumerate(ids)}
 
     def export(self) -> tuple[list[Memory], Vector]:
         """Every live memory and its vector, in one consistent cut (for snapshots)."""
         with self._lock:
-            ids = [memory_id for memory_id in self._ids if memory_id in self._records]
-            rows = np.array([self._row[memory_id] for memory_id in ids], dtype=np.int64)
+            # Live rows only: a memory given a new vector left a dead row behind.
+            rows = np.flatnonzero(self._alive[: len(self._ids)]).astype(np.int64)
+            ids = [self._ids[row] for row in rows.tolist()]
             vectors = self._matrix[rows] if len(rows) else np.zeros((0, self.dimension),
                                                                     dtype=np.float32)
             return [self._records[memory_id] for memory_id in ids], vectors

@@ -187,13 +187,17 @@ def create_vault_key(
     storage: str = "auto",
     prompt: bool = True,
     params: Argon2Params | None = None,
+    key: bytes | None = None,
 ) -> UnlockedKey:
-    """Create a new random vault key and store it in the keyring or a key file."""
+    """Create a new random vault key (or store `key`, a vault's key obtained
+    with its recovery key) in the keyring or a key file."""
     if storage not in STORAGES:
         raise InvalidArgument(f"key storage must be one of {', '.join(STORAGES)}, not {storage!r}")
     backend = usable_keyring()
     _refuse_existing(data_dir, vault_id, backend)
-    key = secrets.token_bytes(KEY_SIZE)
+    key = key or secrets.token_bytes(KEY_SIZE)
+    if len(key) != KEY_SIZE:
+        raise InvalidArgument(f"a vault key has {KEY_SIZE} bytes, not {len(key)}")
     if storage == "keyring" and backend is None:
         raise Locked(
             "no usable OS keyring (found "

@@ -33,10 +33,13 @@ from . import __version__
 from .config import Config, load
 from .embedder import Embedder
 from .events import EventBus
+from .live_config import ConfigWatcher, applier
 from .notify import notify
 from .server import DaemonServer
 from .socket_guard import claim_socket, prepare_socket_dir
+from .sync.devices import resume_sync
 from .vault import Vault
+from .watcher import NoteWatcher
 
 log = logging.getLogger("memvaultd")
 
@@ -59,10 +62,11 @@ def main(home: str | None, socket_path: str | None, log_level: str | None) -> No
         _fail(f"bad configuration: {exc}", 2)
     _setup_logging(log_level or config.log_level)
     socket = Path(socket_path).absolute() if socket_path else paths.socket
-    sys.exit(run(config, paths.data_dir, socket))
+    sys.exit(run(config, paths.data_dir, socket, config_file=paths.config_file))
 
 
-def run(config: Config, data_dir: Path, socket: Path) -> int:
+def run(config: Config, data_dir: Path, socket: Path, *, config_file: Path | None = None
+        ) -> int:
     events = EventBus()
     embedder = Embedder(config.model, cache_size=config.cache_size, events=events)
     embedder.start()
@@ -96,6 +100,8 @@ def run(config: Config, data_dir: Path, socket: Path) -> int:
     def become_ready() -> None:
         try:
             vault.load()
+            if resume_sync(vault) is not None:
+                notify("STATUS=syncing")
             notify("STATUS=warming the model")
             embedder.wait_ready()
         except MemvaultError as exc:
@@ -108,8 +114,21 @@ def run(config: Config, data_dir: Path, socket: Path) -> int:
         log.info("ready: %d memories, model %s", len(vault.memories), embedder.model_name)
 
     threading.Thread(target=become_ready, name="start-up", daemon=True).start()
+    # Watched note folders sync once the vault is loaded; config.toml is
+    # applied live from here on (live_config.py).
+    notes = NoteWatcher(vault, events)
+    notes.set_folders(config.watch)
+    live = (ConfigWatcher(config_file, config, events, applier(vault, embedder, notes))
+            if config_file is not None else None)
+    if live is not None:
+        live.start()
     stop.wait()
+    if live is not None:
+        live.stop()
+    notes.stop()
     server.stop()
+    if vault.sync is not None:
+        vault.sync.stop()
     try:
         vault.close()
     finally:

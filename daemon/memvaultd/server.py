@@ -10,16 +10,19 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import grpc
+from google.protobuf.message import DecodeError
 
 # grpcio's health and reflection packages ship no type stubs.
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc  # type: ignore[import-untyped]
 from grpc_reflection.v1alpha import reflection  # type: ignore[import-untyped]
 
-from memvault.v1 import memory_pb2, memory_pb2_grpc
+from memvault.v1 import memory_pb2
 
 from .events import EventBus
 from .peer_gate import PeerGate
@@ -39,6 +42,57 @@ _MAX_MESSAGE = 64 * 1024 * 1024  # a RememberBatch of 10k memories with vectors
 _STOP_GRACE_S = 20.0
 
 
+class _Undecodable:
+    """Stands in for a request whose bytes are not a valid message."""
+
+    def __init__(self, why: str) -> None:
+        self.why = why
+
+
+def _lenient(parse: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
+    def deserialize(data: bytes) -> Any:
+        try:
+            return parse(data)
+        except DecodeError as exc:
+            return _Undecodable(str(exc))
+
+    return deserialize
+
+
+def _refusing(behaviour: Callable[..., Any], streaming: bool) -> Callable[..., Any]:
+    message = "request: not a valid protobuf message (invalid UTF-8 in a string field?)"
+    if streaming:
+        def stream(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
+            if isinstance(request, _Undecodable):
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{message}: {request.why}")
+            yield from behaviour(request, context)
+        return stream
+
+    def unary(request: Any, context: grpc.ServicerContext) -> Any:
+        if isinstance(request, _Undecodable):
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{message}: {request.why}")
+        return behaviour(request, context)
+    return unary
+
+
+def memory_handlers(servicer: MemoryServicer) -> grpc.GenericRpcHandler:
+    """The Memory service's handlers, like the generated ones, except that
+    bytes which do not decode (invalid UTF-8, a corrupt message) get
+    INVALID_ARGUMENT: the generated deserializer's failure is answered
+    INTERNAL by grpc before any servicer code runs."""
+    service = memory_pb2.DESCRIPTOR.services_by_name["Memory"]
+    handlers = {}
+    for method in service.methods:
+        request = getattr(memory_pb2, method.input_type.name)
+        reply = getattr(memory_pb2, method.output_type.name)
+        behaviour = _refusing(getattr(servicer, method.name), method.server_streaming)
+        make = (grpc.unary_stream_rpc_method_handler if method.server_streaming
+                else grpc.unary_unary_rpc_method_handler)
+        handlers[method.name] = make(behaviour, request_deserializer=_lenient(request.FromString),
+                                     response_serializer=reply.SerializeToString)
+    return grpc.method_handlers_generic_handler(service.full_name, handlers)
+
+
 class DaemonServer:
     def __init__(self, vault: Vault, events: EventBus, socket_path: Path) -> None:
         self.socket_path = socket_path
@@ -49,8 +103,8 @@ class DaemonServer:
             ThreadPoolExecutor(max_workers=_WORKERS, thread_name_prefix="rpc"),
             options=[("grpc.max_receive_message_length", _MAX_MESSAGE),
                      ("grpc.max_send_message_length", _MAX_MESSAGE)])
-        memory_pb2_grpc.add_MemoryServicer_to_server(  # type: ignore[no-untyped-call]
-            MemoryServicer(vault, events, str(socket_path), time.time()), self.server)
+        self.server.add_generic_rpc_handlers((memory_handlers(
+            MemoryServicer(vault, events, str(socket_path), time.time())),))
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         reflection.enable_server_reflection(
             (SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME), self.server)

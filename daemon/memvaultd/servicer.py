@@ -16,17 +16,19 @@ from typing import Any, TypeVar
 
 import grpc
 
-from memvault.errors import MemvaultError, status_of
+from memvault.errors import InvalidArgument, MemvaultError, status_of
 from memvault.v1 import memory_pb2 as pb
 from memvault.v1 import memory_pb2_grpc as pb_grpc
 
 from . import __version__, drafts
+from . import memory as m
 from .events import EventBus
 from .index import Vector
 from .memory import Memory
 from .operations import memory_from_dict
 from .recall.engine import Hit
 from .requests import MemoryDraft, RecallQuery, TurnDraft
+from .sync.devices import init_sync, join_sync
 from .vault import Facet, Vault
 
 log = logging.getLogger("memvaultd.servicer")
@@ -91,6 +93,18 @@ def memory_from(record: pb.MemoryRecord) -> tuple[Memory, list[float]]:
         "access_count", "expires_at", "superseded_by", "supersedes", "last_accessed_at")}
     doc["tags"] = list(record.tags)
     doc["payload"] = drafts.parse_payload(record.payload_json)
+    # An imported record obeys the same limits as a remembered one: without
+    # this a 10 MB text, a NaN importance or an unknown type went straight in.
+    draft = MemoryDraft(text=record.text, type=record.type, topic_key=record.topic_key,
+                        payload_json=record.payload_json, entity=record.entity,
+                        tags=list(record.tags), category=record.category,
+                        importance=record.importance, session_id=record.session_id,
+                        source=record.source, tier=record.tier, expires_at=record.expires_at)
+    doc |= drafts.checked_fields(draft, drafts.UPDATABLE)
+    if not record.id or len(record.id) > m.MAX_SHORT_FIELD:
+        raise InvalidArgument(f"id: must be 1..{m.MAX_SHORT_FIELD} characters")
+    for name in ("created_at", "last_reinforced_at", "last_accessed_at"):
+        m.check_time(doc[name], name)
     return memory_from_dict(doc), list(record.vector)
 
 
@@ -218,6 +232,40 @@ class MemoryServicer(pb_grpc.MemoryServicer):
                 yield record_of(memory, vector if request.include_vectors else None)
         except MemvaultError as exc:
             context.abort(status_of(exc), str(exc))
+
+    @_translate_errors
+    def InitSync(self, request: pb.InitSyncRequest, context: grpc.ServicerContext
+                 ) -> pb.InitSyncReply:
+        vault_id, recovery_key = init_sync(self.vault, request.remote, request.token or None)
+        return pb.InitSyncReply(vault_id=vault_id, recovery_key=recovery_key)
+
+    @_translate_errors
+    def JoinSync(self, request: pb.JoinSyncRequest, context: grpc.ServicerContext
+                 ) -> pb.JoinSyncReply:
+        vault_id = join_sync(self.vault, request.remote, request.token or None,
+                             request.recovery_key)
+        return pb.JoinSyncReply(vault_id=vault_id, memory_count=len(self.vault.memories))
+
+    @_translate_errors
+    def SyncNow(self, request: pb.SyncStatusRequest, context: grpc.ServicerContext
+                ) -> pb.SyncStatusReply:
+        if self.vault.sync is not None:
+            self.vault.sync.sync_once()
+        return self._sync_status()
+
+    @_translate_errors
+    def SyncStatus(self, request: pb.SyncStatusRequest, context: grpc.ServicerContext
+                   ) -> pb.SyncStatusReply:
+        return self._sync_status()
+
+    def _sync_status(self) -> pb.SyncStatusReply:
+        if self.vault.sync is None:
+            return pb.SyncStatusReply(configured=False, state="not configured")
+        status = self.vault.sync.status
+        return pb.SyncStatusReply(
+            configured=True, remote=status.remote, state=status.state, head=status.head,
+            pushed_seq=status.pushed_seq, pending=status.pending, last_push=status.last_push,
+            last_pull=status.last_pull, last_error=status.last_error)
 
     @_translate_errors
     def Status(self, request: pb.StatusRequest, context: grpc.ServicerContext

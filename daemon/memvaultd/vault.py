@@ -19,14 +19,22 @@ from __future__ import annotations
 
 import errno
 import logging
+import shutil
 import threading
 import time
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from memvault.errors import InvalidArgument, NotFound, ResourceExhausted, Unavailable
+from memvault.errors import (
+    InvalidArgument,
+    MemvaultError,
+    NotFound,
+    ResourceExhausted,
+    Unavailable,
+)
 
 from . import drafts
 from . import memory as m
@@ -58,6 +66,9 @@ from .requests import MemoryDraft, RecallQuery, RememberOutcome, TurnDraft
 from .snapshot import SnapshotStore
 from .state import State, decode_state, encode_state
 from .vault_info import VaultInfo
+
+if TYPE_CHECKING:
+    from .sync.worker import SyncWorker
 
 log = logging.getLogger("memvaultd.vault")
 
@@ -103,6 +114,7 @@ class Vault:
         self.info = info
         self.key_storage = key.storage
         self.key_detail = key.detail
+        self.vault_key = key.key
         self.config = config
         self.embedder = embedder
         self.events = events
@@ -118,9 +130,14 @@ class Vault:
         self._write_lock = threading.Lock()
         self._snapshot_lock = threading.Lock()
         self._loaded = threading.Event()
+        self._load_error = ""
         self._applied = threading.Condition()
         self._accessed: list[str] = []
         self._closing = threading.Event()
+        # The sync worker, once sync is set up; it is told of every local write.
+        self.sync: SyncWorker | None = None
+        # The last log seq the remote holds: the log is never pruned past it.
+        self.prune_floor: int | None = None
         self._flusher = threading.Thread(target=self._flush_access_loop, name="access-flush",
                                          daemon=True)
 
@@ -152,6 +169,15 @@ class Vault:
 
     def load(self) -> None:
         """Newest snapshot, then the log after it. Requests wait for this."""
+        try:
+            self._load()
+        except BaseException as exc:
+            # Waiting requests learn at once that the vault will not open.
+            self._load_error = f"the vault could not be loaded: {exc}"
+            self._loaded.set()
+            raise
+
+    def _load(self) -> None:
         started = time.monotonic()
         latest = self.snapshots.latest()
         if latest is not None:
@@ -174,11 +200,13 @@ class Vault:
 
     @property
     def loaded(self) -> bool:
-        return self._loaded.is_set()
+        return self._loaded.is_set() and not self._load_error
 
     def _await_loaded(self) -> None:
         if not self._loaded.wait(_LOAD_WAIT_S):
             raise Unavailable("the vault is still loading; try again shortly")
+        if self._load_error:
+            raise Unavailable(self._load_error)
 
     # -- writes ------------------------------------------------------------
 
@@ -374,7 +402,7 @@ class Vault:
                 best_id, best_cos = old_id, cos
         return best_id
 
-    def _commit(self, ops: list[Operation]) -> int:
+    def _commit(self, ops: list[Operation], *, notify_sync: bool = True) -> int:
         """Append `ops` durably, then apply them. Returns the first txid."""
         try:
             last = self.log.append([encode(op) for op in ops])
@@ -392,6 +420,8 @@ class Vault:
             if op.kind != ACCESS:
                 self.events.publish("forget" if op.kind == FORGET else "remember",
                                     id=op.memory_id)
+        if notify_sync and self.sync is not None:
+            self.sync.poke()
         if self.applied_txid - self._snapshot_txid >= self.config.snapshot_every:
             threading.Thread(target=self.snapshot, name="snapshot", daemon=True).start()
         return last - len(ops) + 1
@@ -465,8 +495,8 @@ class Vault:
             self.state.seen.add(op.op_id)  # applied already, as each recall ran
             try:
                 self.applied_txid = self.log.append([encode(op)])
-            except OSError:
-                log.warning("could not record %d access marks", len(ids))
+            except (OSError, MemvaultError) as exc:  # a full disk: ResourceExhausted
+                log.warning("could not record %d access marks: %s", len(ids), exc)
 
     def get(self, memory_id: str) -> tuple[Memory, Vector, list[Memory]]:
         self._await_loaded()
@@ -533,28 +563,170 @@ class Vault:
                 self._flush_access_locked()
                 if self.applied_txid == self._snapshot_txid or not self.loaded:
                     return False
-                memories, vectors = self.memories.index.export()
-                turns, turn_vectors = self.state.layers[TURNS].index.export()
-                state = State(self.applied_txid, self.info.dimension, self.clock.last,
-                              memories, vectors, frozenset(self.state.tombstones), turns,
-                              turn_vectors, frozenset(self.state.seen),
-                              {k: dict(v) for k, v in self.state.stamps.items()})
+                state = self._capture()
                 self.log.rotate()
             self.snapshots.write(state.seq, encode_state(state))
             self.snapshots.prune(keep=2)
-            self.log.prune(state.seq)
+            # Records the remote does not hold yet stay, whatever the snapshot.
+            self.log.prune(state.seq if self.prune_floor is None
+                           else min(state.seq, self.prune_floor))
             self._snapshot_txid = state.seq
-            log.info("snapshot at txid %d (%d memories)", state.seq, len(memories))
+            log.info("snapshot at txid %d (%d memories)", state.seq, len(state.memories))
             return True
         finally:
             self._snapshot_lock.release()
 
+    def _capture(self) -> State:
+        """The whole state, at `applied_txid`; the caller holds the write lock."""
+        memories, vectors = self.memories.index.export()
+        turns, turn_vectors = self.state.layers[TURNS].index.export()
+        return State(self.applied_txid, self.info.dimension, self.clock.last, memories,
+                     vectors, frozenset(self.state.tombstones), turns, turn_vectors,
+                     frozenset(self.state.seen),
+                     {k: dict(v) for k, v in self.state.stamps.items()})
+
+    # -- sync --------------------------------------------------------------
+
+    def local_ops_after(self, seq: int) -> tuple[list[tuple[int, Operation]], int]:
+        """This device's operations logged after `seq`, in order (what the
+        remote may lack), and the log seq the scan reached. Read under the
+        write lock: no write slips in between, so once these are pushed the
+        remote holds everything of this device up to that seq."""
+        with self._write_lock:
+            ops = [(at, op) for at, record in self.log.replay(after=seq)
+                   if (op := decode(record)).stamp.device == self.info.device_id]
+            return ops, self.log.last_seq
+
+    def apply_remote(self, ops: Sequence[Operation]) -> int:
+        """Log and apply the operations of a pulled version that are new here."""
+        self._await_loaded()
+        with self._write_lock:
+            fresh = [op for op in ops if op.op_id not in self.state.seen]
+            if fresh:
+                self._commit(fresh, notify_sync=False)
+            return len(fresh)
+
+    def state_at_sync(self, pushed_seq: int) -> bytes | None:
+        """The state body for a remote snapshot, if every local operation is
+        pushed (then the state is exactly the chain's); else None."""
+        with self._write_lock:
+            for _, record in self.log.replay(after=pushed_seq):
+                if decode(record).stamp.device == self.info.device_id:
+                    return None
+            return encode_state(self._capture())
+
+    def genesis(self) -> int:
+        """Log a put of every memory and turn this device holds, so a remote
+        that never saw them gets them; returns the log seq before them."""
+        with self._write_lock:
+            before = self.log.last_seq
+            ops = []
+            for layer_name, layer in self.state.layers.items():
+                memories, vectors = layer.index.export()
+                ops += [Operation(uuid.uuid4().hex, PUT, self.clock.now(), memory=memory,
+                                  vector=vector, layer=layer_name)
+                        for memory, vector in zip(memories, vectors, strict=True)]
+            for chunk in range(0, len(ops), MAX_BATCH):
+                self._commit(ops[chunk : chunk + MAX_BATCH], notify_sync=False)
+            return before
+
+    def adopt(self, info: VaultInfo, key: bytes, base: State | None) -> int:
+        """Become another vault (`join`): its id and key, starting from `base`
+        (its newest snapshot), with every memory this device held put into it
+        so nothing is lost. Returns the log seq before those puts (what the
+        remote lacks starts after it).
+
+        Crash-safe in order: the new log (base + puts) is written and synced
+        in `log.joining` first; only then are the old log and snapshots moved
+        away, the new key stored and `vault.json` replaced.
+        """
+        self._await_loaded()
+        with self._write_lock:
+            self._flush_access_locked()
+            joining = self.data_dir / "log.joining"
+            shutil.rmtree(joining, ignore_errors=True)
+            new_log = OperationLog(joining, derive_key(key, purpose=PURPOSE_LOG),
+                                   info.vault_id_bytes)
+            state = VaultState(info.dimension)
+            if base is not None:
+                state.restore(list(zip(base.memories, base.vectors, strict=True)),
+                              list(zip(base.turns, base.turn_vectors, strict=True)),
+                              set(base.tombstones), set(base.seen), base.stamps)
+            mine = []
+            for layer_name, layer in self.state.layers.items():
+                memories, vectors = layer.index.export()
+                mine += [Operation(uuid.uuid4().hex, PUT, self.clock.now(), memory=memory,
+                                   vector=vector, layer=layer_name)
+                         for memory, vector in zip(memories, vectors, strict=True)]
+            for start in range(0, len(mine), MAX_BATCH):
+                new_log.append([encode(op) for op in mine[start : start + MAX_BATCH]])
+            for op in mine:
+                state.apply(op)
+            old_key_file = self.data_dir / "vault.key"
+            self.log.close()
+            for name in ("log", "snapshots"):
+                shutil.rmtree(self.data_dir / f"{name}.previous", ignore_errors=True)
+                if (self.data_dir / name).exists():
+                    (self.data_dir / name).rename(self.data_dir / f"{name}.previous")
+            joining.rename(self.data_dir / "log")
+            new_log.close()
+            if old_key_file.exists():
+                old_key_file.rename(self.data_dir / "vault.key.previous")
+            unlocked = create_vault_key(self.data_dir, info.vault_id_bytes,
+                                        storage=self.config.key_storage, prompt=False, key=key)
+            info.save(self.data_dir)
+            for name in ("log.previous", "snapshots.previous"):
+                shutil.rmtree(self.data_dir / name, ignore_errors=True)
+            (self.data_dir / "vault.key.previous").unlink(missing_ok=True)
+            self.info, self.key_storage, self.key_detail = info, unlocked.storage, unlocked.detail
+            self.vault_key = key
+            self.log = OperationLog(self.data_dir / "log", derive_key(key, purpose=PURPOSE_LOG),
+                                    info.vault_id_bytes)
+            self.snapshots = SnapshotStore(self.data_dir / "snapshots",
+                                           derive_key(key, purpose=PURPOSE_SNAPSHOT),
+                                           info.vault_id_bytes)
+            self.state = state
+            with self._applied:
+                self.applied_txid = self.log.last_seq
+                self._applied.notify_all()
+            self._snapshot_txid = -1
+        # The base came from the remote, not the log: a snapshot keeps it here.
+        self.snapshot()
+        log.info("joined vault %s with %d memories of this device", info.vault_id, len(mine))
+        return 0
+
     def close(self) -> None:
         self._closing.set()
         if self.loaded:
-            self.snapshot()
+            try:
+                self.snapshot()
+            except (OSError, MemvaultError) as exc:
+                # Everything acknowledged is in the log already; the next
+                # start replays it. A snapshot only makes that start faster.
+                log.warning("no snapshot at stop (%s); the log has every write", exc)
             self.flush_access()
         self.log.close()
+
+    # -- watched note files (note_folder.py) ------------------------------
+
+    def replace_chunks(self, items: Sequence[MemoryDraft], forget_ids: Sequence[str] = ()
+                       ) -> list[str]:
+        """A watched file's changes as one durable append: each draft becomes a
+        memory of its own (superseding `draft.supersedes` when set), never a
+        reinforcement, since a file's chunks are tracked one by one and two
+        alike must stay two; then `forget_ids` are forgotten (those already
+        gone are skipped). Returns the new memories' ids, in order."""
+        prepared = self._prepare(items) if items else []
+        self._await_loaded()
+        with self._write_lock:
+            ops = [Operation(uuid.uuid4().hex, PUT, self.clock.now(), memory=p.memory,
+                             vector=p.vector) for p in prepared]
+            now = time.time()
+            ops += [Operation(uuid.uuid4().hex, FORGET, self.clock.now(), target=i, at=now)
+                    for i in dict.fromkeys(forget_ids) if self.memories.get(i) is not None]
+            if ops:
+                self._commit(ops)
+        return [p.memory.id for p in prepared]
 
 
 def _visible(memory: Memory, now: float) -> bool:

@@ -49,9 +49,17 @@ class VaultInfo:
             return None
         except (OSError, ValueError) as exc:
             raise IntegrityError(f"{path}: unreadable: {exc}") from exc
-        if doc.get("format") != FORMAT_VERSION:
-            raise IntegrityError(f"{path}: format {doc.get('format')!r} is not {FORMAT_VERSION}")
-        return cls(**doc)
+        if not isinstance(doc, dict) or doc.get("format") != FORMAT_VERSION:
+            found = doc.get("format") if isinstance(doc, dict) else type(doc).__name__
+            raise IntegrityError(f"{path}: format {found!r} is not {FORMAT_VERSION}")
+        try:
+            info = cls(**doc)
+            bytes.fromhex(info.vault_id)
+            if len(info.vault_id_bytes) != 16 or not info.device_id or info.dimension <= 0:
+                raise ValueError("vault_id, device_id or dimension out of range")
+        except (TypeError, ValueError) as exc:
+            raise IntegrityError(f"{path}: damaged ({exc}); restore it from a backup") from exc
+        return info
 
     def save(self, data_dir: Path) -> None:
         path = data_dir / FILE_NAME

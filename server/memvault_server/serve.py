@@ -4,20 +4,28 @@ Health reports SERVING for "" and "memvault.v1.Sync" once the port is bound
 and NOT_SERVING while stopping. Threads: every WatchHead stream holds one
 worker for its lifetime, so the pool is `max_watchers` plus 64 for unary
 calls; a stream over `max_watchers` is refused, not queued.
+
+A request that does not decode (invalid UTF-8 in a string field, a corrupt
+message) is INVALID_ARGUMENT: the handlers are registered with a
+deserializer that hands the servicer a marker instead of raising, since
+grpc itself would answer INTERNAL and log a traceback.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import grpc
 
 # grpcio's health package ships no type stubs.
+from google.protobuf.message import DecodeError
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc  # type: ignore[import-untyped]
 
-from memvault.v1 import sync_pb2, sync_pb2_grpc
+from memvault.v1 import sync_pb2
 
 from .access import Access
 from .chain import Chains
@@ -67,8 +75,7 @@ class SyncServer:
                      # gRPC sets SO_REUSEPORT by default: a second server on a
                      # taken port would start and silently share its traffic.
                      ("grpc.so_reuseport", 0)])
-        sync_pb2_grpc.add_SyncServicer_to_server(  # type: ignore[no-untyped-call]
-            self.servicer, self.server)
+        _add_sync_servicer(self.servicer, self.server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         self.port = 0
 
@@ -95,3 +102,46 @@ class SyncServer:
         self.chains.close()
         self.server.stop(grace).wait()
         self.store.close()
+
+
+class _Undecodable:
+    """What a request that does not decode is handed to its handler as."""
+
+    def __init__(self, error: str) -> None:
+        self.error = error
+
+
+def _lenient(parse: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
+    def deserialize(data: bytes) -> Any:
+        try:
+            return parse(data)
+        except DecodeError as exc:
+            return _Undecodable(str(exc))
+
+    return deserialize
+
+
+def _refusing(behaviour: Callable[[Any, grpc.ServicerContext], Any]
+              ) -> Callable[[Any, grpc.ServicerContext], Any]:
+    def handle(request: Any, context: grpc.ServicerContext) -> Any:
+        if isinstance(request, _Undecodable):
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                          f"the request is not a valid message: {request.error}")
+        return behaviour(request, context)
+
+    return handle
+
+
+def _add_sync_servicer(servicer: SyncServicer, server: grpc.Server) -> None:
+    """As the generated `add_SyncServicer_to_server`, with lenient deserializers."""
+    handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {}
+    for method in sync_pb2.DESCRIPTOR.services_by_name["Sync"].methods:
+        request = getattr(sync_pb2, method.input_type.name)
+        response = getattr(sync_pb2, method.output_type.name)
+        make = (grpc.unary_stream_rpc_method_handler if method.server_streaming
+                else grpc.unary_unary_rpc_method_handler)
+        handlers[method.name] = make(_refusing(getattr(servicer, method.name)),
+                                     request_deserializer=_lenient(request.FromString),
+                                     response_serializer=response.SerializeToString)
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
+    server.add_registered_method_handlers(SERVICE, handlers)

@@ -415,3 +415,63 @@ class Event(_message.Message):
     id: str
     at: float
     def __init__(self, type: _Optional[str] = ..., query: _Optional[str] = ..., id: _Optional[str] = ..., at: _Optional[float] = ...) -> None: ...
+
+class InitSyncRequest(_message.Message):
+    __slots__ = ("remote", "token")
+    REMOTE_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    remote: str
+    token: str
+    def __init__(self, remote: _Optional[str] = ..., token: _Optional[str] = ...) -> None: ...
+
+class InitSyncReply(_message.Message):
+    __slots__ = ("vault_id", "recovery_key")
+    VAULT_ID_FIELD_NUMBER: _ClassVar[int]
+    RECOVERY_KEY_FIELD_NUMBER: _ClassVar[int]
+    vault_id: str
+    recovery_key: str
+    def __init__(self, vault_id: _Optional[str] = ..., recovery_key: _Optional[str] = ...) -> None: ...
+
+class JoinSyncRequest(_message.Message):
+    __slots__ = ("remote", "token", "recovery_key")
+    REMOTE_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    RECOVERY_KEY_FIELD_NUMBER: _ClassVar[int]
+    remote: str
+    token: str
+    recovery_key: str
+    def __init__(self, remote: _Optional[str] = ..., token: _Optional[str] = ..., recovery_key: _Optional[str] = ...) -> None: ...
+
+class JoinSyncReply(_message.Message):
+    __slots__ = ("vault_id", "memory_count")
+    VAULT_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_COUNT_FIELD_NUMBER: _ClassVar[int]
+    vault_id: str
+    memory_count: int
+    def __init__(self, vault_id: _Optional[str] = ..., memory_count: _Optional[int] = ...) -> None: ...
+
+class SyncStatusRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class SyncStatusReply(_message.Message):
+    __slots__ = ("configured", "remote", "state", "head", "pushed_seq", "pending", "last_push", "last_pull", "last_error")
+    CONFIGURED_FIELD_NUMBER: _ClassVar[int]
+    REMOTE_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    HEAD_FIELD_NUMBER: _ClassVar[int]
+    PUSHED_SEQ_FIELD_NUMBER: _ClassVar[int]
+    PENDING_FIELD_NUMBER: _ClassVar[int]
+    LAST_PUSH_FIELD_NUMBER: _ClassVar[int]
+    LAST_PULL_FIELD_NUMBER: _ClassVar[int]
+    LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
+    configured: bool
+    remote: str
+    state: str
+    head: int
+    pushed_seq: int
+    pending: int
+    last_push: float
+    last_pull: float
+    last_error: str
+    def __init__(self, configured: _Optional[bool] = ..., remote: _Optional[str] = ..., state: _Optional[str] = ..., head: _Optional[int] = ..., pushed_seq: _Optional[int] = ..., pending: _Optional[int] = ..., last_push: _Optional[float] = ..., last_pull: _Optional[float] = ..., last_error: _Optional[str] = ...) -> None: ...

@@ -99,6 +99,26 @@ class MemoryStub:
                 request_serializer=memvault_dot_v1_dot_memory__pb2.ImportRequest.SerializeToString,
                 response_deserializer=memvault_dot_v1_dot_memory__pb2.ImportReply.FromString,
                 _registered_method=True)
+        self.InitSync = channel.unary_unary(
+                '/memvault.v1.Memory/InitSync',
+                request_serializer=memvault_dot_v1_dot_memory__pb2.InitSyncRequest.SerializeToString,
+                response_deserializer=memvault_dot_v1_dot_memory__pb2.InitSyncReply.FromString,
+                _registered_method=True)
+        self.JoinSync = channel.unary_unary(
+                '/memvault.v1.Memory/JoinSync',
+                request_serializer=memvault_dot_v1_dot_memory__pb2.JoinSyncRequest.SerializeToString,
+                response_deserializer=memvault_dot_v1_dot_memory__pb2.JoinSyncReply.FromString,
+                _registered_method=True)
+        self.SyncNow = channel.unary_unary(
+                '/memvault.v1.Memory/SyncNow',
+                request_serializer=memvault_dot_v1_dot_memory__pb2.SyncStatusRequest.SerializeToString,
+                response_deserializer=memvault_dot_v1_dot_memory__pb2.SyncStatusReply.FromString,
+                _registered_method=True)
+        self.SyncStatus = channel.unary_unary(
+                '/memvault.v1.Memory/SyncStatus',
+                request_serializer=memvault_dot_v1_dot_memory__pb2.SyncStatusRequest.SerializeToString,
+                response_deserializer=memvault_dot_v1_dot_memory__pb2.SyncStatusReply.FromString,
+                _registered_method=True)
         self.Status = channel.unary_unary(
                 '/memvault.v1.Memory/Status',
                 request_serializer=memvault_dot_v1_dot_memory__pb2.StatusRequest.SerializeToString,
@@ -192,6 +212,31 @@ class MemoryServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def InitSync(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def JoinSync(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SyncNow(self, request, context):
+        """Sync at once, then report.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SyncStatus(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Status(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -271,6 +316,26 @@ def add_MemoryServicer_to_server(servicer, server):
                     servicer.Import,
                     request_deserializer=memvault_dot_v1_dot_memory__pb2.ImportRequest.FromString,
                     response_serializer=memvault_dot_v1_dot_memory__pb2.ImportReply.SerializeToString,
+            ),
+            'InitSync': grpc.unary_unary_rpc_method_handler(
+                    servicer.InitSync,
+                    request_deserializer=memvault_dot_v1_dot_memory__pb2.InitSyncRequest.FromString,
+                    response_serializer=memvault_dot_v1_dot_memory__pb2.InitSyncReply.SerializeToString,
+            ),
+            'JoinSync': grpc.unary_unary_rpc_method_handler(
+                    servicer.JoinSync,
+                    request_deserializer=memvault_dot_v1_dot_memory__pb2.JoinSyncRequest.FromString,
+                    response_serializer=memvault_dot_v1_dot_memory__pb2.JoinSyncReply.SerializeToString,
+            ),
+            'SyncNow': grpc.unary_unary_rpc_method_handler(
+                    servicer.SyncNow,
+                    request_deserializer=memvault_dot_v1_dot_memory__pb2.SyncStatusRequest.FromString,
+                    response_serializer=memvault_dot_v1_dot_memory__pb2.SyncStatusReply.SerializeToString,
+            ),
+            'SyncStatus': grpc.unary_unary_rpc_method_handler(
+                    servicer.SyncStatus,
+                    request_deserializer=memvault_dot_v1_dot_memory__pb2.SyncStatusRequest.FromString,
+                    response_serializer=memvault_dot_v1_dot_memory__pb2.SyncStatusReply.SerializeToString,
             ),
             'Status': grpc.unary_unary_rpc_method_handler(
                     servicer.Status,
@@ -634,6 +699,114 @@ class Memory:
             '/memvault.v1.Memory/Import',
             memvault_dot_v1_dot_memory__pb2.ImportRequest.SerializeToString,
             memvault_dot_v1_dot_memory__pb2.ImportReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def InitSync(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.v1.Memory/InitSync',
+            memvault_dot_v1_dot_memory__pb2.InitSyncRequest.SerializeToString,
+            memvault_dot_v1_dot_memory__pb2.InitSyncReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def JoinSync(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.v1.Memory/JoinSync',
+            memvault_dot_v1_dot_memory__pb2.JoinSyncRequest.SerializeToString,
+            memvault_dot_v1_dot_memory__pb2.JoinSyncReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SyncNow(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.v1.Memory/SyncNow',
+            memvault_dot_v1_dot_memory__pb2.SyncStatusRequest.SerializeToString,
+            memvault_dot_v1_dot_memory__pb2.SyncStatusReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SyncStatus(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.v1.Memory/SyncStatus',
+            memvault_dot_v1_dot_memory__pb2.SyncStatusRequest.SerializeToString,
+            memvault_dot_v1_dot_memory__pb2.SyncStatusReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,7 +1,8 @@
 """Hybrid recall: three channels over one layer, fused into one relevance.
 
 Channels:
-- vector: the nearest memories by cosine (exact scan, `index.py`);
+- vector: the nearest memories by cosine (`index.py`: an exact scan, or the
+  rows of the nearest IVF lists above 20k memories, scored exactly);
 - keyword: BM25 over text, topic words, tags and entity (`keyword.py`);
 - topic: memories whose `topic_key` is exactly the requested topic, or a
   dotted topic key written in the query.
@@ -40,6 +41,7 @@ raise scores (max of own and blended) measured worse (0.686 / 0.774).
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Callable, Sequence
@@ -50,7 +52,7 @@ import numpy as np
 from ..index import Vector
 from ..layer import Layer, keyword_fields
 from ..memory import Memory
-from .keyword import tokens
+from .keyword import KeywordHits, tokens
 from .ranking import similarity
 
 HYBRID, VECTOR, KEYWORD = "hybrid", "vector", "keyword"
@@ -105,12 +107,11 @@ def candidates(layer: Layer, *, text: str, vector: Vector, keep: Callable[[Memor
         for rank, (memory, distance) in enumerate(layer.index.search(vector, depth, keep)):
             add(memory, VECTOR).distance = distance
             vector_rank[memory.id] = rank
-    bm25: dict[str, float] = {}
+    bm25 = KeywordHits.empty()
     keyword_rank: dict[str, int] = {}
-    matched: list[str] = []
     if mode in (HYBRID, KEYWORD) and text:
-        bm25, matched = layer.keywords.search(text)
-        for memory_id in sorted(bm25, key=bm25.__getitem__, reverse=True):
+        bm25 = layer.keywords.search(text)
+        for memory_id in bm25.ranked():
             hit = layer.get(memory_id)
             if hit is not None and keep(hit):
                 keyword_rank[memory_id] = len(keyword_rank)
@@ -134,7 +135,7 @@ def candidates(layer: Layer, *, text: str, vector: Vector, keep: Callable[[Memor
     else:
         _weighted(layer, found, vector, text, bm25, best_bm25, mode, bool(topics), settings)
     for item in found.values():
-        item.reasons = _reasons(item, matched)
+        item.reasons = _reasons(item, bm25.matched)
     return sorted(found.values(), key=lambda c: (-c.fusion, c.distance, c.memory.id))
 
 
@@ -145,16 +146,16 @@ def _asked_topics(text: str, topic_key: str, layer: Layer) -> set[str]:
 
 
 def _fill_similarity(layer: Layer, found: dict[str, Candidate], vector: Vector) -> None:
+    missing = [item for item in found.values() if math.isnan(item.distance)]
+    cosines = layer.index.cosines([item.memory.id for item in missing], vector)
+    for item, cos in zip(missing, cosines, strict=True):
+        item.distance = math.sqrt(max(0.0, 2.0 - 2.0 * (-1.0 if cos is None else cos)))
     for item in found.values():
-        if math.isnan(item.distance):
-            stored = layer.index.vector(item.memory.id)
-            cos = float(stored @ vector) if stored is not None else -1.0
-            item.distance = math.sqrt(max(0.0, 2.0 - 2.0 * cos))
         item.similarity = similarity(item.distance)
 
 
 def _weighted(layer: Layer, found: dict[str, Candidate], vector: Vector, text: str,
-              bm25: dict[str, float], best_bm25: float, mode: str, topic_asked: bool,
+              bm25: KeywordHits, best_bm25: float, mode: str, topic_asked: bool,
               settings: FusionSettings) -> None:
     c = settings.context
     w_v = settings.vector if mode != KEYWORD else 0.0
@@ -163,23 +164,25 @@ def _weighted(layer: Layer, found: dict[str, Candidate], vector: Vector, text: s
     w_e = settings.entity if mode == HYBRID else 0.0
     total = w_v + w_k + w_t + w_e
     query_words = _words(text)
+    neighbours_of = {i: layer.sessions.neighbours(i) if c and mode == HYBRID else ()
+                     for i in found}
+    # Every neighbour's cosine in one matrix product rather than one each.
+    around = list({n for ns in neighbours_of.values() for n in ns})
+    cosines = dict(zip(around, layer.index.cosines(around, vector), strict=True))
     for item in found.values():
         sim, kw = item.similarity, item.keyword
-        neighbours = layer.sessions.neighbours(item.memory.id) if c and mode == HYBRID else ()
+        neighbours = neighbours_of[item.memory.id]
         if neighbours:
-            sim = (1 - c) * sim + c * _mean_similarity(layer, neighbours, vector)
+            sim = (1 - c) * sim + c * _mean_similarity(neighbours, cosines)
             kw = (1 - c) * kw + c * sum(bm25.get(n, 0.0) for n in neighbours) / (
                 len(neighbours) * best_bm25)
         item.entity = 1.0 if _names(query_words, item.memory.entity) else 0.0
         item.fusion = (w_v * sim + w_k * kw + w_t * item.topic + w_e * item.entity) / total
 
 
-def _mean_similarity(layer: Layer, ids: Sequence[str], vector: Vector) -> float:
-    sims = []
-    for memory_id in ids:
-        stored = layer.index.vector(memory_id)
-        if stored is not None:
-            sims.append(similarity(math.sqrt(max(0.0, 2.0 - 2.0 * float(stored @ vector)))))
+def _mean_similarity(ids: Sequence[str], cosines: dict[str, float | None]) -> float:
+    sims = [similarity(math.sqrt(max(0.0, 2.0 - 2.0 * cos)))
+            for memory_id in ids if (cos := cosines[memory_id]) is not None]
     return float(np.mean(sims)) if sims else 0.0
 
 
@@ -221,5 +224,12 @@ def _names(query_words: frozenset[str], entity: str) -> bool:
     return bool(words) and all(w in query_words for w in words)
 
 
-def _stems(memory: Memory) -> set[str]:
-    return {t for f in keyword_fields(memory) for t in tokens(f)}
+def _stems(memory: Memory) -> frozenset[str]:
+    return _field_stems(keyword_fields(memory))
+
+
+@functools.lru_cache(maxsize=4096)
+def _field_stems(fields: tuple[str, ...]) -> frozenset[str]:
+    # Cached by content: a reason is written for every keyword candidate of
+    # every recall (~24), and the same memories come back query after query.
+    return frozenset(t for f in fields for t in tokens(f))

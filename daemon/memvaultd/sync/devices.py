@@ -1,0 +1,122 @@
+"""Setting sync up: `init` on the first device, `join` on every other one.
+
+init: the vault's key is wrapped under a new recovery key and stored on the
+remote (`keys/recovery`), with a sealed description of the vault (model,
+dimension); every memory this device holds is logged as a put, so the first
+push carries them. The recovery key is returned once and kept nowhere.
+
+join: the recovery key names the vault and unwraps its key from the remote;
+the device starts from the remote's newest snapshot, puts every memory it
+held into the joined vault (nothing is lost), and pulls the versions after
+the snapshot. A wrong recovery key fails before anything is written.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from memvault.errors import InvalidArgument
+
+from ..remotes import open_remote
+from ..remotes.base import Remote
+from ..state import decode_state
+from ..vault_info import VaultInfo
+from . import recovery
+from .envelope import DESCRIPTION, Envelope
+from .mark import Mark, MarkFile
+from .worker import SyncWorker, latest_snapshot
+
+if TYPE_CHECKING:
+    from ..vault import Vault
+
+DESCRIPTION_OBJECT = "keys/description"
+
+
+class AlreadyConfigured(InvalidArgument):
+    """Sync is already set up for this vault."""
+
+
+def init_sync(vault: Vault, url: str, token: str | None) -> tuple[str, str]:
+    """Create the vault on an empty remote; returns (vault id, recovery key)."""
+    _refuse_twice(vault)
+    vault_id = vault.info.vault_id_bytes
+    remote = open_remote(url, token=token, vault_id=vault.info.vault_id)
+    try:
+        if remote.head() or remote.list_objects("keys/"):
+            raise InvalidArgument(f"remote: {url} already holds this vault; use join")
+        text, secret = recovery.new_recovery_key(vault_id)
+        key = vault.vault_key
+        envelope = Envelope(key, vault_id)
+        description = json.dumps({"model": vault.info.model,
+                                  "dimension": vault.info.dimension}).encode()
+        remote.put_object(DESCRIPTION_OBJECT, envelope.seal(DESCRIPTION, description))
+        if not remote.put_object(recovery.OBJECT, recovery.wrap(key, secret, vault_id)):
+            raise InvalidArgument(f"remote: {url} already has a recovery key for this vault")
+    except BaseException:
+        remote.close()
+        raise
+    vault.prune_floor = 0  # nothing is pushed yet: keep every log record
+    before = vault.genesis()
+    marks = MarkFile(vault.data_dir, key, vault_id)
+    mark = Mark(url, token, pushed_seq=before)
+    marks.save(mark)
+    _start(vault, remote, marks, mark, envelope)
+    return vault.info.vault_id, text
+
+
+def join_sync(vault: Vault, url: str, token: str | None, recovery_key: str) -> str:
+    """Join the vault the recovery key names; returns its id."""
+    _refuse_twice(vault)
+    vault_id, secret = recovery.parse_recovery_key(recovery_key)
+    remote = open_remote(url, token=token, vault_id=vault_id.hex())
+    try:
+        key = recovery.unwrap(remote.get_object(recovery.OBJECT), secret, vault_id)
+        envelope = Envelope(key, vault_id)
+        description = json.loads(envelope.open(
+            DESCRIPTION, remote.get_object(DESCRIPTION_OBJECT), name=DESCRIPTION_OBJECT))
+        if description["model"] != vault.info.model:
+            raise InvalidArgument(f"remote: the vault there uses model {description['model']!r};"
+                                  f" this daemon uses {vault.info.model!r}")
+        snapshot = latest_snapshot(remote, envelope)
+    except BaseException:
+        remote.close()
+        raise
+    base = decode_state(snapshot[2]) if snapshot else None
+    info = VaultInfo(vault_id.hex(), vault.info.device_id, vault.info.model,
+                     vault.info.dimension, vault.info.created_at)
+    vault.prune_floor = 0  # nothing is pushed yet: keep every log record
+    before = vault.adopt(info, key, base)
+    marks = MarkFile(vault.data_dir, key, vault_id)
+    mark = Mark(url, token, pushed_seq=before)
+    if snapshot is not None:
+        mark = mark.advanced(snapshot[0], snapshot[1])
+    marks.save(mark)
+    worker = _start(vault, remote, marks, mark, envelope)
+    worker.sync_once()
+    return info.vault_id
+
+
+def resume_sync(vault: Vault) -> SyncWorker | None:
+    """At start: pick up sync where this device left it, if it was set up."""
+    key = vault.vault_key
+    marks = MarkFile(vault.data_dir, key, vault.info.vault_id_bytes)
+    mark = marks.load()
+    if mark is None:
+        return None
+    remote = open_remote(mark.remote, token=mark.token, vault_id=vault.info.vault_id)
+    return _start(vault, remote, marks, mark, Envelope(key, vault.info.vault_id_bytes))
+
+
+def _start(vault: Vault, remote: Remote, marks: MarkFile, mark: Mark,
+           envelope: Envelope) -> SyncWorker:
+    worker = SyncWorker(vault, remote, marks, mark, envelope)
+    vault.prune_floor = mark.pushed_seq
+    vault.sync = worker
+    worker.start()
+    return worker
+
+
+def _refuse_twice(vault: Vault) -> None:
+    if vault.sync is not None:
+        raise AlreadyConfigured(f"sync is already set up (remote {vault.sync.status.remote})")

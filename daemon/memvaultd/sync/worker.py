@@ -1,0 +1,279 @@
+"""The sync worker: pull what the remote has, push what it lacks.
+
+One thread runs `sync_once` whenever something may have changed: a local
+write (batched over a 0.2 s window), a `WatchHead` notice of a new version,
+a 30 s timer, or `sync now`. Another thread waits on the remote's head.
+Local remember/recall never wait on it: when the remote is down the worker
+backs off (1 s, doubling to 60 s) and every local operation stays in the
+local log until the remote holds it.
+
+    pull:  check the high-water mark (the version this device saw last is
+           still there, unchanged, and the chain is no shorter), then open
+           each newer version with (number, parent hash) in its associated
+           data, apply its operations, advance the mark.
+    push:  the local operations after `pushed_seq`, a version of at most
+           1,000 operations (~2 MB) at a time, appended with the current
+           head as parent; a lost race means pull, merge, retry.
+    snapshot: after every 200 versions, the full state at the head, so a new
+           device bootstraps from it instead of replaying all history.
+
+A rollback or fork (RollbackDetected) or an object that fails to open
+(IntegrityError) stops sync until a person looks: it is never applied.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import struct
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from memvault.errors import IntegrityError, RollbackDetected
+
+from ..operations import Operation, decode, encode
+from ..remotes import redact
+from ..remotes.base import Remote
+from .envelope import SNAPSHOT, VERSION, Envelope, chain_context
+from .mark import Mark, MarkFile
+
+if TYPE_CHECKING:
+    from ..vault import Vault
+
+log = logging.getLogger("memvaultd.sync")
+
+OPS_PER_VERSION = 1000
+SNAPSHOT_EVERY = 200
+_TIMER_S = 30.0
+_BATCH_WINDOW_S = 0.2
+_MAX_BACKOFF_S = 60.0
+
+
+def pack_ops(ops: list[Operation]) -> bytes:
+    """version body := count:u32 | (len:u32 | operation record)*"""
+    parts = [struct.pack(">I", len(ops))]
+    for op in ops:
+        record = encode(op)
+        parts.append(struct.pack(">I", len(record)) + record)
+    return b"".join(parts)
+
+
+def unpack_ops(body: bytes, name: str) -> list[Operation]:
+    try:
+        (count,) = struct.unpack_from(">I", body)
+        ops, offset = [], 4
+        for _ in range(count):
+            (size,) = struct.unpack_from(">I", body, offset)
+            if offset + 4 + size > len(body):
+                raise struct.error("an operation runs past the end")
+            ops.append(decode(body[offset + 4 : offset + 4 + size]))
+            offset += 4 + size
+    except struct.error as exc:
+        raise IntegrityError(f"remote object {name}: operations do not parse") from exc
+    return ops
+
+
+@dataclass
+class SyncStatus:
+    remote: str
+    state: str = "idle"
+    head: int = 0
+    pushed_seq: int = 0
+    pending: int = 0
+    last_push: float = 0.0
+    last_pull: float = 0.0
+    last_error: str = ""
+    errors: list[str] = field(default_factory=list)
+
+
+class SyncWorker:
+    def __init__(self, vault: Vault, remote: Remote, marks: MarkFile, mark: Mark,
+                 envelope: Envelope) -> None:
+        self.vault = vault
+        self.remote = remote
+        self.marks = marks
+        self.mark = mark
+        self.envelope = envelope
+        self.status = SyncStatus(redact(mark.remote), head=mark.head,
+                                 pushed_seq=mark.pushed_seq)
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    # -- lifecycle -----------------------------------------------------------
+
+    def start(self) -> None:
+        for target, name in ((self._loop, "sync"), (self._watch, "sync-watch")):
+            thread = threading.Thread(target=target, name=name, daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        self.poke()
+
+    def stop(self) -> None:
+        """Finish the round in progress; the watch thread (blocked on the
+        remote for up to 20 s, a daemon thread) is not waited for."""
+        self._stop.set()
+        self._wake.set()
+        self._threads[0].join(timeout=10)
+        self.remote.close()
+
+    def poke(self) -> None:
+        self._wake.set()
+
+    def _loop(self) -> None:
+        backoff = 0.0
+        while not self._stop.is_set():
+            self._wake.wait(timeout=backoff or _TIMER_S)
+            if self._stop.is_set():
+                return
+            time.sleep(_BATCH_WINDOW_S)  # let a burst of writes share one version
+            self._wake.clear()
+            try:
+                self.sync_once()
+                backoff = 0.0
+            except (RollbackDetected, IntegrityError):
+                return  # recorded by sync_once; a person has to look
+            except Exception as exc:  # the remote is down or flaky: back off
+                backoff = min(_MAX_BACKOFF_S, max(1.0, backoff * 2))
+                self._record(f"{type(exc).__name__}: {exc}", "offline")
+                log.warning("sync failed (%s); retrying in %.0f s", exc, backoff)
+
+    def _watch(self) -> None:
+        # Watch from the newest head heard of, not from the mark: until the
+        # pull it triggers catches up, the mark is behind, and watching from
+        # it would return at once, thousands of times a second.
+        heard = self.mark.head
+        while not self._stop.is_set():
+            try:
+                head = self.remote.watch_head(max(heard, self.mark.head), timeout=20.0)
+                if head > max(heard, self.mark.head):
+                    heard = head
+                    self.poke()
+            except Exception:
+                self._stop.wait(2.0)
+
+    def _record(self, error: str, state: str) -> None:
+        self.status.last_error, self.status.state = error, state
+        self.status.errors = [*self.status.errors[-9:], error]
+
+    # -- one round -----------------------------------------------------------
+
+    def sync_once(self) -> None:
+        with self._lock:
+            if self.status.state == "stopped":
+                raise RollbackDetected(self.status.last_error)
+            self.status.state = "syncing"
+            try:
+                self.pull()
+                self.push()
+                self._maybe_snapshot()
+            except (RollbackDetected, IntegrityError) as exc:
+                self._record(f"stopped: {exc}", "stopped")
+                log.error("sync stopped: %s", exc)
+                raise
+            self.status.state, self.status.last_error = "idle", ""
+            self.status.pending = len(self.vault.local_ops_after(self.mark.pushed_seq)[0])
+
+    def pull(self) -> int:
+        """Apply the versions the remote has beyond the mark; returns how many."""
+        self._check_mark()
+        pulled = 0
+        while True:
+            batch = self.remote.versions_after(self.mark.head, limit=50)
+            for number, blob in batch:
+                if number != self.mark.head + 1:
+                    raise RollbackDetected(f"version {self.mark.head + 1} is missing from "
+                                           f"the remote (it offered {number})")
+                self.vault.apply_remote(self._open_version(number, blob))
+                self._advance(number, hashlib.sha256(blob).digest())
+                pulled += 1
+            if len(batch) < 50:
+                break
+        self.status.last_pull = time.time()
+        return pulled
+
+    def push(self) -> int:
+        pushed = 0
+        pending, scanned_to = self.vault.local_ops_after(self.mark.pushed_seq)
+        while pending:
+            chunk = pending[:OPS_PER_VERSION]
+            number, parent = self.mark.head + 1, self._head_hash()
+            blob = self.envelope.seal(VERSION, pack_ops([op for _, op in chunk]),
+                                      chain_context(number, parent))
+            if self.remote.append_version(number, parent, blob):
+                self._advance(number, hashlib.sha256(blob).digest(), pushed_seq=chunk[-1][0])
+                pending = pending[len(chunk):]
+                pushed += len(chunk)
+                self.status.last_push = time.time()
+            elif not self.pull() and self.remote.head() <= self.mark.head:
+                # Refused, yet nothing newer to merge: the remote's version
+                # `head` is not the one this device built on.
+                raise RollbackDetected(f"the remote refused version {number} on top of "
+                                       f"version {self.mark.head}, and offers nothing newer:"
+                                       " its history was forked or replaced")
+        if scanned_to > self.mark.pushed_seq:
+            # Everything of this device up to `scanned_to` is on the remote;
+            # the pulled records in between need not be read again.
+            self._advance(self.mark.head, self._head_hash(), pushed_seq=scanned_to)
+        return pushed
+
+    def _open_version(self, number: int, blob: bytes) -> list[Operation]:
+        name = f"version {number}"
+        body = self.envelope.open(VERSION, blob, chain_context(number, self._head_hash()),
+                                  name=name)
+        return unpack_ops(body, name)
+
+    def _check_mark(self) -> None:
+        """Borg's replay defence: what this device saw must still be there."""
+        if self.mark.head == 0:
+            return
+        head = self.remote.head()
+        if head < self.mark.head:
+            raise RollbackDetected(f"the remote's chain ends at version {head}, but this "
+                                   f"device has seen version {self.mark.head}: rollback")
+        seen = self.remote.versions_after(self.mark.head - 1, limit=1)
+        if not seen or hashlib.sha256(seen[0][1]).hexdigest() != self.mark.head_hash:
+            raise RollbackDetected(f"version {self.mark.head} on the remote is not the one "
+                                   "this device saw: the history was forked or replaced")
+
+    def _advance(self, number: int, digest: bytes, pushed_seq: int | None = None) -> None:
+        self.mark = self.mark.advanced(number, digest, pushed_seq)
+        self.marks.save(self.mark)
+        self.vault.prune_floor = self.mark.pushed_seq
+        self.status.head, self.status.pushed_seq = self.mark.head, self.mark.pushed_seq
+
+    def _head_hash(self) -> bytes:
+        return bytes.fromhex(self.mark.head_hash) if self.mark.head_hash else b""
+
+    # -- snapshots -----------------------------------------------------------
+
+    def _maybe_snapshot(self) -> None:
+        if self.mark.head == 0 or self.mark.head % SNAPSHOT_EVERY:
+            return
+        name = f"snapshots/{self.mark.head:020d}"
+        body = self.vault.state_at_sync(self.mark.pushed_seq)
+        if body is None:
+            return  # a local write arrived meanwhile; the next round snapshots
+        blob = self.envelope.seal(SNAPSHOT, body, chain_context(self.mark.head,
+                                                                self._head_hash()))
+        self.remote.put_object(name, blob)
+        log.info("published snapshot at version %d (%d bytes)", self.mark.head, len(blob))
+
+
+def latest_snapshot(remote: Remote, envelope: Envelope) -> tuple[int, bytes, bytes] | None:
+    """(version, version object hash, state body) of the newest snapshot."""
+    names = sorted(remote.list_objects("snapshots/"))
+    for name in reversed(names):
+        number = int(name.rsplit("/", 1)[1])
+        version = remote.versions_after(number - 1, limit=1)
+        if not version or version[0][0] != number:
+            continue
+        digest = hashlib.sha256(version[0][1]).digest()
+        body = envelope.open(SNAPSHOT, remote.get_object(name), chain_context(number, digest),
+                             name=name)
+        return number, digest, body
+    return None
+

@@ -1,0 +1,52 @@
+"""The IVF structure on its own: lists cover every row once, extension keeps
+old assignments, probing every list returns every row."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from memvaultd import ann
+
+
+def _unit(n: int, seed: int, dim: int = 16) -> np.ndarray:
+    vectors = np.random.default_rng(seed).normal(size=(n, dim)).astype(np.float32)
+    unit: np.ndarray = (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(
+        np.float32)
+    return unit
+
+
+def test_lists_partition_the_rows() -> None:
+    matrix = _unit(5000, 1)
+    ivf = ann.build(matrix, 4000)
+    assert ivf.covered == 4000 and ivf.nlist == int(np.sqrt(4000))
+    assert sorted(ivf.order.tolist()) == list(range(4000))
+    assert ivf.offsets[-1] == 4000 and np.all(np.diff(ivf.offsets) >= 0)
+    for i in range(ivf.nlist):
+        assert np.all(ivf.labels[ivf.order[ivf.offsets[i] : ivf.offsets[i + 1]]] == i)
+    assert np.allclose(np.linalg.norm(ivf.centroids, axis=1), 1.0, atol=1e-5)
+
+
+def test_every_row_is_in_its_nearest_list() -> None:
+    matrix = _unit(3000, 2)
+    ivf = ann.build(matrix, 3000)
+    nearest = np.argmax(matrix @ ivf.centroids.T, axis=1)
+    assert np.array_equal(nearest, ivf.labels)
+
+
+def test_extension_keeps_old_rows_and_adds_the_tail() -> None:
+    matrix = _unit(5000, 3)
+    ivf = ann.build(matrix, 3000)
+    bigger = ivf.extended(matrix, 5000)
+    assert bigger.covered == 5000 and bigger.trained_on == 3000
+    assert np.array_equal(bigger.labels[:3000], ivf.labels)
+    assert sorted(bigger.order.tolist()) == list(range(5000))
+
+
+def test_probing_every_list_returns_every_row() -> None:
+    matrix = _unit(2000, 4)
+    ivf = ann.build(matrix, 2000)
+    rows = ivf.rows(matrix[0], nprobe=ivf.nlist)
+    assert sorted(rows.tolist()) == list(range(2000))
+    some = ivf.rows(matrix[0])
+    assert 0 < len(some) < 2000 and len(set(some.tolist())) == len(some)
+    assert ivf.labels[0] in {int(ivf.labels[r]) for r in some}  # its own list is probed

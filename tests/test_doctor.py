@@ -1,0 +1,119 @@
+"""`memvault doctor`: each check, what it says to fix, and its exit status;
+and `memvault status` with its sync line and the scan progress bar."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from .daemon_process import DaemonProcess
+from .test_layout import BLOCKER
+
+CHECKS = ["config", "key storage", "socket", "data dir", "disk", "model", "watch", "daemon"]
+
+
+def memvault(home: Path, *args: str, prelude: str = "") -> subprocess.CompletedProcess[str]:
+    script = prelude + "\nfrom memvault.cli import main\nmain()\n"
+    env = dict(os.environ, MEMVAULT_HOME=str(home),
+               PYTHON_KEYRING_BACKEND="keyring.backends.fail.Keyring")
+    return subprocess.run([sys.executable, "-c", script, *args], env=env, capture_output=True,
+                          text=True, timeout=120)
+
+
+def checks(done: subprocess.CompletedProcess[str]) -> dict[str, dict[str, Any]]:
+    report = json.loads(done.stdout)
+    assert report["ok"] is (done.returncode == 0)
+    assert [c["name"] for c in report["checks"]] == CHECKS
+    return {c["name"]: c for c in report["checks"]}
+
+
+def test_a_healthy_setup_passes(daemon: DaemonProcess) -> None:
+    done = memvault(daemon.home, "doctor", "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    found = checks(done)
+    assert all(c["status"] in ("ok", "warn") for c in found.values()), found
+    assert "memories, model ready, key in keyfile" in found["daemon"]["detail"]
+    assert found["model"]["status"] == "ok"
+    # No OS keyring in this environment: a warning that says what it means.
+    assert found["key storage"]["status"] == "warn"
+    assert "key file" in found["key storage"]["detail"] and found["key storage"]["fix"]
+    human = memvault(daemon.home, "doctor")
+    assert human.returncode == 0 and "daemon" in human.stdout and "fix:" in human.stdout
+
+
+def test_a_bad_config_and_no_daemon_fail_with_what_to_fix(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").write_text("cache_size = -1\n[[watch]]\npath = 'x'\n")
+    done = memvault(home, "doctor", "--json")
+    assert done.returncode == 1
+    found = checks(done)
+    assert found["config"]["status"] == "fail"
+    assert "cache_size must be an integer" in found["config"]["detail"]
+    assert "keeps its previous settings" in found["config"]["fix"]
+    assert found["daemon"]["status"] == "fail" and "not running" in found["daemon"]["detail"]
+    assert "memvault service install" in found["daemon"]["fix"]
+    assert "Traceback" not in done.stderr
+
+
+def test_socket_directory_permissions(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    (home / "run").mkdir(parents=True)
+    (home / "run").chmod(0o755)
+    found = checks(memvault(home, "doctor", "--json"))
+    assert found["socket"]["status"] == "warn" and "chmod 700" in found["socket"]["fix"]
+
+    (home / "run").rmdir()
+    (tmp_path / "elsewhere").mkdir(mode=0o700)
+    (home / "run").symlink_to(tmp_path / "elsewhere")
+    found = checks(memvault(home, "doctor", "--json"))
+    assert found["socket"]["status"] == "fail" and "symlink" in found["socket"]["detail"]
+
+
+def test_missing_watch_folder_is_a_warning(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").write_text(f'[[watch]]\npath = "{tmp_path / "gone"}"\n')
+    found = checks(memvault(home, "doctor", "--json"))
+    assert found["config"]["status"] == "ok"
+    assert found["watch"]["status"] == "warn" and "gone" in found["watch"]["detail"]
+
+
+def test_doctor_runs_in_the_light_client(daemon: DaemonProcess) -> None:
+    """Without the daemon's libraries importable, doctor still answers (asking
+    the running daemon, and subprocesses, what it cannot import)."""
+    done = memvault(daemon.home, "doctor", "--json", prelude=BLOCKER)
+    assert done.returncode == 0, done.stdout + done.stderr
+    found = checks(done)
+    assert found["model"]["detail"].endswith("loaded by the running daemon")
+
+
+def test_status_has_a_sync_line_and_no_scan_to_follow(daemon: DaemonProcess) -> None:
+    done = memvault(daemon.home, "status", "--json")
+    assert json.loads(done.stdout)["sync"]["configured"] is False
+    assert "not configured" in memvault(daemon.home, "status").stdout
+    done = memvault(daemon.home, "status", "--follow-scan")
+    assert done.returncode == 0 and "no scan of watched folders is running" in done.stderr
+
+
+def test_status_follows_a_first_scan(tmp_path: Path) -> None:
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    for i in range(150):
+        (notes / f"note-{i:03}.md").write_text(f"# Note {i}\n\nThought number {i} about things.")
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").write_text(f'[[watch]]\npath = "{notes}"\n')
+    with DaemonProcess(home).start(wait=False) as proc:
+        proc.wait_serving()
+        done = memvault(home, "status", "--follow-scan")
+        assert done.returncode == 0, done.stderr
+        # Either it caught the scan running, or the scan was already over.
+        assert ("scanned 150 files" in done.stderr
+                or "no scan of watched folders is running" in done.stderr)
+        proc.stop()
+    assert "scanning 150 files in 1 watched folders" in proc.log

@@ -1,0 +1,170 @@
+"""The fast recall path against the reference one, on random data.
+
+The reference is `MemoryIndex.search_exact` (every row scored, then the
+predicate walked nearest first) and, for the keyword channel, BM25 written
+out in plain Python over a dict. Sizes cross the IVF threshold, with and
+without filters, with dead rows and re-vectored memories.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from memvaultd import ann
+from memvaultd.index import MemoryIndex
+from memvaultd.memory import Memory
+from memvaultd.recall.filters import parse_filter
+from memvaultd.recall.keyword import K1, B, KeywordIndex, tokens
+
+DIM = 32
+
+
+def _clustered(n: int, rng: np.random.Generator, centres: int = 50) -> np.ndarray:
+    middle = rng.normal(size=(centres, DIM)).astype(np.float32)
+    middle /= np.linalg.norm(middle, axis=1, keepdims=True)
+    vectors = middle[rng.integers(0, centres, size=n)] + rng.normal(
+        0.0, 0.08, size=(n, DIM)).astype(np.float32)
+    unit: np.ndarray = (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(
+        np.float32)
+    return unit
+
+
+def _filled(n: int, seed: int, threshold: int) -> tuple[MemoryIndex, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    vectors = _clustered(n, rng)
+    index = MemoryIndex(DIM)
+    index.ivf_threshold = threshold
+    for i, vector in enumerate(vectors):
+        index.put(Memory(id=f"m{i}", text=f"memory {i}", category="even" if i % 2 else "odd",
+                         tags=(f"t{i % 7}",)), vector)
+    return index, vectors
+
+
+def _ids(found: list[tuple[Memory, float]]) -> list[str]:
+    return [memory.id for memory, _ in found]
+
+
+def _same(fast: list[tuple[Memory, float]], exact: list[tuple[Memory, float]]) -> bool:
+    """Same memories in the same order, distances equal to float32 rounding
+    (a product over gathered rows may round the last bit differently)."""
+    return _ids(fast) == _ids(exact) and all(
+        math.isclose(a, b, abs_tol=1e-6) for (_, a), (_, b) in zip(fast, exact, strict=True))
+
+
+@pytest.mark.parametrize("n", [500, 3000])
+def test_exact_below_threshold(n: int) -> None:
+    index, vectors = _filled(n, seed=n, threshold=10**9)
+    rng = np.random.default_rng(1)
+    keep_even = parse_filter({"category": "even"}).matches
+    keep_rare = parse_filter({"tags": {"contains": "t3"}}).matches
+    for query in _clustered(40, rng):
+        reference = np.argsort(-(vectors @ query), kind="stable")
+        assert _ids(index.search(query, 24)) == [f"m{i}" for i in reference[:24]]
+        for keep in (keep_even, keep_rare):
+            assert index.search(query, 24, keep) == index.search_exact(query, 24, keep)
+
+
+def test_ivf_path_matches_the_exact_path() -> None:
+    n = 6000
+    index, _ = _filled(n, seed=7, threshold=2000)
+    assert index.wait_for_ivf()
+    rng = np.random.default_rng(2)
+    keep_even = parse_filter({"category": "even"}).matches
+    queries = _clustered(100, rng)
+    overlap = []
+    for query in queries:
+        fast, exact = index.search(query, 10), index.search_exact(query, 10)
+        overlap.append(len(set(_ids(fast)) & set(_ids(exact))) / 10)
+        # Scores are exact float32 products whichever rows were read.
+        distances = dict((m.id, d) for m, d in exact)
+        assert all(math.isclose(d, distances[m.id], abs_tol=1e-6)
+                   for m, d in fast if m.id in distances)
+        filtered = index.search(query, 10, keep_even)
+        assert all(keep_even(m) for m, _ in filtered) and len(filtered) == 10
+    assert np.mean(overlap) >= 0.99
+    # Probing every list is the exact search.
+    index.nprobe = 10**6
+    for query in queries[:20]:
+        assert _same(index.search(query, 24), index.search_exact(query, 24))
+        assert _same(index.search(query, 24, keep_even), index.search_exact(query, 24, keep_even))
+
+
+def test_ivf_follows_writes_removals_and_new_vectors() -> None:
+    index, vectors = _filled(4000, seed=3, threshold=1000)
+    assert index.wait_for_ivf()
+    index.nprobe = 10**6
+    rng = np.random.default_rng(4)
+    fresh = _clustered(600, rng)
+    for i, vector in enumerate(fresh):  # the tail, scanned exactly
+        index.put(Memory(id=f"new{i}", text="new"), vector)
+    for i in range(0, 1500):  # past the compaction fraction: rows renumbered
+        index.remove(f"m{i}")
+    index.put(Memory(id="m2000", text="moved"), fresh[0])  # a new vector, a new row
+    for query in _clustered(20, rng):
+        assert _same(index.search(query, 24), index.search_exact(query, 24))
+    assert index.wait_for_ivf()
+    for query in _clustered(20, rng):
+        assert _same(index.search(query, 24), index.search_exact(query, 24))
+    assert index.search(fresh[0], 2)[0][0].id in ("new0", "m2000")
+    assert "m5" not in _ids(index.search(vectors[5], 5))
+
+
+def test_filter_that_keeps_few_falls_back_to_the_exact_scan() -> None:
+    index, _ = _filled(5000, seed=5, threshold=1000)
+    assert index.wait_for_ivf()
+    only = {"m17", "m4242", "m999"}
+    for query in _clustered(10, np.random.default_rng(6)):
+        found = index.search(query, 24, lambda memory: memory.id in only)
+        assert {m.id for m, _ in found} == only
+        assert _same(found, index.search_exact(query, 24, lambda memory: memory.id in only))
+
+
+def _reference_bm25(docs: dict[str, list[str]], query: str) -> dict[str, float]:
+    counts = {d: Counter(t for f in fields for t in tokens(f)) for d, fields in docs.items()}
+    n = len(docs)
+    average = sum(sum(c.values()) for c in counts.values()) / n
+    scores: dict[str, float] = {}
+    for term in set(tokens(query)):
+        holders = [d for d, c in counts.items() if term in c]
+        if not holders:
+            continue
+        idf = math.log(1 + (n - len(holders) + 0.5) / (len(holders) + 0.5))
+        for d in holders:
+            tf = counts[d][term]
+            norm = K1 * (1 - B + B * sum(counts[d].values()) / average)
+            scores[d] = scores.get(d, 0.0) + idf * tf * (K1 + 1) / (tf + norm)
+    return scores
+
+
+def test_keyword_scores_match_plain_bm25() -> None:
+    rng = np.random.default_rng(8)
+    words = ["apple", "banana", "cherry", "deploy", "friday", "tests", "vitest", "jest"]
+    docs = {f"d{i}": [" ".join(rng.choice(words, size=int(rng.integers(1, 9)))), f"t{i % 3}"]
+            for i in range(3000)}
+    index = KeywordIndex()
+    for doc_id, fields in docs.items():
+        index.put(doc_id, fields)
+    for i in range(0, 3000, 3):  # re-index a third, remove a tenth
+        docs[f"d{i}"] = ["deploy on friday", "ops"]
+        index.put(f"d{i}", docs[f"d{i}"])
+    for i in range(0, 3000, 10):
+        del docs[f"d{i}"]
+        index.remove(f"d{i}")
+    for query in ("apple tests", "deploy friday", "cherry", "t1 jest", "nothing here"):
+        expected = _reference_bm25(docs, query)
+        hits = index.search(query)
+        assert len(hits) == len(expected)
+        for doc_id, score in expected.items():
+            assert math.isclose(hits.get(doc_id), score, rel_tol=1e-9)
+        ranked = list(hits.ranked())
+        assert sorted(ranked) == sorted(expected)
+        assert all(expected[a] >= expected[b] for a, b in itertools.pairwise(ranked))
+
+
+def test_threshold_constant_is_what_the_docs_say() -> None:
+    assert ann.IVF_THRESHOLD == 20_000

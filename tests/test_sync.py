@@ -1,0 +1,299 @@
+"""Sync end to end: real daemons, a real memvault-server, a directory and a
+real S3 server, the real model."""
+
+from __future__ import annotations
+
+import base64
+import shutil
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from memvault import Client
+from memvault.errors import Locked, MemvaultError, RollbackDetected
+
+from .ceph import CephRGW
+from .daemon_process import DaemonProcess
+from .server_process import ServerProcess, create_token
+
+PROPAGATION_S = 2.0
+
+
+def _eventually(check: Callable[[], bool], timeout: float = PROPAGATION_S * 5) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.1)
+    raise AssertionError("condition not met in time")
+
+
+def _has(client: Client, memory_id: str) -> bool:
+    try:
+        client.get(memory_id)
+    except MemvaultError:
+        return False
+    return True
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[tuple[ServerProcess, str]]:
+    proc = ServerProcess(tmp_path / "server").start()
+    token = create_token(proc.data_dir, "laptop")
+    yield proc, token
+    proc.stop()
+
+
+@contextmanager
+def _pair(tmp_path: Path, **env: str) -> Iterator[tuple[DaemonProcess, DaemonProcess]]:
+    with DaemonProcess(tmp_path / "a", **env).start() as a, \
+            DaemonProcess(tmp_path / "b", **env).start() as b:
+        yield a, b
+        a.stop()
+        b.stop()
+
+
+def _init_and_join(a: DaemonProcess, b: DaemonProcess, remote: str, token: str | None
+                   ) -> tuple[Client, Client, str]:
+    ca, cb = Client(socket=a.socket), Client(socket=b.socket)
+    before = ca.remember("the laptop knew this before sync", topic="pre.a").id
+    held = cb.remember("the desktop knew this before joining", topic="pre.b").id
+    result = ca.init_sync(remote, token=token)
+    assert result.recovery_key.startswith("mvr1-")
+    joined = cb.join_sync(remote, result.recovery_key, token=token)
+    assert joined.vault_id == result.vault_id
+    assert _has(cb, before) and _has(cb, held), "join keeps both sides' memories"
+    _eventually(lambda: _has(ca, held))
+    return ca, cb, result.recovery_key
+
+
+def _propagates(ca: Client, cb: Client) -> None:
+    memory = ca.remember(f"deploys happen on fridays {uuid.uuid4().hex[:6]}", topic="ops")
+    _eventually(lambda: _has(cb, memory.id), timeout=PROPAGATION_S)
+    hits = cb.recall("when do deploys happen", topic="ops")
+    assert memory.id in {h.memory.id for h in hits}
+
+
+def test_two_devices_through_memvault_server(tmp_path: Path,
+                                             server: tuple[ServerProcess, str]) -> None:
+    proc, token = server
+    remote = f"grpc://{proc.target}"
+    with _pair(tmp_path) as (a, b):
+        ca, cb, _ = _init_and_join(a, b, remote, token)
+        _propagates(ca, cb)
+        _propagates(cb, ca)
+        status = cb.sync_status()
+        assert status.configured and status.state in ("idle", "syncing") and status.head >= 2
+        assert token not in status.remote
+
+
+def test_two_devices_through_a_directory(tmp_path: Path) -> None:
+    remote = (tmp_path / "shared").as_uri()
+    with _pair(tmp_path) as (a, b):
+        ca, cb, _ = _init_and_join(a, b, remote, None)
+        _propagates(ca, cb)
+
+
+def test_two_devices_through_s3(tmp_path: Path, s3: CephRGW) -> None:
+    remote = f"s3://memvault-sync/{uuid.uuid4().hex[:8]}"
+    with _pair(tmp_path, **s3.env()) as (a, b):
+        ca, cb, _ = _init_and_join(a, b, remote, None)
+        _propagates(ca, cb)
+
+
+@pytest.fixture
+def s3(rgw: CephRGW) -> CephRGW:
+    rgw.create_bucket("memvault-sync")
+    return rgw
+
+
+def test_wrong_recovery_key_is_refused_and_nothing_changes(tmp_path: Path) -> None:
+    remote = (tmp_path / "shared").as_uri()
+    with _pair(tmp_path) as (a, b):
+        ca, cb = Client(socket=a.socket), Client(socket=b.socket)
+        ca.init_sync(remote)
+        mine = cb.remember("kept whatever happens").id
+        vault_before = cb.status().vault_id
+        good = ca.sync_status()
+        assert good.configured
+        wrong = "mvr1-" + base64.b32encode(bytes.fromhex(ca.status().vault_id) + bytes(32)
+                                           ).decode().lower().rstrip("=")
+        with pytest.raises(Locked, match="recovery key"):
+            cb.join_sync(remote, wrong)
+        assert cb.status().vault_id == vault_before and _has(cb, mine)
+        assert not cb.sync_status().configured
+
+
+CANARIES = ("zebracanary-text-77a1", "zebracanary.topic.3c9e", "zebracanary-tag-5d20",
+            "zebracanary-payload-e811", "zebracanary-query-0b4f", "zebracanary-filter-9a6d")
+
+
+def test_the_server_holds_no_plaintext(tmp_path: Path, server: tuple[ServerProcess, str]
+                                       ) -> None:
+    proc, token = server
+    remote = f"grpc://{proc.target}"
+    with _pair(tmp_path) as (a, b):
+        ca, cb, _ = _init_and_join(a, b, remote, token)
+        text, topic, tag, payload, query, filter_value = CANARIES
+        ca.remember(f"the secret is {text}", topic=topic, tags=[tag], payload={"k": payload})
+        ca.recall(query, filter={"category": filter_value})
+        ca.sync_now()
+        _eventually(lambda: bool(cb.recall(f"secret {text}", filter={"tags": {"contains": tag}})))
+    blobs = [p.read_bytes() for p in proc.data_dir.rglob("*") if p.is_file()]
+    assert blobs
+    for secret in CANARIES:
+        raw = secret.encode()
+        for encoded in (raw, raw.hex().encode(), base64.b64encode(raw),
+                        secret.encode("utf-16-le")):
+            assert not any(encoded in blob for blob in blobs), secret
+
+
+def test_a_rolled_back_remote_is_reported_not_applied(tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    remote = shared.as_uri()
+    with _pair(tmp_path) as (a, b):
+        ca, cb, _ = _init_and_join(a, b, remote, None)
+        _propagates(ca, cb)
+        saved = tmp_path / "old-remote"
+        shutil.copytree(shared, saved)
+        before_rollback = ca.remember("written after the copy was taken", topic="late").id
+        _eventually(lambda: _has(cb, before_rollback))
+        ca.sync_now()
+        cb.sync_now()
+        shutil.rmtree(shared)
+        shutil.copytree(saved, shared)  # the remote goes back in time
+        with pytest.raises(RollbackDetected, match="rollback"):
+            cb.sync_now()
+        status = cb.sync_status()
+        assert status.state == "stopped" and "rollback" in status.last_error.lower()
+        assert _has(cb, before_rollback), "nothing local is lost"
+
+
+def test_an_offline_device_catches_up(tmp_path: Path, server: tuple[ServerProcess, str]
+                                      ) -> None:
+    proc, token = server
+    remote = f"grpc://{proc.target}"
+    with _pair(tmp_path) as (a, b):
+        ca, cb, _ = _init_and_join(a, b, remote, token)
+        b.stop()
+        ids = [r.id for r in ca.remember_batch(
+            [{"text": f"written while the desktop slept, note {i}", "topic": f"n{i}"}
+             for i in range(100)])]
+        ca.sync_now()
+        b.start()
+        cb = Client(socket=b.socket)
+        _eventually(lambda: all(_has(cb, i) for i in ids), timeout=30)
+
+
+def test_three_devices_converge(tmp_path: Path, server: tuple[ServerProcess, str]) -> None:
+    proc, token = server
+    remote = f"grpc://{proc.target}"
+    with DaemonProcess(tmp_path / "a").start() as a, DaemonProcess(tmp_path / "b").start() as b, \
+            DaemonProcess(tmp_path / "c").start() as c:
+        clients = [Client(socket=d.socket) for d in (a, b, c)]
+        key = clients[0].init_sync(remote, token=token).recovery_key
+        for other in clients[1:]:
+            other.join_sync(remote, key, token=token)
+        ids = []
+        for round_ in range(3):
+            for n, client in enumerate(clients):
+                ids.append(client.remember(f"device {n} round {round_} fact about otters "
+                                           f"{uuid.uuid4().hex[:6]}", topic=f"d{n}r{round_}").id)
+        for client in clients:
+            client.sync_now()
+        _eventually(lambda: all(_has(cl, i) for cl in clients for i in ids), timeout=30)
+        edits = [lambda: clients[0].update(ids[1], category="edited-by-a"),
+                 lambda: clients[1].update(ids[1], tags=["edited-by-b"]),
+                 lambda: clients[2].reinforce(ids[2]),
+                 lambda: clients[1].reinforce(ids[2]),
+                 lambda: clients[2].forget(ids[3]),
+                 lambda: clients[0].remember("written by a during the edits", topic="x"),
+                 lambda: clients[1].remember("written by b during the edits", topic="y")]
+        with ThreadPoolExecutor(len(edits)) as pool:  # all devices at once
+            for future in [pool.submit(edit) for edit in edits]:
+                future.result()
+
+        def same() -> bool:
+            for client in clients:
+                client.sync_now()
+            views = [sorted((m.to_dict() | {"access_count": 0, "last_accessed_at": 0})
+                            .items().__repr__() for m in cl.export()) for cl in clients]
+            return views[0] == views[1] == views[2]
+
+        _eventually(same, timeout=30)
+        merged = clients[2].get(ids[1])
+        assert merged.category == "edited-by-a" and merged.tags == ("edited-by-b",)
+        assert clients[0].get(ids[2]).reinforce_count == 2
+        assert not _has(clients[0], ids[3])
+        for d in (a, b, c):
+            d.stop()
+
+
+def test_altered_remote_objects_are_refused_and_nothing_is_applied(tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    remote = shared.as_uri()
+    with _pair(tmp_path) as (a, b):
+        ca, cb, _ = _init_and_join(a, b, remote, None)
+        b.stop()
+        late = ca.remember("written while the desktop was off", topic="late").id
+        ca.sync_now()
+        versions = sorted(shared.rglob("versions/*"))
+        newest, older = versions[-1], versions[-2]
+        original = newest.read_bytes()
+        attacks = {
+            "flipped byte": original[:100] + bytes([original[100] ^ 1]) + original[101:],
+            "truncated": original[: len(original) // 2],
+            "swapped": older.read_bytes(),
+        }
+        for name, forged in attacks.items():
+            newest.write_bytes(forged)
+            b.start()
+            cb = Client(socket=b.socket)
+            _eventually(lambda c=cb: c.sync_status().state == "stopped", timeout=20)
+            status = cb.sync_status()
+            assert "version" in status.last_error, (name, status.last_error)
+            assert not _has(cb, late), f"{name}: nothing from a forged object is applied"
+            b.stop()
+        newest.write_bytes(original)
+        b.start()
+        cb = Client(socket=b.socket)
+        _eventually(lambda: _has(cb, late), timeout=20)
+
+
+def test_a_vanished_remote_loses_nothing_and_sync_resumes(tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    remote = shared.as_uri()
+    with _pair(tmp_path) as (a, b):
+        ca, cb, _ = _init_and_join(a, b, remote, None)
+        away = tmp_path / "shared.away"
+        shared.rename(away)
+        shared.write_text("the NAS is unmounted")  # every remote call now fails
+        ids = [ca.remember(f"written while the remote was gone, note {i}", topic=f"gone{i}").id
+               for i in range(20)]  # local writes never wait on the remote
+        _eventually(lambda: ca.sync_status().state == "offline", timeout=20)
+        assert ca.sync_status().pending >= 0 and ca.sync_status().last_error
+        assert ca.recall("written while the remote was gone", topic="gone3")
+        shared.unlink()
+        away.rename(shared)
+        _eventually(lambda: all(_has(cb, i) for i in ids), timeout=60)
+        assert ca.sync_status().state in ("idle", "syncing")
+
+
+def test_a_forked_history_is_reported_not_applied(tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    remote = shared.as_uri()
+    with _pair(tmp_path) as (a, b):
+        ca, cb, _ = _init_and_join(a, b, remote, None)
+        _propagates(ca, cb)
+        cb.sync_now()
+        versions = sorted(shared.rglob("versions/*"))
+        # Same length, another object at the number the desktop has seen.
+        versions[-1].write_bytes(versions[-2].read_bytes())
+        with pytest.raises(RollbackDetected, match="forked or replaced"):
+            cb.sync_now()
+        assert cb.sync_status().state == "stopped"
