@@ -18,6 +18,7 @@ It knows nothing of gRPC; the servicer translates requests into
 from __future__ import annotations
 
 import errno
+import gc
 import logging
 import shutil
 import threading
@@ -192,6 +193,11 @@ class Vault:
             self._apply(decode(record))
             self.applied_txid = seq
             replayed += 1
+        # A million memories are tens of millions of objects that never die;
+        # left to the cyclic collector, each full collection pauses every
+        # thread for ~0.4 s at 200k memories (6 µs once frozen).
+        gc.collect()
+        gc.freeze()
         self._loaded.set()
         self._flusher.start()
         log.info("loaded %d memories, %d turns (snapshot at %d, %d log records) in %.2f s",
