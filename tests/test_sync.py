@@ -16,6 +16,7 @@ import pytest
 
 from memvault import Client
 from memvault.errors import Locked, MemvaultError, RollbackDetected
+from memvaultd.remotes import open_remote
 
 from .ceph import CephRGW
 from .daemon_process import DaemonProcess
@@ -99,11 +100,21 @@ def test_two_devices_through_a_directory(tmp_path: Path) -> None:
         _propagates(ca, cb)
 
 
-def test_two_devices_through_s3(tmp_path: Path, s3: CephRGW) -> None:
+def test_two_devices_through_s3_and_the_bucket_holds_no_plaintext(
+        tmp_path: Path, s3: CephRGW, monkeypatch: pytest.MonkeyPatch) -> None:
     remote = f"s3://memvault-sync/{uuid.uuid4().hex[:8]}"
     with _pair(tmp_path, **s3.env()) as (a, b):
         ca, cb, _ = _init_and_join(a, b, remote, None)
         _propagates(ca, cb)
+        _store_canaries(ca, cb)
+        vault_id = ca.status().vault_id
+    for name, value in s3.env().items():
+        monkeypatch.setenv(name, value)
+    bucket = open_remote(remote, vault_id=vault_id)
+    blobs = [bucket.get_object(name) for name in bucket.list_objects()]
+    blobs += [blob for _, blob in bucket.versions_after(0)]
+    bucket.close()
+    _assert_no_canaries(blobs)
 
 
 @pytest.fixture
@@ -139,12 +150,20 @@ def test_the_server_holds_no_plaintext(tmp_path: Path, server: tuple[ServerProce
     remote = f"grpc://{proc.target}"
     with _pair(tmp_path) as (a, b):
         ca, cb, _ = _init_and_join(a, b, remote, token)
-        text, topic, tag, payload, query, filter_value = CANARIES
-        ca.remember(f"the secret is {text}", topic=topic, tags=[tag], payload={"k": payload})
-        ca.recall(query, filter={"category": filter_value})
-        ca.sync_now()
-        _eventually(lambda: bool(cb.recall(f"secret {text}", filter={"tags": {"contains": tag}})))
-    blobs = [p.read_bytes() for p in proc.data_dir.rglob("*") if p.is_file()]
+        _store_canaries(ca, cb)
+    _assert_no_canaries([p.read_bytes() for p in proc.data_dir.rglob("*") if p.is_file()])
+
+
+def _store_canaries(writer: Client, reader: Client) -> None:
+    text, topic, tag, payload, query, filter_value = CANARIES
+    writer.remember(f"the secret is {text}", topic=topic, tags=[tag], payload={"k": payload})
+    writer.recall(query, filter={"category": filter_value})
+    writer.sync_now()
+    _eventually(lambda: bool(reader.recall(f"secret {text}",
+                                           filter={"tags": {"contains": tag}})))
+
+
+def _assert_no_canaries(blobs: list[bytes]) -> None:
     assert blobs
     for secret in CANARIES:
         raw = secret.encode()
