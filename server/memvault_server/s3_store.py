@@ -98,6 +98,12 @@ def open_s3_store(url: str) -> S3Store:
     bucket, _, prefix = url.removeprefix("s3://").partition("/")
     if not bucket:
         raise InvalidArgument(f"--store {url!r} names no bucket: use s3://bucket/prefix")
+    return S3Store(bucket_client(bucket), prefix.strip("/"))
+
+
+def bucket_client(bucket: str) -> ObjectStore:
+    """An obstore client for `bucket`, configured from the environment. The
+    daemon's s3:// remote uses it too, with the same `S3Store` over it."""
     endpoint = os.environ.get("MEMVAULT_S3_ENDPOINT", "")
     kwargs: dict[str, str] = {}
     if endpoint:
@@ -107,17 +113,18 @@ def open_s3_store(url: str) -> S3Store:
                      ("AWS_SESSION_TOKEN", "session_token")):
         if os.environ.get(env):
             kwargs[key] = os.environ[env]
-    store = ObjectStore(
+    return ObjectStore(
         bucket,
         region=os.environ.get("AWS_REGION", "us-east-1"),
         virtual_hosted_style_request=False,
         client_options={"allow_http": endpoint.startswith("http://"),
                         "connect_timeout": timedelta(seconds=5),
                         "timeout": timedelta(seconds=60)},
+        # A down store is reported within ~10 s instead of obstore's default
+        # 3 minutes; callers (the sync worker) have their own back-off above.
         retry_config={"max_retries": 3, "retry_timeout": timedelta(seconds=10)},
         **kwargs,  # type: ignore[arg-type]
     )
-    return S3Store(store, prefix.strip("/"))
 
 
 @contextmanager

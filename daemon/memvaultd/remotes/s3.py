@@ -30,122 +30,21 @@ the secret key).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
-from contextlib import contextmanager
-from datetime import timedelta
 
-import obstore
-from obstore.exceptions import AlreadyExistsError, BaseError, NotFoundError, PreconditionError
-from obstore.store import S3Store
-
-from memvault.errors import InvalidArgument, NotFound, Unavailable
+from memvault.errors import InvalidArgument
+from memvault_server.s3_store import S3Store, bucket_client
 
 from .blobs import BlobRemote
 
 POLL_INTERVAL = float(os.environ.get("MEMVAULT_S3_POLL_S", "0.5"))
-# obstore raises the built-in FileNotFoundError for a missing key; its own
-# NotFoundError is caught as well in case a version changes that.
-_NOT_FOUND = (NotFoundError, FileNotFoundError)
-_ANSWERS = (*_NOT_FOUND, AlreadyExistsError, PreconditionError)
-_LIST_PAGE = 1000  # S3's own maximum per ListObjectsV2 page
-
-
-def s3_store(bucket: str) -> S3Store:
-    """An obstore client for `bucket`, configured from the environment."""
-    endpoint = os.environ.get("MEMVAULT_S3_ENDPOINT", "")
-    kwargs: dict[str, str] = {}
-    if endpoint:
-        kwargs["endpoint"] = endpoint
-    for env, key in (("AWS_ACCESS_KEY_ID", "access_key_id"),
-                     ("AWS_SECRET_ACCESS_KEY", "secret_access_key"),
-                     ("AWS_SESSION_TOKEN", "session_token")):
-        if os.environ.get(env):
-            kwargs[key] = os.environ[env]
-    return S3Store(
-        bucket,
-        region=os.environ.get("AWS_REGION", "us-east-1"),
-        virtual_hosted_style_request=False,
-        client_options={"allow_http": endpoint.startswith("http://"),
-                        "connect_timeout": timedelta(seconds=5),
-                        "timeout": timedelta(seconds=60)},
-        # A down remote is reported within ~10 s instead of obstore's default
-        # 3 minutes; the sync worker has its own back-off above this.
-        retry_config={"max_retries": 3, "retry_timeout": timedelta(seconds=10)},
-        **kwargs,  # type: ignore[arg-type]
-    )
-
-
-@contextmanager
-def _reported(what: str) -> Iterator[None]:
-    try:
-        yield
-    except _ANSWERS:
-        raise  # answers, not failures: the callers turn them into results
-    except (BaseError, OSError) as exc:
-        raise Unavailable(f"S3 {what} failed: {str(exc).splitlines()[0]}") from exc
-
-
-class S3Blobs:
-    def __init__(self, store: S3Store, prefix: str, vault_id: str) -> None:
-        self.store = store
-        self.base = f"{prefix}/{vault_id}/" if prefix else f"{vault_id}/"
-
-    def put_if_absent(self, key: str, data: bytes) -> bool:
-        try:
-            with _reported(f"PUT {key}"):
-                obstore.put(self.store, self.base + key, data, mode="create",
-                            use_multipart=False)
-        except (AlreadyExistsError, PreconditionError):
-            return False
-        return True
-
-    def get(self, key: str) -> bytes:
-        try:
-            with _reported(f"GET {key}"):
-                return bytes(obstore.get(self.store, self.base + key).bytes())
-        except _NOT_FOUND:
-            raise NotFound(f"no object {key!r} under {self.base}") from None
-
-    def exists(self, key: str) -> bool:
-        try:
-            with _reported(f"HEAD {key}"):
-                obstore.head(self.store, self.base + key)
-        except _NOT_FOUND:
-            return False
-        return True
-
-    def list(self, prefix: str, start_after: str = "", limit: int | None = None) -> list[str]:
-        # obstore lists whole path components; a string prefix such as
-        # "objects/seg" is the listing of "objects/" filtered.
-        directory = (self.base + prefix).rpartition("/")[0]
-        full_prefix = self.base + prefix
-        offset = self.base + start_after if start_after else None
-        found: list[str] = []
-        with _reported(f"LIST {prefix}"):
-            for page in obstore.list(self.store, directory, offset=offset,
-                                     chunk_size=_LIST_PAGE):
-                for meta in page:
-                    if meta["path"].startswith(full_prefix):
-                        found.append(meta["path"][len(self.base):])
-                if limit is not None and len(found) >= limit:
-                    break
-        found.sort()
-        return found if limit is None else found[:limit]
-
-    def delete(self, key: str) -> None:
-        try:
-            with _reported(f"DELETE {key}"):
-                obstore.delete(self.store, self.base + key)
-        except _NOT_FOUND:
-            pass  # S3 itself answers 204 for a missing key; some stores 404
-
-    def close(self) -> None:
-        pass  # obstore's client closes its connections when dropped
 
 
 def open_s3(url: str, bucket: str, prefix: str, vault_id: str) -> BlobRemote:
-    """`url` is s3://`bucket`/`prefix`."""
+    """`url` is s3://`bucket`/`prefix`. The bucket code is the server's own
+    `S3Store` (one implementation of conditional writes), rooted at
+    `<prefix>/<vault_id>`; it holds no key and decrypts nothing."""
     if not bucket:
         raise InvalidArgument(f"{url!r} names no bucket: use s3://bucket/prefix")
-    return BlobRemote(url, S3Blobs(s3_store(bucket), prefix.strip("/"), vault_id),
-                      POLL_INTERVAL)
+    prefix = prefix.strip("/")
+    root = f"{prefix}/{vault_id}" if prefix else vault_id
+    return BlobRemote(url, S3Store(bucket_client(bucket), root), POLL_INTERVAL)
