@@ -482,14 +482,15 @@ def test_hit_to_dict_is_flat(client: Client) -> None:
     assert list(out)[:8] == [
         "id", "text", "score", "type", "topic_key", "payload", "tags", "category",
     ]  # fmt: skip
-    assert list(out)[-6:] == [
+    assert list(out)[-8:] == [
         "similarity", "decay", "reinforcement", "channels", "match_reasons", "breakdown",
+        "heat", "band",
     ]  # fmt: skip
     assert out["channels"] == ["vector", "keyword"]
     assert out["match_reasons"] == ["keyword: pytest"]
     assert out["breakdown"] == {
         "similarity": 0.8, "keyword": 0.6, "topic": 1.0, "fusion": 0.7, "decay": 0.5,
-        "reinforcement": 1.25, "importance": 1.1,
+        "reinforcement": 1.25, "importance": 1.1, "heat": 0.0,
     }  # fmt: skip
     assert out["last_accessed_at"] == 1700000200.75
     assert out["payload"] == {"lang": "python", "n": 3, "nested": {"ok": True}}
@@ -819,9 +820,11 @@ def test_import_memories_sends_whole_records_in_batches(
     assert [len(batch) for batch in fake_daemon.servicer.imported] == [2, 2, 1]
     first, second = fake_daemon.servicer.imported[0]
     assert first == FULL_RECORD and second == FULL_RECORD  # every field, vector included
-    # The daemon's convention for an empty payload: "{}".
+    # The daemon's convention for an empty payload: "{}"; a memory nobody
+    # rated has the daemon's default importance, 0.5 (0 would make it the
+    # first the forgetting sweep takes).
     assert fake_daemon.servicer.imported[1][0] == pb.MemoryRecord(
-        text="only text", payload_json="{}"
+        text="only text", payload_json="{}", importance=0.5
     )
     # m-1 twice and m-0 once are in the fake's store: reinforced; the rest added.
     assert result == memvault.ImportResult(added=2, reinforced=3, txid=48)

@@ -181,15 +181,17 @@ def test_remember_batch(target: Target, memories: list[pb.MemoryInput]) -> None:
 @given(query=strings, top_k=uint32, min_score=st.one_of(st.none(), floats), filter_json=filters,
        vector=vectors, mode=names, types=st.lists(names, max_size=4), topic=strings,
        tiers=st.lists(names, max_size=4), max_tokens=uint32, offset=uint32,
-       flags=st.lists(st.booleans(), min_size=4, max_size=4))
+       flags=st.lists(st.booleans(), min_size=4, max_size=4),
+       band=st.one_of(names, st.sampled_from(["hot", "warm", "cold", "frozen"])))
 def test_recall(target: Target, query: str, top_k: int, min_score: float | None,
                 filter_json: str, vector: list[float], mode: str, types: list[str], topic: str,
-                tiers: list[str], max_tokens: int, offset: int, flags: list[bool]) -> None:
+                tiers: list[str], max_tokens: int, offset: int, flags: list[bool],
+                band: str) -> None:
     request = pb.RecallRequest(
         query=query, top_k=top_k, filter_json=filter_json, query_vector=vector, mode=mode,
         types=types, topic_key=topic, session_id=topic, source=query[:10], tiers=tiers,
         include_superseded=flags[0], max_tokens=max_tokens, offset=offset,
-        mark_accessed=flags[1], include_vectors=flags[2], include_turns=flags[3])
+        mark_accessed=flags[1], include_vectors=flags[2], include_turns=flags[3], band=band)
     if min_score is not None:
         request.min_score = min_score
     _check(target.code("Recall", request), "Recall")
@@ -251,7 +253,8 @@ records = st.builds(
                                                                                 max_size=4),
     importance=floats, tier=names, created_at=floats, last_reinforced_at=floats,
     reinforce_count=uint64, access_count=uint64, expires_at=floats, superseded_by=strings,
-    supersedes=strings, vector=vectors, last_accessed_at=floats)
+    supersedes=strings, vector=vectors, last_accessed_at=floats, protected=st.booleans(),
+    consolidated_from=st.lists(strings, max_size=3), consolidated_into=strings)
 
 
 @FUZZ
@@ -264,7 +267,23 @@ def test_import(target: Target, memories: list[pb.MemoryRecord]) -> None:
 @given(include_vectors=st.booleans())
 def test_export_and_status(target: Target, include_vectors: bool) -> None:
     _check(target.code("Export", pb.ExportRequest(include_vectors=include_vectors)), "Export")
-    _check(target.code("Status", pb.StatusRequest()), "Status")
+    _check(target.code("Status", pb.StatusRequest(include_bands=include_vectors)), "Status")
+
+
+@FUZZ
+@given(dry_run=st.booleans(), threshold=st.one_of(st.none(), floats), scope=names,
+       min_age=st.one_of(st.none(), floats), session=strings)
+def test_sweep_and_consolidate(target: Target, dry_run: bool, threshold: float | None,
+                               scope: str, min_age: float | None, session: str) -> None:
+    # The canary (importance 0.7, young) is neither sweepable nor a candidate.
+    sweep = pb.SweepRequest(dry_run=dry_run)
+    if threshold is not None:
+        sweep.threshold = threshold
+    _check(target.code("Sweep", sweep), "Sweep")
+    consolidate = pb.ConsolidateRequest(scope=scope, dry_run=dry_run, session_id=session)
+    if min_age is not None:
+        consolidate.min_age_days = min_age
+    _check(target.code("Consolidate", consolidate), "Consolidate")
 
 
 def test_events_with_unknown_types(target: Target) -> None:

@@ -15,7 +15,7 @@ from memvault import Client
 
 from .daemon_process import DaemonProcess
 
-TOOLS = {"remember", "recall", "update_memory", "forget", "list_topics"}
+TOOLS = {"remember", "recall", "update_memory", "forget", "consolidate", "list_topics"}
 
 
 def _with_bridge(home: str, body: Callable[[ClientSession], Awaitable[None]]) -> None:
@@ -39,7 +39,7 @@ async def _call(session: ClientSession, tool: str, **arguments: Any) -> Any:
     return json.loads(text)
 
 
-def test_lists_the_five_tools_with_schemas_and_guidance(daemon: DaemonProcess) -> None:
+def test_lists_the_six_tools_with_schemas_and_guidance(daemon: DaemonProcess) -> None:
     async def body(session: ClientSession) -> None:
         tools = {tool.name: tool for tool in (await session.list_tools()).tools}
         assert set(tools) == TOOLS
@@ -48,7 +48,9 @@ def test_lists_the_five_tools_with_schemas_and_guidance(daemon: DaemonProcess) -
         assert tools["recall"].input_schema["required"] == ["query"]
         assert tools["remember"].input_schema["required"] == ["text"]
         assert set(tools["update_memory"].input_schema["required"]) == {"id", "text"}
-        assert tools["forget"].input_schema["required"] == ["id"]
+        # forget takes an id, or sweep: true (with dry_run): neither is required alone.
+        assert {"id", "sweep", "dry_run"} <= set(tools["forget"].input_schema["properties"])
+        assert "dry_run" in tools["consolidate"].input_schema["properties"]
         for tool in tools.values():
             assert tool.input_schema["type"] == "object"
             for name, prop in tool.input_schema.get("properties", {}).items():

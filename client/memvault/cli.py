@@ -1,7 +1,8 @@
 """The `memvault` command: every call of `memvault.Client` from a shell.
 
-remember, supersede, update, reinforce, recall, get, forget, topics, entities,
-turns append, export, import, status, events, doctor. Every command that prints data
+remember, supersede, update, reinforce, recall, get, forget (and forget --sweep),
+consolidate, topics, entities, turns append, export, import, status, events,
+doctor. Every command that prints data
 takes `--json` for output a program can parse. Failures print one line,
 prefixed "memvault: ", to stderr and exit with a code that says what kind of
 failure it was (the table is in EXIT_CODES_HELP and docs/cli.md); a
@@ -24,7 +25,8 @@ from typing import IO, Any, TypeVar
 import click
 
 from memvault import __version__, output
-from memvault.client import IMPORT_BATCH_SIZE, Client
+from memvault.cli_context import LazyClient, current_client
+from memvault.client import IMPORT_BATCH_SIZE
 from memvault.errors import InvalidArgument, MemvaultError, NotFound, Unavailable
 from memvault.types import Facet, Memory, SyncInfo
 
@@ -105,6 +107,8 @@ def memory_options(command: _F) -> _F:
         click.option("--entity"),
         click.option("--tier", help="working | long_term | archived."),
         click.option("--expires-at", type=float, help="Unix time after which it is hidden."),
+        click.option("--protected/--unprotected", default=None,
+                     help="Keep it out of the forgetting sweep and consolidation."),
     ]
     for option in reversed(options):
         command = option(command)
@@ -128,28 +132,10 @@ def memory_options(command: _F) -> _F:
 @click.pass_context
 def cli(ctx: click.Context, home: str | None, socket: str | None, timeout: float) -> None:
     """Encrypted, local-first memory for AI agents: talk to the memvault daemon."""
-    ctx.obj = _Lazy(home, socket, timeout)
+    ctx.obj = LazyClient(home, socket, timeout)
 
 
-class _Lazy:
-    """Creates the Client on first use, so `--help` and usage errors never connect."""
-
-    def __init__(self, home: str | None, socket: str | None, timeout: float) -> None:
-        self._args = (home, socket, timeout)
-        self._client: Client | None = None
-
-    def client(self) -> Client:
-        if self._client is None:
-            home, socket, timeout = self._args
-            self._client = Client(socket, home=home, timeout=timeout)
-            click.get_current_context().call_on_close(self._client.close)
-        return self._client
-
-
-def _client() -> Client:
-    lazy = click.get_current_context().find_object(_Lazy)
-    assert lazy is not None, "the memvault group always sets its context object"
-    return lazy.client()
+_client = current_client
 
 
 @cli.command()
@@ -188,6 +174,8 @@ def remember(text: str, supersedes: str, as_json: bool, **fields: Any) -> None:
 @click.option("--preview", is_flag=True, help="Leave access counts alone.")
 @click.option("--min-txid", type=click.IntRange(0), default=0, help="Wait for this write first.")
 @click.option("--turns", is_flag=True, help="Also search transcript turns.")
+@click.option("--band", default="", type=click.Choice(["", "hot", "warm", "cold", "frozen"]),
+              help="Only memories of this heat band.")
 @json_option
 def recall(
     query: str,
@@ -232,11 +220,14 @@ def recall(
 @click.argument("id")
 @click.option("--vector", is_flag=True, help="Include the stored embedding.")
 @click.option("--chain", is_flag=True, help="Show its supersession chain, oldest first.")
+@click.option("--sources", is_flag=True,
+              help="Show the archived memories a consolidated memory summarises.")
 @json_option
-def get(id: str, vector: bool, chain: bool, as_json: bool) -> None:
-    """Show the memory with this ID (or, with --chain, every version of it)."""
-    if chain:
-        links = _client().history(id)
+def get(id: str, vector: bool, chain: bool, sources: bool, as_json: bool) -> None:
+    """Show the memory with this ID (or, with --chain, every version of it;
+    with --sources, what a consolidated memory was made from)."""
+    if chain or sources:
+        links = _client().history(id) if chain else _client().sources(id)
         if as_json:
             output.echo_json([link.to_dict() for link in links])
         else:
@@ -252,19 +243,32 @@ def get(id: str, vector: bool, chain: bool, as_json: bool) -> None:
 @cli.command()
 @click.argument("id", required=False)
 @click.option("--filter", "filter_", metavar="JSON", help="Forget every memory this matches.")
-@click.option("--dry-run", is_flag=True, help="With --filter: list them, forget nothing.")
+@click.option("--sweep", "sweep_", is_flag=True,
+              help="Forget every memory whose forgetting risk is over the threshold.")
+@click.option("--threshold", type=click.FloatRange(0, 1), default=None,
+              help="With --sweep: this risk threshold instead of the daemon's (0.5).")
+@click.option("--dry-run", is_flag=True, help="With --filter or --sweep: list, forget nothing.")
 @json_option
-def forget(id: str | None, filter_: str | None, dry_run: bool, as_json: bool) -> None:
-    """Delete the memory with this ID, or every memory --filter matches, on every synced device.
+def forget(id: str | None, filter_: str | None, sweep_: bool, threshold: float | None,
+           dry_run: bool, as_json: bool) -> None:
+    """Delete the memory with this ID, every memory --filter matches, or (--sweep) every
+    memory cold, old and minor enough to forget; on every synced device.
 
     With --filter the ids go to stdout, one per line, and the count to stderr.
+    With --sweep each memory comes with its reason; pinned, protected,
+    procedural and young memories are never swept.
     """
-    if (id is None) == (filter_ is None):
-        raise click.UsageError("give either an ID or --filter")
+    if (id is not None) + (filter_ is not None) + sweep_ != 1:
+        raise click.UsageError("give one of ID, --filter or --sweep")
+    if threshold is not None and not sweep_:
+        raise click.UsageError("--threshold goes with --sweep")
+    if sweep_:
+        sweep_command(dry_run, threshold, as_json)
+        return
     if filter_ is None:
         assert id is not None
         if dry_run:
-            raise click.UsageError("--dry-run goes with --filter")
+            raise click.UsageError("--dry-run goes with --filter or --sweep")
         txid = _client().forget(id)
         if as_json:
             output.echo_json({"id": id, "txid": txid})
@@ -366,7 +370,7 @@ def status(follow_scan: bool, as_json: bool) -> None:
         _follow_scan()
         return
     client = _client()
-    state = client.status()
+    state = client.status(bands=True)
     try:
         sync: SyncInfo | None = client.sync_status()
     except MemvaultError:  # a daemon older than sync: report it as not set up
@@ -597,7 +601,10 @@ from memvault.doctor import doctor  # noqa: E402 - commands of their own modules
 from memvault.mcp_bridge import mcp  # noqa: E402
 from memvault.service import service  # noqa: E402
 from memvault.sync_commands import COMMANDS as SYNC_COMMANDS  # noqa: E402
+from memvault.upkeep_commands import consolidate  # noqa: E402
+from memvault.upkeep_commands import sweep as sweep_command  # noqa: E402
 
+cli.add_command(consolidate)
 cli.add_command(service)
 cli.add_command(mcp)
 cli.add_command(doctor)

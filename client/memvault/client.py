@@ -49,6 +49,7 @@ from memvault.types import (
     SyncInfo,
     UpdateResult,
 )
+from memvault.upkeep import UpkeepCalls
 from memvault.v1 import memory_pb2 as pb
 
 __all__ = ["Client", "EventStream"]
@@ -89,7 +90,7 @@ _TRANSPORT_FAILURES = (
 )
 
 
-class Client:
+class Client(UpkeepCalls):
     """A connection to the memvault daemon of this user (or of `home`).
 
     `socket` names the daemon's socket; when None it is found by the same rule
@@ -132,6 +133,7 @@ class Client:
         self._sync_status = self._unary("SyncStatus", pb.SyncStatusRequest, pb.SyncStatusReply)
         self._export = self._stream("Export", pb.ExportRequest, pb.MemoryRecord)
         self._events = self._stream("Events", pb.EventsRequest, pb.Event)
+        self._upkeep_stubs()
 
     # -- the API ---------------------------------------------------------------
 
@@ -152,12 +154,14 @@ class Client:
         expires_at: float = 0,
         supersedes: str = "",
         vector: Sequence[float] | None = None,
+        protected: bool | None = None,
     ) -> RememberResult:
         """Store a memory (or reinforce the one it restates); returns its id and txid.
 
         Empty strings and None take the daemon's defaults (type semantic,
         importance 0.5, tier long_term). `supersedes=ID` replaces that memory,
-        as `supersede()` does.
+        as `supersede()` does. `protected=True` keeps it out of the forgetting
+        sweep and consolidation.
         """
         memory = wire.memory_input(
             text,
@@ -174,6 +178,7 @@ class Client:
             expires_at=expires_at,
             supersedes=supersedes,
             vector=vector,
+            protected=protected,
         )
         reply = self._call(self._remember, pb.RememberRequest(memory=memory))
         return wire.remember_result(reply)
@@ -210,6 +215,7 @@ class Client:
         mark_accessed: bool = True,
         min_txid: int = 0,
         include_turns: bool = False,
+        band: str = "",
     ) -> Hits:
         """The memories that best answer `query`, best first; empty when none do.
 
@@ -224,7 +230,8 @@ class Client:
         remain. `mark_accessed=False` is a preview that leaves access counts
         alone. `min_txid` waits until the daemon has applied that write.
         `include_turns` also searches the transcript turns, returned apart in
-        the result's `turns`.
+        the result's `turns`. `band` ("hot", "warm", "cold", "frozen") keeps
+        only memories of that heat band; every hit carries `heat` and `band`.
         """
         request = pb.RecallRequest(
             query=query,
@@ -243,6 +250,7 @@ class Client:
             offset=offset,
             min_txid=min_txid,
             include_turns=include_turns,
+            band=band,
         )
         if min_score is not None:
             request.min_score = min_score
@@ -300,6 +308,7 @@ class Client:
         tier: str | None = None,
         expires_at: float | None = None,
         vector: Sequence[float] | None = None,
+        protected: bool | None = None,
     ) -> UpdateResult:
         """Edit the memory in place (same id); only the keywords given change.
 
@@ -320,6 +329,7 @@ class Client:
             "source": source,
             "tier": tier,
             "expires_at": expires_at,
+            "protected": protected,
         }
         reply = self._call(self._update, wire.update_request(id, changes, vector))
         return UpdateResult(txid=reply.txid, memory=wire.memory(reply.memory))
@@ -450,9 +460,11 @@ class Client:
     def sync_status(self) -> SyncInfo:
         return _sync_info(self._call(self._sync_status, pb.SyncStatusRequest()))
 
-    def status(self) -> Status:
-        """The daemon's state: model readiness, counts, cache statistics."""
-        return wire.status(self._call(self._status, pb.StatusRequest()))
+    def status(self, *, bands: bool = False) -> Status:
+        """The daemon's state: model readiness, counts, cache statistics, the
+        last sweep and consolidation; `bands=True` also counts the memories
+        per heat band (a pass over the vault, ~0.1 s per 100k memories)."""
+        return wire.status(self._call(self._status, pb.StatusRequest(include_bands=bands)))
 
     def wait_ready(self, timeout: float = 60.0) -> None:
         """Block until the daemon reports its model ready.

@@ -6,7 +6,8 @@ through `memvault.Client`, on a worker thread so the MCP loop never blocks on
 the socket. Nothing is kept here: the bridge holds no memory and no key, and
 an agent that reaches it reaches only what the user's own `memvault` CLI could.
 
-Tools: `recall`, `remember`, `update_memory`, `forget`, `list_topics`. Their
+Tools: `recall`, `remember`, `update_memory`, `forget` (by id, or a sweep of
+what is cold and minor), `consolidate`, `list_topics`. Their
 descriptions say *when* to call them, because that is what an agent reads to
 decide (the habit of the popular memory servers: "use this at the start of a
 task", "call this when the user states a preference"). Results are compact
@@ -69,7 +70,19 @@ re-embedded, so recall finds it by its new text. Returns {"id", "updated": true}
 FORGET = """\
 Delete a memory for good, on every device of the user. Use this only when the user \
 asks you to forget something, or a memory is plainly wrong and nothing replaces it \
-(otherwise use `update_memory`). Takes the id from `recall`."""
+(otherwise use `update_memory`). Takes the id from `recall`. With `sweep: true` and \
+no id, it instead forgets every memory that is old, unused and rated minor (never \
+pinned, protected or instruction memories): run it with `dry_run: true` first and \
+show the user the list with its reasons before sweeping for real."""
+
+CONSOLIDATE = """\
+Tidy the memory: merge each cluster of old, rarely used, minor memories about one \
+subject into a single memory that keeps every distinct fact (with the ids it came \
+from); the originals move to the archive, still readable. Use this when recall \
+keeps returning many small overlapping memories, or when the user asks to tidy or \
+compact their memory; use `dry_run: true` to preview. `min_age_days: 0` includes \
+memories of any age (after a bulk import). Never touches pinned, protected or \
+instruction memories. Returns the clusters merged."""
 
 LIST_TOPICS = """\
 List the topic keys memories are filed under (dotted paths such as \
@@ -81,7 +94,7 @@ _T = TypeVar("_T")
 
 
 def build_server(client: Client) -> "MCPServer":
-    """The MCP server, its five tools bound to `client`."""
+    """The MCP server, its six tools bound to `client`."""
     # Imported here: pydantic and the MCP stack cost ~0.4 s, which no other
     # command of the CLI should pay.
     import anyio
@@ -150,10 +163,36 @@ def build_server(client: Client) -> "MCPServer":
 
     @server.tool(name="forget", description=FORGET, structured_output=False)
     async def forget(
-        id: Annotated[str, Field(min_length=1, description="The memory's id, from recall.")],
+        id: Annotated[str, Field(description="The memory's id, from recall.")] = "",
+        sweep: Annotated[bool, Field(description=(
+            "Instead of one id: forget everything old, unused and minor."))] = False,
+        dry_run: Annotated[bool, Field(description=(
+            "With sweep: only list what would be forgotten, and why."))] = False,
     ) -> str:
-        await call(lambda: client.forget(id))
-        return _json({"id": id, "forgotten": True})
+        if bool(id) == sweep:
+            raise ToolError("give either an id or sweep: true")
+        if not sweep:
+            if dry_run:
+                raise ToolError("dry_run goes with sweep: true")
+            await call(lambda: client.forget(id))
+            return _json({"id": id, "forgotten": True})
+        result = await call(lambda: client.sweep(dry_run=dry_run))
+        return _json({"dry_run": dry_run, "forgotten" if not dry_run else "would_forget": [
+            {"id": s.id, "text": s.text, "reason": s.reason} for s in result.swept]})
+
+    @server.tool(name="consolidate", description=CONSOLIDATE, structured_output=False)
+    async def consolidate(
+        dry_run: Annotated[bool, Field(description="Only show the clusters.")] = False,
+        scope: Annotated[str, Field(pattern="^(all|session)$", description=(
+            "all, or session: never merge memories of two sessions."))] = "all",
+        min_age_days: Annotated[float | None, Field(ge=0, description=(
+            "Only memories at least this old (default 7 days)."))] = None,
+    ) -> str:
+        result = await call(lambda: client.consolidate(scope=scope, min_age_days=min_age_days,
+                                                       dry_run=dry_run))
+        return _json({"dry_run": dry_run, "merged": result.archived, "consolidations": [
+            {"id": c.id, "text": c.text, "sources": list(c.sources)}
+            for c in result.consolidations]})
 
     @server.tool(name="list_topics", description=LIST_TOPICS, structured_output=False)
     async def list_topics() -> str:

@@ -20,10 +20,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from memvault.types import Facet, Hit, Memory, Status, SyncInfo, TurnHit
+from memvault.upkeep import Consolidation, SweptMemory
 
 __all__ = [
     "chain_table",
     "checks_table",
+    "consolidations_table",
     "echo_json",
     "facets_table",
     "hits_table",
@@ -32,6 +34,7 @@ __all__ = [
     "progress",
     "show",
     "status_table",
+    "swept_table",
     "turns_table",
 ]
 
@@ -41,7 +44,7 @@ TEXT_PREVIEW_CHARS = 120
 # Cells up to this long (topics, ids, times) stay whole in row tables;
 # longer ones may fold.
 COLUMN_MAX_CHARS = 32
-_NUMERIC_HEADERS = frozenset({"#", "score", "memories"})
+_NUMERIC_HEADERS = frozenset({"#", "score", "memories", "risk", "facts", "sources"})
 
 
 def echo_json(value: Any, *, indent: int | None = 2) -> None:
@@ -90,6 +93,18 @@ def hits_table(hits: Sequence[Hit], *, first: int = 1) -> Table:
     return _rows_table(("#", "score", "channels", "type", "topic", "text"), rows)
 
 
+def swept_table(swept: Sequence[SweptMemory]) -> Table:
+    """`forget --sweep`: each memory with its risk and the reason."""
+    rows = [(s.id, f"{s.risk:.2f}", s.reason, _preview(s.text)) for s in swept]
+    return _rows_table(("id", "risk", "reason", "text"), rows)
+
+
+def consolidations_table(done: Sequence[Consolidation]) -> Table:
+    rows = [(c.id, str(len(c.sources)), str(c.facts), c.topic_key or c.entity, _preview(c.text))
+            for c in done]
+    return _rows_table(("id", "sources", "facts", "topic", "text"), rows)
+
+
 def turns_table(turns: Sequence[TurnHit]) -> Table:
     rows = [
         (f"{t.score:.3f}", t.session_id, _when(t.at), t.speaker, _preview(t.text)) for t in turns
@@ -119,8 +134,9 @@ def memory_table(memory: Memory) -> Table:
         fields[name] = _when(fields[name])
     if "vector" in fields:
         fields["vector"] = f"{len(memory.vector)} floats"
+    fields["consolidated_from"] = ", ".join(memory.consolidated_from)
     for name, value in fields.items():
-        if value not in ("", None):
+        if value not in ("", None) and value is not False:
             table.add_row(name, str(value))
     return table
 
@@ -144,6 +160,9 @@ def status_table(status: Status, sync: SyncInfo | None = None) -> Table:
             f"{status.cache_size} entries, {status.cache_hits} hits, {status.cache_misses} misses",
         ),
         ("cache hit rate", "-" if rate is None else f"{rate:.1%}"),
+        ("heat bands", ", ".join(f"{n} {b}" for b, n in status.bands.items()) or "-"),
+        ("last sweep", _when(status.last_sweep_at) or "never"),
+        ("last consolidation", _when(status.last_consolidation_at) or "never"),
         ("sync", _sync_line(sync)),
     ]
     for name, value in rows:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import click
 
 from . import output
-from .client import Client
+from .cli_context import current_client
 
 RECOVERY_ENV = "MEMVAULT_RECOVERY_KEY"
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
@@ -18,10 +18,7 @@ token_option = click.option("--token", envvar="MEMVAULT_TOKEN", default=None,
                             help="Bearer token for a memvault-server (MEMVAULT_TOKEN).")
 
 
-def _client() -> Client:
-    from .cli import _client as shared  # the group's one lazily made client
-
-    return shared()
+_client = current_client
 
 
 @click.command("init")

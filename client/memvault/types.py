@@ -52,7 +52,7 @@ class Memory:
     entity: str = ""
     tags: tuple[str, ...] = ()
     category: str = ""
-    importance: float = 0.0
+    importance: float = 0.5  # the daemon's default: unrated
     session_id: str = ""
     source: str = ""
     tier: str = ""
@@ -65,6 +65,11 @@ class Memory:
     supersedes: str = ""
     vector: tuple[float, ...] = ()
     last_accessed_at: float = 0.0
+    # Kept out of the forgetting sweep and consolidation.
+    protected: bool = False
+    # A consolidated memory's sources; an archived source's consolidated memory.
+    consolidated_from: tuple[str, ...] = ()
+    consolidated_into: str = ""
 
     @property
     def pinned(self) -> bool:
@@ -94,6 +99,9 @@ class Memory:
             "expires_at": self.expires_at,
             "superseded_by": self.superseded_by,
             "supersedes": self.supersedes,
+            "protected": self.protected,
+            "consolidated_from": list(self.consolidated_from),
+            "consolidated_into": self.consolidated_into,
         }
         if self.vector:
             out["vector"] = list(self.vector)
@@ -131,10 +139,14 @@ def _checked(name: str, value: Any, where: str) -> Any:
         if not isinstance(value, dict):
             raise InvalidArgument(f"{where}: must be a JSON object")
         return value
-    if name in ("tags", "vector"):
+    if name == "protected":
+        if not isinstance(value, bool):
+            raise InvalidArgument(f"{where}: must be true or false")
+        return value
+    if name in ("tags", "vector", "consolidated_from"):
         if not isinstance(value, list | tuple):
             raise InvalidArgument(f"{where}: must be a list")
-        if name == "tags":
+        if name != "vector":
             return tuple(_str(tag, f"{where}[{i}]") for i, tag in enumerate(value))
         return tuple(_number(x, f"{where}[{i}]") for i, x in enumerate(value))
     if name in _INT_FIELDS:
@@ -174,6 +186,8 @@ class ScoreBreakdown:
     decay: float = 0.0
     reinforcement: float = 0.0
     importance: float = 0.0
+    # 1 + heat.ranking_weight x heat: 1 unless heat is set to rank.
+    heat: float = 0.0
 
     def to_dict(self) -> dict[str, float]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -197,6 +211,9 @@ class Hit:
     channels: tuple[str, ...] = ()
     match_reasons: tuple[str, ...] = ()
     breakdown: ScoreBreakdown = field(default_factory=ScoreBreakdown)
+    # How used the memory is, 0..1, and its band: hot | warm | cold | frozen.
+    heat: float = 0.0
+    band: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """The memory's fields flattened, score third, how it was found last."""
@@ -209,6 +226,8 @@ class Hit:
         out["channels"] = list(self.channels)
         out["match_reasons"] = list(self.match_reasons)
         out["breakdown"] = self.breakdown.to_dict()
+        out["heat"] = self.heat
+        out["band"] = self.band
         return out
 
 
@@ -367,6 +386,11 @@ class Status:
     cache_size: int = 0
     uptime_s: float = 0.0
     vault_id: str = ""
+    # Visible memories per heat band (only when asked: status(bands=True)).
+    bands: dict[str, int] = field(default_factory=dict)
+    # When the vault was last swept / consolidated on any device; 0 = never.
+    last_sweep_at: float = 0.0
+    last_consolidation_at: float = 0.0
 
     @property
     def ready(self) -> bool:
@@ -395,6 +419,9 @@ class Status:
             "cache_hit_rate": self.cache_hit_rate,
             "uptime_s": self.uptime_s,
             "vault_id": self.vault_id,
+            "bands": dict(self.bands),
+            "last_sweep_at": self.last_sweep_at,
+            "last_consolidation_at": self.last_consolidation_at,
         }
 
 

@@ -75,6 +75,7 @@ INPUT_KEYS = frozenset(
         "expires_at",
         "supersedes",
         "vector",
+        "protected",
     }
 )
 # The wire names, accepted too, so a dict shaped like Memory.to_dict() fits.
@@ -95,6 +96,7 @@ UPDATE_FIELDS = {
     "source": "source",
     "tier": "tier",
     "expires_at": "expires_at",
+    "protected": "protected",
 }
 
 _TURN_KEYS = frozenset({"speaker", "text", "at", "payload"})
@@ -119,6 +121,7 @@ def memory_input(
     expires_at: float = 0,
     supersedes: str = "",
     vector: Sequence[float] | None = None,
+    protected: bool | None = None,
 ) -> pb.MemoryInput:
     memory = pb.MemoryInput(
         text=text,
@@ -137,6 +140,8 @@ def memory_input(
     )
     if importance is not None:
         memory.importance = importance
+    if protected is not None:
+        memory.protected = protected
     return memory
 
 
@@ -208,6 +213,9 @@ def record(memory: Memory) -> pb.MemoryRecord:
         supersedes=memory.supersedes,
         vector=list(memory.vector),
         last_accessed_at=memory.last_accessed_at,
+        protected=memory.protected,
+        consolidated_from=strings(memory.consolidated_from),
+        consolidated_into=memory.consolidated_into,
     )
 
 
@@ -274,6 +282,9 @@ def memory(message: pb.MemoryRecord) -> Memory:
         supersedes=message.supersedes,
         vector=tuple(message.vector),
         last_accessed_at=message.last_accessed_at,
+        protected=message.protected,
+        consolidated_from=tuple(message.consolidated_from),
+        consolidated_into=message.consolidated_into,
     )
 
 
@@ -309,7 +320,10 @@ def hit(message: pb.Hit) -> Hit:
             decay=b.decay,
             reinforcement=b.reinforcement,
             importance=b.importance,
+            heat=b.heat,
         ),
+        heat=message.heat,
+        band=message.band,
     )
 
 
@@ -363,4 +377,8 @@ def status(reply: pb.StatusReply) -> Status:
         cache_size=reply.cache_size,
         uptime_s=reply.uptime_s,
         vault_id=reply.vault_id,
+        # hottest first (a protobuf map keeps no order)
+        bands={b: reply.bands[b] for b in ("hot", "warm", "cold", "frozen") if b in reply.bands},
+        last_sweep_at=reply.last_sweep_at,
+        last_consolidation_at=reply.last_consolidation_at,
     )

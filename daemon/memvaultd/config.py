@@ -26,6 +26,21 @@ Every setting has a default that works with no file at all. The file is
     rrf_keyword = 1.0
     rrf_topic = 2.0
 
+    [heat]                        # how used a memory is (docs/upkeep.md)
+    half_life_days = 7
+    ranking_weight = 0            # score x (1 + weight x heat); 0: heat does not rank
+
+    [sweep]                       # the forgetting sweep (docs/upkeep.md)
+    threshold = 0.5               # forget when risk > threshold
+    min_age_days = 30             # never sweep a younger memory
+    every_hours = 24              # background sweep; 0 turns it off
+
+    [consolidation]               # docs/upkeep.md
+    min_age_days = 7
+    similarity = 0.45             # cosine to join a cluster
+    max_importance = 0.5
+    summariser = ""               # "module:attribute"; "" = extractive
+
     [[watch]]                     # a notes folder mirrored into memories (docs/watch.md)
     path = "~/notes"              # relative paths are relative to this file's directory
     glob = "**/*.md"              # which files, relative to path
@@ -49,6 +64,9 @@ from memvault.errors import InvalidArgument
 from .embedder import DEFAULT_MODEL
 from .recall.hybrid import FusionSettings
 from .recall.ranking import DEFAULT_HALF_LIVES_DAYS, half_lives_from_env
+from .upkeep.consolidation import ConsolidationSettings
+from .upkeep.heat import HeatSettings
+from .upkeep.sweep import SweepSettings
 
 # Cosines measured with all-MiniLM-L6-v2: a restatement of one fact scores
 # 0.92-0.99 ("prefers vitest over jest" / "the user prefers vitest to jest":
@@ -70,6 +88,9 @@ class Config:
     half_lives: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULT_HALF_LIVES_DAYS))
     fusion: FusionSettings = field(default_factory=FusionSettings)
     watch: tuple[WatchFolder, ...] = ()
+    heat: HeatSettings = field(default_factory=HeatSettings)
+    sweep: SweepSettings = field(default_factory=SweepSettings)
+    consolidation: ConsolidationSettings = field(default_factory=ConsolidationSettings)
 
 
 @dataclass(frozen=True)
@@ -93,7 +114,9 @@ def load(path: Path, env: Mapping[str, str] = os.environ) -> Config:
     decay = raw.pop("decay", {})
     fusion = _fusion(raw.pop("fusion", {}), path)
     watch = _watch(raw.pop("watch", []), path)
-    known = {f.name for f in fields(Config)} - {"half_lives", "fusion", "watch"}
+    sections = {name: _numbers(raw.pop(name, {}), cls, name, path)
+                for name, cls in _SECTIONS.items()}
+    known = {f.name for f in fields(Config)} - {"half_lives", "fusion", "watch", *_SECTIONS}
     unknown = set(raw) - known
     if unknown:
         raise InvalidArgument(f"{path}: unknown setting(s) {', '.join(sorted(unknown))}")
@@ -108,7 +131,7 @@ def load(path: Path, env: Mapping[str, str] = os.environ) -> Config:
                            if f"MEMVAULT_DECAY_{k.upper()}" in env})
     except ValueError as exc:
         raise InvalidArgument(str(exc)) from exc
-    config = Config(**raw, half_lives=half_lives, fusion=fusion, watch=watch)
+    config = Config(**raw, half_lives=half_lives, fusion=fusion, watch=watch, **sections)
     _check(config, path)
     return config
 
@@ -126,6 +149,28 @@ def _fusion(raw: dict[str, Any], path: Path) -> FusionSettings:
     if raw.get("context", 0) > 1:
         raise InvalidArgument(f"{path}: fusion.context must be within 0..1")
     return FusionSettings(**raw)
+
+
+# Sections of plain numbers (and strings where the default is one), each
+# value checked for type, then against its bounds in `_check`.
+_SECTIONS: dict[str, type] = {"heat": HeatSettings, "sweep": SweepSettings,
+                              "consolidation": ConsolidationSettings}
+
+
+def _numbers(raw: object, cls: type, section: str, path: Path) -> Any:
+    if not isinstance(raw, dict):
+        raise InvalidArgument(f"{path}: {section} must be a table")
+    defaults = {f.name: f.default for f in fields(cls)}
+    for name, value in raw.items():
+        if name not in defaults:
+            raise InvalidArgument(f"{path}: unknown setting {section}.{name}")
+        if isinstance(defaults[name], str):
+            if not isinstance(value, str):
+                raise InvalidArgument(f"{path}: {section}.{name} must be a string")
+        elif (isinstance(value, bool) or not isinstance(value, int | float)
+              or not math.isfinite(value) or value < 0):
+            raise InvalidArgument(f"{path}: {section}.{name} must be a number >= 0")
+    return cls(**raw)
 
 
 def _watch(raw: object, path: Path) -> tuple[WatchFolder, ...]:
@@ -161,3 +206,12 @@ def _check(config: Config, path: Path) -> None:
         raise InvalidArgument(f"{path}: snapshot_every must be a positive integer")
     if config.key_storage not in ("auto", "keyring", "keyfile"):
         raise InvalidArgument(f"{path}: key_storage must be auto, keyring or keyfile")
+    if not _positive(config.heat.half_life_days):
+        raise InvalidArgument(f"{path}: heat.half_life_days must be a number of days above 0")
+    for name, value in (("sweep.threshold", config.sweep.threshold),
+                        ("consolidation.similarity", config.consolidation.similarity),
+                        ("consolidation.max_importance", config.consolidation.max_importance)):
+        if value > 1:
+            raise InvalidArgument(f"{path}: {name} must be within 0..1")
+    if config.consolidation.summariser and ":" not in config.consolidation.summariser:
+        raise InvalidArgument(f"{path}: consolidation.summariser must be \"module:attribute\"")

@@ -23,7 +23,7 @@ from .requests import MemoryDraft
 
 # The fields `Update` may change, and how each is checked.
 UPDATABLE = ("text", "type", "topic_key", "payload_json", "entity", "tags", "category",
-             "importance", "session_id", "source", "tier", "expires_at")
+             "importance", "session_id", "source", "tier", "expires_at", "protected")
 
 
 def parse_payload(payload_json: str) -> dict[str, Any]:
@@ -53,6 +53,7 @@ def checked_fields(draft: MemoryDraft, names: Sequence[str]) -> dict[str, Any]:
         "source": lambda: ("source", m.check_short(draft.source, "source")),
         "tier": lambda: ("tier", m.normalize_tier(draft.tier)),
         "expires_at": lambda: ("expires_at", m.check_time(draft.expires_at, "expires_at")),
+        "protected": lambda: ("protected", bool(draft.protected)),
     }
     out: dict[str, Any] = {}
     for name in names:

@@ -38,6 +38,7 @@ from .notify import notify
 from .server import DaemonServer
 from .socket_guard import claim_socket, prepare_socket_dir
 from .sync.devices import resume_sync
+from .upkeep.schedule import SweepSchedule
 from .vault import Vault
 from .watcher import NoteWatcher
 
@@ -114,6 +115,9 @@ def run(config: Config, data_dir: Path, socket: Path, *, config_file: Path | Non
         log.info("ready: %d memories, model %s", len(vault.memories), embedder.model_name)
 
     threading.Thread(target=become_ready, name="start-up", daemon=True).start()
+    # The background sweep waits for the vault itself (upkeep/schedule.py).
+    sweeps = SweepSchedule(vault)
+    sweeps.start()
     # Watched note folders sync once the vault is loaded; config.toml is
     # applied live from here on (live_config.py).
     notes = NoteWatcher(vault, events)
@@ -126,6 +130,7 @@ def run(config: Config, data_dir: Path, socket: Path, *, config_file: Path | Non
     if live is not None:
         live.stop()
     notes.stop()
+    sweeps.stop()
     server.stop()
     if vault.sync is not None:
         vault.sync.stop()

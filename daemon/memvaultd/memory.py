@@ -56,6 +56,11 @@ class Memory:
     superseded_by: str = ""
     supersedes: str = ""
     last_accessed_at: float = 0.0
+    # Kept out of the forgetting sweep and consolidation (docs/upkeep.md).
+    protected: bool = False
+    # A consolidated memory names its sources; each source (archived) names it.
+    consolidated_from: tuple[str, ...] = ()
+    consolidated_into: str = ""
 
     @property
     def pinned(self) -> bool:

@@ -10,7 +10,8 @@ without regard to order:
   logical clock (device id breaks ties) — the stamps live in `stamps`;
 - `reinforce` and `access` count distinct operations (a sum) and keep the
   latest time (a max);
-- `forget` is a tombstone: it wins over every put or update, before or after.
+- `forget` is a tombstone: it wins over every put or update, before or after;
+- `upkeep` (a sweep or consolidation ran) keeps the latest time per kind.
 
 Operations that refer to a memory (update, reinforce, supersession) are
 applied after the put that created it: each device pushes its operations in
@@ -25,7 +26,18 @@ from .hlc import Stamp
 from .index import Vector
 from .layer import Layer
 from .memory import Memory
-from .operations import ACCESS, FORGET, MEMORIES, PUT, REINFORCE, TURNS, UPDATE, Operation
+from .operations import (
+    ACCESS,
+    FORGET,
+    MEMORIES,
+    PUT,
+    REINFORCE,
+    TUPLE_FIELDS,
+    TURNS,
+    UPDATE,
+    UPKEEP,
+    Operation,
+)
 
 MEMORY_FIELDS = tuple(f.name for f in fields(Memory))
 # Fields a put sets and an update may change; counters merge by their own rule.
@@ -40,6 +52,8 @@ class VaultState:
         self.tombstones: set[str] = set()
         self.seen: set[str] = set()
         self.stamps: dict[str, dict[str, Stamp]] = {}
+        # "sweep" / "consolidate" -> when it last ran, on any device.
+        self.upkeep: dict[str, float] = {}
 
     @property
     def memories(self) -> Layer:
@@ -64,6 +78,8 @@ class VaultState:
             self.memories.remove(op.target)
             self.tombstones.add(op.target)
             self.stamps.pop(op.target, None)
+        elif op.kind == UPKEEP:
+            self.upkeep[op.target] = max(self.upkeep.get(op.target, 0.0), op.at)
         elif op.kind == ACCESS:
             for memory_id in op.ids:
                 old = self.memories.get(memory_id)
@@ -104,8 +120,9 @@ class VaultState:
                    if name in _LWW_FIELDS and self._newer(op.target, name, op.stamp)}
         if not changes:
             return
-        if "tags" in changes:
-            changes["tags"] = tuple(changes["tags"])
+        for name in TUPLE_FIELDS:
+            if name in changes:
+                changes[name] = tuple(changes[name])
         self.memories.update(old.copy(**changes), op.vector if "text" in changes else None)
 
     def _newer(self, memory_id: str, name: str, stamp: Stamp) -> bool:

@@ -14,6 +14,8 @@ Every change to the vault is one operation. The log stores each one sealed
       reinforce "id": ID, "at": seconds
       forget    "id": ID, "at": seconds
       access    "ids": [ID, ...], "at": seconds          (recall's mark_accessed)
+      upkeep    "id": "sweep" | "consolidate", "at": seconds,
+                "fields": {"count": N}        (a sweep or consolidation ran; N changed)
 
 The vector travels as raw float32 after the JSON (1,536 bytes for 384
 dimensions instead of ~4 KiB as JSON numbers).
@@ -39,6 +41,7 @@ from .memory import Memory
 
 FORMAT_VERSION = 1
 PUT, UPDATE, REINFORCE, FORGET, ACCESS = "put", "update", "reinforce", "forget", "access"
+UPKEEP = "upkeep"
 MEMORIES, TURNS = "memories", "turns"
 _LEN = struct.Struct(">I")
 
@@ -76,7 +79,7 @@ def encode(op: Operation) -> bytes:
     else:
         doc["id"] = op.target
         doc["at"] = op.at
-        if op.kind == UPDATE:
+        if op.kind in (UPDATE, UPKEEP):
             doc["fields"] = op.fields or {}
     vector = b"" if op.vector is None else np.ascontiguousarray(op.vector, dtype="<f4").tobytes()
     body = json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
@@ -101,7 +104,7 @@ def decode(record: bytes) -> Operation:
                              vector=vector, layer=doc.get("layer", MEMORIES))
         if kind == ACCESS:
             return Operation(doc["op"], kind, stamp, ids=tuple(doc["ids"]), at=float(doc["at"]))
-        if kind in (UPDATE, REINFORCE, FORGET):
+        if kind in (UPDATE, REINFORCE, FORGET, UPKEEP):
             return Operation(doc["op"], kind, stamp, target=doc["id"], at=float(doc["at"]),
                              fields=doc.get("fields"), vector=vector)
         raise ValueError(f"unknown operation kind {kind!r}")
@@ -109,14 +112,20 @@ def decode(record: bytes) -> Operation:
         raise IntegrityError(f"operation record does not parse: {exc}") from exc
 
 
+# Memory fields held as tuples, which JSON carries as lists.
+TUPLE_FIELDS = ("tags", "consolidated_from")
+
+
 def memory_to_dict(memory: Memory) -> dict[str, Any]:
     doc = asdict(memory)
-    doc["tags"] = list(memory.tags)
+    for name in TUPLE_FIELDS:
+        doc[name] = list(doc[name])
     return doc
 
 
 def memory_from_dict(doc: dict[str, Any]) -> Memory:
     fields = dict(doc)
-    if "tags" in fields:
-        fields["tags"] = tuple(fields["tags"])
+    for name in TUPLE_FIELDS:
+        if name in fields:
+            fields[name] = tuple(fields[name])
     return Memory(**fields)

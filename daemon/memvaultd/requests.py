@@ -27,6 +27,7 @@ class MemoryDraft:
     expires_at: float = 0.0
     supersedes: str = ""
     vector: Sequence[float] = ()
+    protected: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,7 @@ class RecallQuery:
     mark_accessed: bool = True
     min_txid: int = 0
     include_turns: bool = False
+    band: str = ""
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,9 @@ from .operations import memory_from_dict
 from .recall.engine import Hit
 from .requests import MemoryDraft, RecallQuery, TurnDraft
 from .sync.devices import init_sync, join_sync
+from .upkeep import consolidation
+from .upkeep.heat import band
+from .upkeep.sweep import Swept
 from .vault import Facet, Vault
 
 log = logging.getLogger("memvaultd.servicer")
@@ -58,7 +61,8 @@ def draft_from(msg: pb.MemoryInput) -> MemoryDraft:
         entity=msg.entity, tags=list(msg.tags), category=msg.category,
         importance=msg.importance if msg.HasField("importance") else None,
         session_id=msg.session_id, source=msg.source, tier=msg.tier,
-        expires_at=msg.expires_at, supersedes=msg.supersedes, vector=list(msg.vector))
+        expires_at=msg.expires_at, supersedes=msg.supersedes, vector=list(msg.vector),
+        protected=msg.protected if msg.HasField("protected") else None)
 
 
 def query_from(msg: pb.RecallRequest) -> RecallQuery:
@@ -70,7 +74,7 @@ def query_from(msg: pb.RecallRequest) -> RecallQuery:
         source=msg.source, tiers=list(msg.tiers), include_superseded=msg.include_superseded,
         max_tokens=msg.max_tokens, offset=msg.offset,
         mark_accessed=msg.mark_accessed if msg.HasField("mark_accessed") else True,
-        min_txid=msg.min_txid, include_turns=msg.include_turns)
+        min_txid=msg.min_txid, include_turns=msg.include_turns, band=msg.band)
 
 
 def record_of(memory: Memory, vector: Vector | None = None) -> pb.MemoryRecord:
@@ -83,6 +87,8 @@ def record_of(memory: Memory, vector: Vector | None = None) -> pb.MemoryRecord:
         reinforce_count=memory.reinforce_count, access_count=memory.access_count,
         expires_at=memory.expires_at, superseded_by=memory.superseded_by,
         supersedes=memory.supersedes, last_accessed_at=memory.last_accessed_at,
+        protected=memory.protected, consolidated_from=memory.consolidated_from,
+        consolidated_into=memory.consolidated_into,
         vector=[] if vector is None else vector.tolist())
 
 
@@ -90,8 +96,10 @@ def memory_from(record: pb.MemoryRecord) -> tuple[Memory, list[float]]:
     doc = {name: getattr(record, name) for name in (
         "id", "text", "type", "topic_key", "entity", "category", "importance", "session_id",
         "source", "tier", "created_at", "last_reinforced_at", "reinforce_count",
-        "access_count", "expires_at", "superseded_by", "supersedes", "last_accessed_at")}
+        "access_count", "expires_at", "superseded_by", "supersedes", "last_accessed_at",
+        "protected", "consolidated_into")}
     doc["tags"] = list(record.tags)
+    doc["consolidated_from"] = list(record.consolidated_from)
     doc["payload"] = drafts.parse_payload(record.payload_json)
     # An imported record obeys the same limits as a remembered one: without
     # this a 10 MB text, a NaN importance or an unknown type went straight in.
@@ -99,10 +107,16 @@ def memory_from(record: pb.MemoryRecord) -> tuple[Memory, list[float]]:
                         payload_json=record.payload_json, entity=record.entity,
                         tags=list(record.tags), category=record.category,
                         importance=record.importance, session_id=record.session_id,
-                        source=record.source, tier=record.tier, expires_at=record.expires_at)
+                        source=record.source, tier=record.tier, expires_at=record.expires_at,
+                        protected=record.protected)
     doc |= drafts.checked_fields(draft, drafts.UPDATABLE)
     if not record.id or len(record.id) > m.MAX_SHORT_FIELD:
         raise InvalidArgument(f"id: must be 1..{m.MAX_SHORT_FIELD} characters")
+    m.check_short(record.consolidated_into, "consolidated_into")
+    if len(record.consolidated_from) > consolidation.MAX_SOURCES:
+        raise InvalidArgument(f"consolidated_from: over {consolidation.MAX_SOURCES} ids")
+    for source in record.consolidated_from:
+        m.check_short(source, "consolidated_from")
     for name in ("created_at", "last_reinforced_at", "last_accessed_at"):
         m.check_time(doc[name], name)
     return memory_from_dict(doc), list(record.vector)
@@ -118,7 +132,13 @@ def hit_of(hit: Hit, vault: Vault, include_vector: bool) -> pb.Hit:
         breakdown=pb.ScoreBreakdown(
             similarity=found.similarity, keyword=found.keyword, topic=found.topic,
             fusion=found.fusion, decay=scored.decay, reinforcement=scored.reinforcement,
-            importance=scored.importance))
+            importance=scored.importance, heat=scored.heat_factor),
+        heat=scored.heat, band=band(scored.heat))
+
+
+def swept_of(swept: Swept) -> pb.SweptMemory:
+    return pb.SweptMemory(id=swept.memory.id, text=swept.memory.text, risk=swept.risk,
+                          heat=swept.heat, band=band(swept.heat), reason=swept.reason)
 
 
 def turn_hit_of(hit: Hit) -> pb.TurnHit:
@@ -167,15 +187,35 @@ class MemoryServicer(pb_grpc.MemoryServicer):
 
     @_translate_errors
     def Get(self, request: pb.GetRequest, context: grpc.ServicerContext) -> pb.GetReply:
-        memory, vector, chain = self.vault.get(request.id)
+        memory, vector, chain, sources = self.vault.get(request.id)
         return pb.GetReply(memory=record_of(memory, vector if request.include_vector else None),
-                           chain=[record_of(link) for link in chain])
+                           chain=[record_of(link) for link in chain],
+                           sources=[record_of(source) for source in sources])
 
     @_translate_errors
     def Forget(self, request: pb.ForgetRequest, context: grpc.ServicerContext
                ) -> pb.ForgetReply:
         txid, ids = self.vault.forget(request.id, request.filter_json, request.dry_run)
         return pb.ForgetReply(txid=txid, ids=ids)
+
+    @_translate_errors
+    def Sweep(self, request: pb.SweepRequest, context: grpc.ServicerContext) -> pb.SweepReply:
+        txid, plan = self.vault.sweep(
+            request.dry_run, request.threshold if request.HasField("threshold") else None)
+        return pb.SweepReply(txid=txid, memories=[swept_of(s) for s in plan.swept],
+                             considered=plan.considered, exempt=plan.exempt)
+
+    @_translate_errors
+    def Consolidate(self, request: pb.ConsolidateRequest, context: grpc.ServicerContext
+                    ) -> pb.ConsolidateReply:
+        txid, done, candidates = self.vault.consolidate(consolidation.Request(
+            request.scope, request.min_age_days if request.HasField("min_age_days") else None,
+            request.session_id), request.dry_run)
+        return pb.ConsolidateReply(txid=txid, candidates=candidates, consolidations=[
+            pb.Consolidation(id=c.memory.id, text=c.memory.text, type=c.memory.type,
+                             topic_key=c.memory.topic_key, entity=c.memory.entity,
+                             sources=[s.id for s in c.sources], facts=len(c.summary.facts))
+            for c in done])
 
     @_translate_errors
     def Update(self, request: pb.UpdateRequest, context: grpc.ServicerContext
@@ -278,7 +318,10 @@ class MemoryServicer(pb_grpc.MemoryServicer):
             data_dir=str(vault.data_dir), key_storage=vault.key_storage,
             cache_hits=embedder.hits, cache_misses=embedder.misses,
             cache_size=embedder.cache_size, uptime_s=time.time() - self.started_at,
-            vault_id=vault.info.vault_id)
+            vault_id=vault.info.vault_id,
+            bands=vault.band_counts() if request.include_bands else {},
+            last_sweep_at=vault.last_upkeep("sweep"),
+            last_consolidation_at=vault.last_upkeep("consolidate"))
 
     def Events(self, request: pb.EventsRequest, context: grpc.ServicerContext
                ) -> Iterator[pb.Event]:

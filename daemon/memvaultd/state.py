@@ -4,7 +4,8 @@
     meta   := {"v": 1, "seq": N, "dimension": D, "hlc": [wall_ms, counter, device],
                "memories": [{every Memory field}, ...], "turns": [{...}, ...],
                "tombstones": [ID, ...], "seen": [OP_ID, ...],
-               "stamps": {ID: {FIELD or "*": [wall_ms, counter, device]}}}
+               "stamps": {ID: {FIELD or "*": [wall_ms, counter, device]}},
+               "upkeep": {"sweep" | "consolidate": seconds}}     (absent: {})
     vectors:= (len(memories) + len(turns)) x D x float32 LE: the memories' rows,
               then the turns' rows, in list order
 
@@ -43,6 +44,8 @@ class State:
     turn_vectors: npt.NDArray[np.float32]
     seen: frozenset[str] = frozenset()
     stamps: dict[str, dict[str, Stamp]] = field(default_factory=dict)
+    # When a sweep / consolidation last ran, on any device (docs/upkeep.md).
+    upkeep: dict[str, float] = field(default_factory=dict)
 
 
 def encode_state(state: State) -> bytes:
@@ -52,7 +55,8 @@ def encode_state(state: State) -> bytes:
             "turns": [memory_to_dict(turn) for turn in state.turns],
             "tombstones": sorted(state.tombstones), "seen": sorted(state.seen),
             "stamps": {memory_id: {name: stamp.encode() for name, stamp in stamps.items()}
-                       for memory_id, stamps in state.stamps.items()}}
+                       for memory_id, stamps in state.stamps.items()},
+            "upkeep": dict(state.upkeep)}
     head = json.dumps(meta, separators=(",", ":"), ensure_ascii=False).encode()
     vectors = (np.ascontiguousarray(state.vectors, dtype="<f4").tobytes()
                + np.ascontiguousarray(state.turn_vectors, dtype="<f4").tobytes())
@@ -74,6 +78,7 @@ def decode_state(body: bytes) -> State:
                      vectors[: len(memories)], frozenset(meta["tombstones"]), turns,
                      vectors[len(memories) :], frozenset(meta["seen"]),
                      {memory_id: {name: Stamp.decode(raw) for name, raw in stamps.items()}
-                      for memory_id, stamps in meta["stamps"].items()})
+                      for memory_id, stamps in meta["stamps"].items()},
+                     {str(kind): float(at) for kind, at in meta.get("upkeep", {}).items()})
     except (ValueError, KeyError, TypeError, struct.error) as exc:
         raise IntegrityError(f"snapshot body does not parse: {exc}") from exc

@@ -56,6 +56,7 @@ from .operations import (
     REINFORCE,
     TURNS,
     UPDATE,
+    UPKEEP,
     Operation,
     decode,
     encode,
@@ -66,6 +67,9 @@ from .recall.filters import parse_filter
 from .requests import MemoryDraft, RecallQuery, RememberOutcome, TurnDraft
 from .snapshot import SnapshotStore
 from .state import State, decode_state, encode_state
+from .upkeep import consolidation, summariser
+from .upkeep import sweep as sweeping
+from .upkeep.heat import BANDS, band, heat
 from .vault_info import VaultInfo
 
 if TYPE_CHECKING:
@@ -186,6 +190,7 @@ class Vault:
             self.state.restore(list(zip(state.memories, state.vectors, strict=True)),
                                list(zip(state.turns, state.turn_vectors, strict=True)),
                                set(state.tombstones), set(state.seen), state.stamps)
+            self.state.upkeep = dict(state.upkeep)
             self.clock.observe(state.stamp)
             self.applied_txid = self._snapshot_txid = state.seq
         replayed = 0
@@ -423,7 +428,7 @@ class Vault:
             self.applied_txid = last
             self._applied.notify_all()
         for op in ops:
-            if op.kind != ACCESS:
+            if op.kind not in (ACCESS, UPKEEP):
                 self.events.publish("forget" if op.kind == FORGET else "remember",
                                     id=op.memory_id)
         if notify_sync and self.sync is not None:
@@ -441,7 +446,7 @@ class Vault:
     def recall(self, query: RecallQuery) -> Recalled:
         engine.check(query)
         now = time.time()
-        keep = engine.keeper(query, now)
+        keep = engine.keeper(query, now, self.config.heat)
         if query.vector:
             vector = drafts.own_vector(query.vector, self.info.dimension, self.info.model,
                                        "query_vector")
@@ -454,13 +459,14 @@ class Vault:
         self._await_txid(query.min_txid)
         settings = self.config.fusion
         page = engine.recall(self.memories, query, vector, keep, now=now,
-                             half_lives=self.config.half_lives, settings=settings)
+                             half_lives=self.config.half_lives, settings=settings,
+                             heat_settings=self.config.heat)
         turns: list[engine.Hit] = []
         if query.include_turns:
             turn_query = RecallQuery(text=query.text, top_k=query.top_k,
                                      session_id=query.session_id, min_score=query.min_score)
             turns = engine.recall(self.state.layers[TURNS], turn_query, vector,
-                                  engine.keeper(turn_query, now), now=now,
+                                  engine.keeper(turn_query, now, self.config.heat), now=now,
                                   half_lives=self.config.half_lives, settings=settings).hits
         if query.mark_accessed and page.hits:
             self._mark_accessed([hit.scored.memory.id for hit in page.hits])
@@ -504,12 +510,15 @@ class Vault:
             except (OSError, MemvaultError) as exc:  # a full disk: ResourceExhausted
                 log.warning("could not record %d access marks: %s", len(ids), exc)
 
-    def get(self, memory_id: str) -> tuple[Memory, Vector, list[Memory]]:
+    def get(self, memory_id: str) -> tuple[Memory, Vector, list[Memory], list[Memory]]:
+        """The memory, its vector, its supersession chain and, for a
+        consolidated memory, the (archived) memories it summarises."""
         self._await_loaded()
         memory = self._get(memory_id)
         vector = self.memories.index.vector(memory_id)
         assert vector is not None
-        return memory, vector, self.chain(memory)
+        sources = [s for i in memory.consolidated_from if (s := self.memories.get(i)) is not None]
+        return memory, vector, self.chain(memory), sources
 
     def chain(self, memory: Memory) -> list[Memory]:
         """The supersession chain through `memory`, oldest first."""
@@ -555,6 +564,76 @@ class Vault:
             raise NotFound(f"id: no memory {memory_id!r}")
         return memory
 
+    # -- upkeep (upkeep/: heat, sweep, consolidation) -----------------------
+
+    def sweep(self, dry_run: bool, threshold: float | None = None
+              ) -> tuple[int, sweeping.SweepPlan]:
+        """Forget what the sweep plans (upkeep/sweep.py) in one durable
+        append; returns (last txid or 0, the plan)."""
+        if threshold is not None and not 0.0 <= threshold <= 1.0:
+            raise InvalidArgument(f"threshold: {threshold!r} is outside 0..1")
+        self._await_loaded()
+        with self._write_lock:
+            now = time.time()
+            plan = sweeping.plan(self.memories.memories(), now, self.config.sweep,
+                                 self.config.heat, threshold)
+            if dry_run:
+                return 0, plan
+            ops = [Operation(uuid.uuid4().hex, FORGET, self.clock.now(), target=s.memory.id,
+                             at=now) for s in plan.swept]
+            return self._commit_upkeep("sweep", ops, now), plan
+
+    def consolidate(self, request: consolidation.Request, dry_run: bool
+                    ) -> tuple[int, list[consolidation.Consolidated], int]:
+        """Write one memory per cluster and archive its sources (upkeep/
+        consolidation.py); returns (last txid or 0, what was written, how many
+        memories were candidates)."""
+        request = consolidation.check(request)
+        settings = self.config.consolidation
+        summarise = summariser.load(settings.summariser)
+        self._await_loaded()
+        with self._write_lock:
+            now = time.time()
+            candidates = [
+                (mem, vector) for mem in self.memories.memories()
+                if consolidation.is_candidate(mem, now, request, settings, self.config.heat)
+                and (vector := self.memories.index.vector(mem.id)) is not None]
+            planned = consolidation.plan(
+                candidates, request, settings, summarise,
+                lambda found: summariser.checked(found, settings.summariser or "extractive"))
+            if dry_run:
+                return 0, planned, len(candidates)
+            ops = []
+            for done in planned:
+                # The put first: a crash between leaves sources unarchived
+                # (still found), never archived sources with no summary.
+                ops.append(Operation(uuid.uuid4().hex, PUT, self.clock.now(),
+                                     memory=done.memory, vector=done.vector))
+                ops += [Operation(uuid.uuid4().hex, UPDATE, self.clock.now(), target=s.id,
+                                  at=now, fields={"tier": m.ARCHIVED,
+                                                  "consolidated_into": done.memory.id})
+                        for s in done.sources]
+            return self._commit_upkeep("consolidate", ops, now), planned, len(candidates)
+
+    def _commit_upkeep(self, what: str, ops: list[Operation], now: float) -> int:
+        """`ops` and a record that `what` ran, in one append; the last txid."""
+        ops.append(Operation(uuid.uuid4().hex, UPKEEP, self.clock.now(), target=what, at=now,
+                             fields={"count": len(ops)}))
+        return self._commit(ops) + len(ops) - 1
+
+    def last_upkeep(self, what: str) -> float:
+        return self.state.upkeep.get(what, 0.0)
+
+    def band_counts(self) -> dict[str, int]:
+        """Visible memories per heat band."""
+        self._await_loaded()
+        now, half_life = time.time(), self.config.heat.half_life_days
+        counts = dict.fromkeys(BANDS, 0)
+        for memory in self.memories.memories():
+            if _visible(memory, now):
+                counts[band(heat(memory, now, half_life))] += 1
+        return counts
+
     # -- snapshots ---------------------------------------------------------
 
     def snapshot(self) -> bool:
@@ -589,7 +668,8 @@ class Vault:
         return State(self.applied_txid, self.info.dimension, self.clock.last, memories,
                      vectors, frozenset(self.state.tombstones), turns, turn_vectors,
                      frozenset(self.state.seen),
-                     {k: dict(v) for k, v in self.state.stamps.items()})
+                     {k: dict(v) for k, v in self.state.stamps.items()},
+                     dict(self.state.upkeep))
 
     # -- sync --------------------------------------------------------------
 
@@ -658,6 +738,7 @@ class Vault:
                 state.restore(list(zip(base.memories, base.vectors, strict=True)),
                               list(zip(base.turns, base.turn_vectors, strict=True)),
                               set(base.tombstones), set(base.seen), base.stamps)
+                state.upkeep = dict(base.upkeep)
             mine = []
             for layer_name, layer in self.state.layers.items():
                 memories, vectors = layer.index.export()

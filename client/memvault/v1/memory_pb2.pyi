@@ -7,7 +7,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class MemoryRecord(_message.Message):
-    __slots__ = ("id", "text", "type", "topic_key", "payload_json", "entity", "tags", "category", "importance", "session_id", "source", "tier", "created_at", "last_reinforced_at", "reinforce_count", "access_count", "expires_at", "superseded_by", "supersedes", "vector", "last_accessed_at")
+    __slots__ = ("id", "text", "type", "topic_key", "payload_json", "entity", "tags", "category", "importance", "session_id", "source", "tier", "created_at", "last_reinforced_at", "reinforce_count", "access_count", "expires_at", "superseded_by", "supersedes", "vector", "last_accessed_at", "protected", "consolidated_from", "consolidated_into")
     ID_FIELD_NUMBER: _ClassVar[int]
     TEXT_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
@@ -29,6 +29,9 @@ class MemoryRecord(_message.Message):
     SUPERSEDES_FIELD_NUMBER: _ClassVar[int]
     VECTOR_FIELD_NUMBER: _ClassVar[int]
     LAST_ACCESSED_AT_FIELD_NUMBER: _ClassVar[int]
+    PROTECTED_FIELD_NUMBER: _ClassVar[int]
+    CONSOLIDATED_FROM_FIELD_NUMBER: _ClassVar[int]
+    CONSOLIDATED_INTO_FIELD_NUMBER: _ClassVar[int]
     id: str
     text: str
     type: str
@@ -50,10 +53,13 @@ class MemoryRecord(_message.Message):
     supersedes: str
     vector: _containers.RepeatedScalarFieldContainer[float]
     last_accessed_at: float
-    def __init__(self, id: _Optional[str] = ..., text: _Optional[str] = ..., type: _Optional[str] = ..., topic_key: _Optional[str] = ..., payload_json: _Optional[str] = ..., entity: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., category: _Optional[str] = ..., importance: _Optional[float] = ..., session_id: _Optional[str] = ..., source: _Optional[str] = ..., tier: _Optional[str] = ..., created_at: _Optional[float] = ..., last_reinforced_at: _Optional[float] = ..., reinforce_count: _Optional[int] = ..., access_count: _Optional[int] = ..., expires_at: _Optional[float] = ..., superseded_by: _Optional[str] = ..., supersedes: _Optional[str] = ..., vector: _Optional[_Iterable[float]] = ..., last_accessed_at: _Optional[float] = ...) -> None: ...
+    protected: bool
+    consolidated_from: _containers.RepeatedScalarFieldContainer[str]
+    consolidated_into: str
+    def __init__(self, id: _Optional[str] = ..., text: _Optional[str] = ..., type: _Optional[str] = ..., topic_key: _Optional[str] = ..., payload_json: _Optional[str] = ..., entity: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., category: _Optional[str] = ..., importance: _Optional[float] = ..., session_id: _Optional[str] = ..., source: _Optional[str] = ..., tier: _Optional[str] = ..., created_at: _Optional[float] = ..., last_reinforced_at: _Optional[float] = ..., reinforce_count: _Optional[int] = ..., access_count: _Optional[int] = ..., expires_at: _Optional[float] = ..., superseded_by: _Optional[str] = ..., supersedes: _Optional[str] = ..., vector: _Optional[_Iterable[float]] = ..., last_accessed_at: _Optional[float] = ..., protected: _Optional[bool] = ..., consolidated_from: _Optional[_Iterable[str]] = ..., consolidated_into: _Optional[str] = ...) -> None: ...
 
 class MemoryInput(_message.Message):
-    __slots__ = ("text", "type", "topic_key", "payload_json", "entity", "tags", "category", "importance", "session_id", "source", "tier", "expires_at", "supersedes", "vector")
+    __slots__ = ("text", "type", "topic_key", "payload_json", "entity", "tags", "category", "importance", "session_id", "source", "tier", "expires_at", "supersedes", "vector", "protected")
     TEXT_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
     TOPIC_KEY_FIELD_NUMBER: _ClassVar[int]
@@ -68,6 +74,7 @@ class MemoryInput(_message.Message):
     EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
     SUPERSEDES_FIELD_NUMBER: _ClassVar[int]
     VECTOR_FIELD_NUMBER: _ClassVar[int]
+    PROTECTED_FIELD_NUMBER: _ClassVar[int]
     text: str
     type: str
     topic_key: str
@@ -82,7 +89,8 @@ class MemoryInput(_message.Message):
     expires_at: float
     supersedes: str
     vector: _containers.RepeatedScalarFieldContainer[float]
-    def __init__(self, text: _Optional[str] = ..., type: _Optional[str] = ..., topic_key: _Optional[str] = ..., payload_json: _Optional[str] = ..., entity: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., category: _Optional[str] = ..., importance: _Optional[float] = ..., session_id: _Optional[str] = ..., source: _Optional[str] = ..., tier: _Optional[str] = ..., expires_at: _Optional[float] = ..., supersedes: _Optional[str] = ..., vector: _Optional[_Iterable[float]] = ...) -> None: ...
+    protected: bool
+    def __init__(self, text: _Optional[str] = ..., type: _Optional[str] = ..., topic_key: _Optional[str] = ..., payload_json: _Optional[str] = ..., entity: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., category: _Optional[str] = ..., importance: _Optional[float] = ..., session_id: _Optional[str] = ..., source: _Optional[str] = ..., tier: _Optional[str] = ..., expires_at: _Optional[float] = ..., supersedes: _Optional[str] = ..., vector: _Optional[_Iterable[float]] = ..., protected: _Optional[bool] = ...) -> None: ...
 
 class RememberRequest(_message.Message):
     __slots__ = ("memory",)
@@ -115,7 +123,7 @@ class RememberBatchReply(_message.Message):
     def __init__(self, results: _Optional[_Iterable[_Union[RememberReply, _Mapping]]] = ..., txid: _Optional[int] = ...) -> None: ...
 
 class RecallRequest(_message.Message):
-    __slots__ = ("query", "top_k", "min_score", "filter_json", "query_vector", "include_vectors", "mode", "types", "topic_key", "session_id", "source", "tiers", "include_superseded", "max_tokens", "offset", "mark_accessed", "min_txid", "include_turns")
+    __slots__ = ("query", "top_k", "min_score", "filter_json", "query_vector", "include_vectors", "mode", "types", "topic_key", "session_id", "source", "tiers", "include_superseded", "max_tokens", "offset", "mark_accessed", "min_txid", "include_turns", "band")
     QUERY_FIELD_NUMBER: _ClassVar[int]
     TOP_K_FIELD_NUMBER: _ClassVar[int]
     MIN_SCORE_FIELD_NUMBER: _ClassVar[int]
@@ -134,6 +142,7 @@ class RecallRequest(_message.Message):
     MARK_ACCESSED_FIELD_NUMBER: _ClassVar[int]
     MIN_TXID_FIELD_NUMBER: _ClassVar[int]
     INCLUDE_TURNS_FIELD_NUMBER: _ClassVar[int]
+    BAND_FIELD_NUMBER: _ClassVar[int]
     query: str
     top_k: int
     min_score: float
@@ -152,10 +161,11 @@ class RecallRequest(_message.Message):
     mark_accessed: bool
     min_txid: int
     include_turns: bool
-    def __init__(self, query: _Optional[str] = ..., top_k: _Optional[int] = ..., min_score: _Optional[float] = ..., filter_json: _Optional[str] = ..., query_vector: _Optional[_Iterable[float]] = ..., include_vectors: _Optional[bool] = ..., mode: _Optional[str] = ..., types: _Optional[_Iterable[str]] = ..., topic_key: _Optional[str] = ..., session_id: _Optional[str] = ..., source: _Optional[str] = ..., tiers: _Optional[_Iterable[str]] = ..., include_superseded: _Optional[bool] = ..., max_tokens: _Optional[int] = ..., offset: _Optional[int] = ..., mark_accessed: _Optional[bool] = ..., min_txid: _Optional[int] = ..., include_turns: _Optional[bool] = ...) -> None: ...
+    band: str
+    def __init__(self, query: _Optional[str] = ..., top_k: _Optional[int] = ..., min_score: _Optional[float] = ..., filter_json: _Optional[str] = ..., query_vector: _Optional[_Iterable[float]] = ..., include_vectors: _Optional[bool] = ..., mode: _Optional[str] = ..., types: _Optional[_Iterable[str]] = ..., topic_key: _Optional[str] = ..., session_id: _Optional[str] = ..., source: _Optional[str] = ..., tiers: _Optional[_Iterable[str]] = ..., include_superseded: _Optional[bool] = ..., max_tokens: _Optional[int] = ..., offset: _Optional[int] = ..., mark_accessed: _Optional[bool] = ..., min_txid: _Optional[int] = ..., include_turns: _Optional[bool] = ..., band: _Optional[str] = ...) -> None: ...
 
 class Hit(_message.Message):
-    __slots__ = ("memory", "score", "similarity", "decay", "reinforcement", "channels", "match_reasons", "breakdown")
+    __slots__ = ("memory", "score", "similarity", "decay", "reinforcement", "channels", "match_reasons", "breakdown", "heat", "band")
     MEMORY_FIELD_NUMBER: _ClassVar[int]
     SCORE_FIELD_NUMBER: _ClassVar[int]
     SIMILARITY_FIELD_NUMBER: _ClassVar[int]
@@ -164,6 +174,8 @@ class Hit(_message.Message):
     CHANNELS_FIELD_NUMBER: _ClassVar[int]
     MATCH_REASONS_FIELD_NUMBER: _ClassVar[int]
     BREAKDOWN_FIELD_NUMBER: _ClassVar[int]
+    HEAT_FIELD_NUMBER: _ClassVar[int]
+    BAND_FIELD_NUMBER: _ClassVar[int]
     memory: MemoryRecord
     score: float
     similarity: float
@@ -172,10 +184,12 @@ class Hit(_message.Message):
     channels: _containers.RepeatedScalarFieldContainer[str]
     match_reasons: _containers.RepeatedScalarFieldContainer[str]
     breakdown: ScoreBreakdown
-    def __init__(self, memory: _Optional[_Union[MemoryRecord, _Mapping]] = ..., score: _Optional[float] = ..., similarity: _Optional[float] = ..., decay: _Optional[float] = ..., reinforcement: _Optional[float] = ..., channels: _Optional[_Iterable[str]] = ..., match_reasons: _Optional[_Iterable[str]] = ..., breakdown: _Optional[_Union[ScoreBreakdown, _Mapping]] = ...) -> None: ...
+    heat: float
+    band: str
+    def __init__(self, memory: _Optional[_Union[MemoryRecord, _Mapping]] = ..., score: _Optional[float] = ..., similarity: _Optional[float] = ..., decay: _Optional[float] = ..., reinforcement: _Optional[float] = ..., channels: _Optional[_Iterable[str]] = ..., match_reasons: _Optional[_Iterable[str]] = ..., breakdown: _Optional[_Union[ScoreBreakdown, _Mapping]] = ..., heat: _Optional[float] = ..., band: _Optional[str] = ...) -> None: ...
 
 class ScoreBreakdown(_message.Message):
-    __slots__ = ("similarity", "keyword", "topic", "fusion", "decay", "reinforcement", "importance")
+    __slots__ = ("similarity", "keyword", "topic", "fusion", "decay", "reinforcement", "importance", "heat")
     SIMILARITY_FIELD_NUMBER: _ClassVar[int]
     KEYWORD_FIELD_NUMBER: _ClassVar[int]
     TOPIC_FIELD_NUMBER: _ClassVar[int]
@@ -183,6 +197,7 @@ class ScoreBreakdown(_message.Message):
     DECAY_FIELD_NUMBER: _ClassVar[int]
     REINFORCEMENT_FIELD_NUMBER: _ClassVar[int]
     IMPORTANCE_FIELD_NUMBER: _ClassVar[int]
+    HEAT_FIELD_NUMBER: _ClassVar[int]
     similarity: float
     keyword: float
     topic: float
@@ -190,7 +205,8 @@ class ScoreBreakdown(_message.Message):
     decay: float
     reinforcement: float
     importance: float
-    def __init__(self, similarity: _Optional[float] = ..., keyword: _Optional[float] = ..., topic: _Optional[float] = ..., fusion: _Optional[float] = ..., decay: _Optional[float] = ..., reinforcement: _Optional[float] = ..., importance: _Optional[float] = ...) -> None: ...
+    heat: float
+    def __init__(self, similarity: _Optional[float] = ..., keyword: _Optional[float] = ..., topic: _Optional[float] = ..., fusion: _Optional[float] = ..., decay: _Optional[float] = ..., reinforcement: _Optional[float] = ..., importance: _Optional[float] = ..., heat: _Optional[float] = ...) -> None: ...
 
 class Turn(_message.Message):
     __slots__ = ("session_id", "speaker", "text", "at", "id", "payload_json")
@@ -237,12 +253,14 @@ class GetRequest(_message.Message):
     def __init__(self, id: _Optional[str] = ..., include_vector: _Optional[bool] = ...) -> None: ...
 
 class GetReply(_message.Message):
-    __slots__ = ("memory", "chain")
+    __slots__ = ("memory", "chain", "sources")
     MEMORY_FIELD_NUMBER: _ClassVar[int]
     CHAIN_FIELD_NUMBER: _ClassVar[int]
+    SOURCES_FIELD_NUMBER: _ClassVar[int]
     memory: MemoryRecord
     chain: _containers.RepeatedCompositeFieldContainer[MemoryRecord]
-    def __init__(self, memory: _Optional[_Union[MemoryRecord, _Mapping]] = ..., chain: _Optional[_Iterable[_Union[MemoryRecord, _Mapping]]] = ...) -> None: ...
+    sources: _containers.RepeatedCompositeFieldContainer[MemoryRecord]
+    def __init__(self, memory: _Optional[_Union[MemoryRecord, _Mapping]] = ..., chain: _Optional[_Iterable[_Union[MemoryRecord, _Mapping]]] = ..., sources: _Optional[_Iterable[_Union[MemoryRecord, _Mapping]]] = ...) -> None: ...
 
 class ForgetRequest(_message.Message):
     __slots__ = ("id", "filter_json", "dry_run")
@@ -363,11 +381,20 @@ class ImportReply(_message.Message):
     def __init__(self, added: _Optional[int] = ..., reinforced: _Optional[int] = ..., txid: _Optional[int] = ...) -> None: ...
 
 class StatusRequest(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("include_bands",)
+    INCLUDE_BANDS_FIELD_NUMBER: _ClassVar[int]
+    include_bands: bool
+    def __init__(self, include_bands: _Optional[bool] = ...) -> None: ...
 
 class StatusReply(_message.Message):
-    __slots__ = ("version", "model_state", "model", "dimension", "memory_count", "applied_txid", "socket", "data_dir", "key_storage", "cache_hits", "cache_misses", "cache_size", "uptime_s", "vault_id")
+    __slots__ = ("version", "model_state", "model", "dimension", "memory_count", "applied_txid", "socket", "data_dir", "key_storage", "cache_hits", "cache_misses", "cache_size", "uptime_s", "vault_id", "bands", "last_sweep_at", "last_consolidation_at")
+    class BandsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
     VERSION_FIELD_NUMBER: _ClassVar[int]
     MODEL_STATE_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
@@ -382,6 +409,9 @@ class StatusReply(_message.Message):
     CACHE_SIZE_FIELD_NUMBER: _ClassVar[int]
     UPTIME_S_FIELD_NUMBER: _ClassVar[int]
     VAULT_ID_FIELD_NUMBER: _ClassVar[int]
+    BANDS_FIELD_NUMBER: _ClassVar[int]
+    LAST_SWEEP_AT_FIELD_NUMBER: _ClassVar[int]
+    LAST_CONSOLIDATION_AT_FIELD_NUMBER: _ClassVar[int]
     version: str
     model_state: str
     model: str
@@ -396,7 +426,86 @@ class StatusReply(_message.Message):
     cache_size: int
     uptime_s: float
     vault_id: str
-    def __init__(self, version: _Optional[str] = ..., model_state: _Optional[str] = ..., model: _Optional[str] = ..., dimension: _Optional[int] = ..., memory_count: _Optional[int] = ..., applied_txid: _Optional[int] = ..., socket: _Optional[str] = ..., data_dir: _Optional[str] = ..., key_storage: _Optional[str] = ..., cache_hits: _Optional[int] = ..., cache_misses: _Optional[int] = ..., cache_size: _Optional[int] = ..., uptime_s: _Optional[float] = ..., vault_id: _Optional[str] = ...) -> None: ...
+    bands: _containers.ScalarMap[str, int]
+    last_sweep_at: float
+    last_consolidation_at: float
+    def __init__(self, version: _Optional[str] = ..., model_state: _Optional[str] = ..., model: _Optional[str] = ..., dimension: _Optional[int] = ..., memory_count: _Optional[int] = ..., applied_txid: _Optional[int] = ..., socket: _Optional[str] = ..., data_dir: _Optional[str] = ..., key_storage: _Optional[str] = ..., cache_hits: _Optional[int] = ..., cache_misses: _Optional[int] = ..., cache_size: _Optional[int] = ..., uptime_s: _Optional[float] = ..., vault_id: _Optional[str] = ..., bands: _Optional[_Mapping[str, int]] = ..., last_sweep_at: _Optional[float] = ..., last_consolidation_at: _Optional[float] = ...) -> None: ...
+
+class SweepRequest(_message.Message):
+    __slots__ = ("dry_run", "threshold")
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    THRESHOLD_FIELD_NUMBER: _ClassVar[int]
+    dry_run: bool
+    threshold: float
+    def __init__(self, dry_run: _Optional[bool] = ..., threshold: _Optional[float] = ...) -> None: ...
+
+class SweptMemory(_message.Message):
+    __slots__ = ("id", "text", "risk", "heat", "band", "reason")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    RISK_FIELD_NUMBER: _ClassVar[int]
+    HEAT_FIELD_NUMBER: _ClassVar[int]
+    BAND_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    text: str
+    risk: float
+    heat: float
+    band: str
+    reason: str
+    def __init__(self, id: _Optional[str] = ..., text: _Optional[str] = ..., risk: _Optional[float] = ..., heat: _Optional[float] = ..., band: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class SweepReply(_message.Message):
+    __slots__ = ("txid", "memories", "considered", "exempt")
+    TXID_FIELD_NUMBER: _ClassVar[int]
+    MEMORIES_FIELD_NUMBER: _ClassVar[int]
+    CONSIDERED_FIELD_NUMBER: _ClassVar[int]
+    EXEMPT_FIELD_NUMBER: _ClassVar[int]
+    txid: int
+    memories: _containers.RepeatedCompositeFieldContainer[SweptMemory]
+    considered: int
+    exempt: int
+    def __init__(self, txid: _Optional[int] = ..., memories: _Optional[_Iterable[_Union[SweptMemory, _Mapping]]] = ..., considered: _Optional[int] = ..., exempt: _Optional[int] = ...) -> None: ...
+
+class ConsolidateRequest(_message.Message):
+    __slots__ = ("scope", "min_age_days", "dry_run", "session_id")
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    MIN_AGE_DAYS_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    scope: str
+    min_age_days: float
+    dry_run: bool
+    session_id: str
+    def __init__(self, scope: _Optional[str] = ..., min_age_days: _Optional[float] = ..., dry_run: _Optional[bool] = ..., session_id: _Optional[str] = ...) -> None: ...
+
+class Consolidation(_message.Message):
+    __slots__ = ("id", "text", "type", "topic_key", "entity", "sources", "facts")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_KEY_FIELD_NUMBER: _ClassVar[int]
+    ENTITY_FIELD_NUMBER: _ClassVar[int]
+    SOURCES_FIELD_NUMBER: _ClassVar[int]
+    FACTS_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    text: str
+    type: str
+    topic_key: str
+    entity: str
+    sources: _containers.RepeatedScalarFieldContainer[str]
+    facts: int
+    def __init__(self, id: _Optional[str] = ..., text: _Optional[str] = ..., type: _Optional[str] = ..., topic_key: _Optional[str] = ..., entity: _Optional[str] = ..., sources: _Optional[_Iterable[str]] = ..., facts: _Optional[int] = ...) -> None: ...
+
+class ConsolidateReply(_message.Message):
+    __slots__ = ("txid", "consolidations", "candidates")
+    TXID_FIELD_NUMBER: _ClassVar[int]
+    CONSOLIDATIONS_FIELD_NUMBER: _ClassVar[int]
+    CANDIDATES_FIELD_NUMBER: _ClassVar[int]
+    txid: int
+    consolidations: _containers.RepeatedCompositeFieldContainer[Consolidation]
+    candidates: int
+    def __init__(self, txid: _Optional[int] = ..., consolidations: _Optional[_Iterable[_Union[Consolidation, _Mapping]]] = ..., candidates: _Optional[int] = ...) -> None: ...
 
 class EventsRequest(_message.Message):
     __slots__ = ("types",)

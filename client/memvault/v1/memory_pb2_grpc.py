@@ -124,6 +124,16 @@ class MemoryStub:
                 request_serializer=memvault_dot_v1_dot_memory__pb2.StatusRequest.SerializeToString,
                 response_deserializer=memvault_dot_v1_dot_memory__pb2.StatusReply.FromString,
                 _registered_method=True)
+        self.Sweep = channel.unary_unary(
+                '/memvault.v1.Memory/Sweep',
+                request_serializer=memvault_dot_v1_dot_memory__pb2.SweepRequest.SerializeToString,
+                response_deserializer=memvault_dot_v1_dot_memory__pb2.SweepReply.FromString,
+                _registered_method=True)
+        self.Consolidate = channel.unary_unary(
+                '/memvault.v1.Memory/Consolidate',
+                request_serializer=memvault_dot_v1_dot_memory__pb2.ConsolidateRequest.SerializeToString,
+                response_deserializer=memvault_dot_v1_dot_memory__pb2.ConsolidateReply.FromString,
+                _registered_method=True)
         self.Events = channel.unary_stream(
                 '/memvault.v1.Memory/Events',
                 request_serializer=memvault_dot_v1_dot_memory__pb2.EventsRequest.SerializeToString,
@@ -243,6 +253,20 @@ class MemoryServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Sweep(self, request, context):
+        """Tombstone the memories whose forgetting risk is over the threshold.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Consolidate(self, request, context):
+        """Merge clusters of cold, minor memories into one each; archive the originals.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Events(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -341,6 +365,16 @@ def add_MemoryServicer_to_server(servicer, server):
                     servicer.Status,
                     request_deserializer=memvault_dot_v1_dot_memory__pb2.StatusRequest.FromString,
                     response_serializer=memvault_dot_v1_dot_memory__pb2.StatusReply.SerializeToString,
+            ),
+            'Sweep': grpc.unary_unary_rpc_method_handler(
+                    servicer.Sweep,
+                    request_deserializer=memvault_dot_v1_dot_memory__pb2.SweepRequest.FromString,
+                    response_serializer=memvault_dot_v1_dot_memory__pb2.SweepReply.SerializeToString,
+            ),
+            'Consolidate': grpc.unary_unary_rpc_method_handler(
+                    servicer.Consolidate,
+                    request_deserializer=memvault_dot_v1_dot_memory__pb2.ConsolidateRequest.FromString,
+                    response_serializer=memvault_dot_v1_dot_memory__pb2.ConsolidateReply.SerializeToString,
             ),
             'Events': grpc.unary_stream_rpc_method_handler(
                     servicer.Events,
@@ -834,6 +868,60 @@ class Memory:
             '/memvault.v1.Memory/Status',
             memvault_dot_v1_dot_memory__pb2.StatusRequest.SerializeToString,
             memvault_dot_v1_dot_memory__pb2.StatusReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Sweep(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.v1.Memory/Sweep',
+            memvault_dot_v1_dot_memory__pb2.SweepRequest.SerializeToString,
+            memvault_dot_v1_dot_memory__pb2.SweepReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Consolidate(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.v1.Memory/Consolidate',
+            memvault_dot_v1_dot_memory__pb2.ConsolidateRequest.SerializeToString,
+            memvault_dot_v1_dot_memory__pb2.ConsolidateReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -18,6 +18,7 @@ from ..index import Vector
 from ..layer import Layer
 from ..memory import Memory
 from ..requests import RecallQuery
+from ..upkeep.heat import HeatSettings, band, check_band, heat
 from .filters import parse_filter
 from .hybrid import HYBRID, MODES, Candidate, FusionSettings, candidates
 from .ranking import MAX_TOP_K, OVERFETCH, Scored, check_top_k, rank
@@ -59,15 +60,18 @@ def check(query: RecallQuery) -> tuple[int, str]:
         m.normalize_tier(tier)
     for memory_type in query.types:
         m.normalize_type(memory_type)
+    check_band(query.band)
     return top_k, mode
 
 
-def keeper(query: RecallQuery, now: float) -> Callable[[Memory], bool]:
+def keeper(query: RecallQuery, now: float, heat_settings: HeatSettings | None = None
+           ) -> Callable[[Memory], bool]:
     """What this request may see: visibility rules, then its filters."""
     matches = parse_filter(query.filter_json or None)
     tiers = frozenset(query.tiers) or DEFAULT_TIERS
     types = frozenset(m.normalize_type(t) for t in query.types)
     topic, below = query.topic_key, query.topic_key + "."
+    half_life = (heat_settings or HeatSettings()).half_life_days
 
     def keep(memory: Memory) -> bool:
         return (not memory.is_expired(now)
@@ -77,13 +81,15 @@ def keeper(query: RecallQuery, now: float) -> Callable[[Memory], bool]:
                 and (not topic or memory.topic_key == topic or memory.topic_key.startswith(below))
                 and (not query.session_id or memory.session_id == query.session_id)
                 and (not query.source or memory.source == query.source)
-                and matches.matches(memory))
+                and matches.matches(memory)
+                and (not query.band or band(heat(memory, now, half_life)) == query.band))
 
     return keep
 
 
 def recall(layer: Layer, query: RecallQuery, vector: Vector, keep: Callable[[Memory], bool], *,
-           now: float, half_lives: Mapping[str, float], settings: FusionSettings) -> Page:
+           now: float, half_lives: Mapping[str, float], settings: FusionSettings,
+           heat_settings: HeatSettings | None = None) -> Page:
     top_k, mode = check(query)
     want = query.offset + top_k
     found = candidates(layer, text=query.text, vector=vector, keep=keep,
@@ -92,7 +98,8 @@ def recall(layer: Layer, query: RecallQuery, vector: Vector, keep: Callable[[Mem
     by_id = {c.memory.id: c for c in found}
     ranked = rank([(c.memory, c.distance) for c in found], now=now, half_lives=half_lives,
                   top_k=min(want + 1, MAX_TOP_K), min_score=query.min_score,
-                  relevance={c.memory.id: c.fusion for c in found})
+                  relevance={c.memory.id: c.fusion for c in found},
+                  heat_settings=heat_settings)
     has_more = len(ranked) > want or (want == MAX_TOP_K and len(found) > want)
     hits = [Hit(s, by_id[s.memory.id]) for s in ranked[query.offset : want]]
     if query.max_tokens:

@@ -8,6 +8,8 @@ and `rank` orders them by
     similarity    = max(0, 1 - distance / 2)              1 at distance 0, 0 at opposite vectors
     decay         = exp(-ln 2 x days / half_life(type))   0.5 after one half-life
     reinforcement = 1 + ln(1 + reinforce_count)           1, 1.69, 2.10, 2.61 at 0, 1, 2, 4
+    (x heat_factor = 1 + heat.ranking_weight x heat, when that weight is set;
+     the default 0 leaves heat out of the score: upkeep/heat.py)
 
 `days` runs from `last_reinforced_at` (or `created_at` for a memory never
 reinforced) to now, and never below 0. Half-lives follow how long each kind of
@@ -30,6 +32,7 @@ from numpy.typing import NDArray
 
 from memvault.errors import InvalidArgument
 from memvaultd.memory import EPISODIC, PROCEDURAL, SEMANTIC, Memory
+from memvaultd.upkeep.heat import HeatSettings, heat
 
 __all__ = [
     "DEFAULT_HALF_LIVES_DAYS",
@@ -142,6 +145,8 @@ class Scored:
     distance: float
     importance: float = 1.0
     relevance: float = 0.0
+    heat: float = 0.0
+    heat_factor: float = 1.0
 
 
 def score(
@@ -186,12 +191,16 @@ def rank(
     top_k: int,
     min_score: float | None = None,
     relevance: Mapping[str, float] | None = None,
+    heat_settings: HeatSettings | None = None,
 ) -> list[Scored]:
     """The best `top_k` candidates (memory, L2 distance), best first.
 
     score = relevance x decay x reinforcement x importance_weight, where
     relevance is the vector similarity, or `relevance[memory.id]` when the
     caller fused several channels (hybrid recall).
+
+    With `heat_settings.ranking_weight` above 0, the score is also
+    multiplied by 1 + weight x heat. Every result carries its heat.
 
     Candidates scoring under `min_score` are dropped; fewer than `top_k` (or
     none) is a valid answer and is never padded. Equal scores fall back to the
@@ -203,6 +212,8 @@ def rank(
     if min_score is not None and math.isnan(min_score):
         raise InvalidArgument("min_score: NaN is not a score")
     floor = -math.inf if min_score is None else min_score
+    heats = heat_settings or HeatSettings()
+    weight_of_heat = heats.ranking_weight
     # Sort plain tuples and build a Scored only for the winners: a frozen
     # dataclass per candidate made 8000 candidates cost 13 ms instead of 7.6.
     # The candidate's position ends each key, so two memories never compare.
@@ -212,12 +223,16 @@ def rank(
         weight = importance_weight(memory.importance)
         relevant = sim if relevance is None else relevance[memory.id]
         total = relevant * fresh * boost * weight
+        if weight_of_heat:
+            total *= 1.0 + weight_of_heat * heat(memory, now, heats.half_life_days)
         if total >= floor:
             keyed.append((-total, distance, -memory.created_at, memory.id, position,
                           memory, sim, fresh, boost, weight, relevant))  # fmt: skip
     # nsmallest keeps a heap of top_k: O(n log k) for n = OVERFETCH x top_k.
+    # Heat is computed again for the winners only (~1 us each).
     return [
-        Scored(memory, -neg, sim, fresh, boost, distance, weight, relevant)
+        Scored(memory, -neg, sim, fresh, boost, distance, weight, relevant,
+               hot := heat(memory, now, heats.half_life_days), 1.0 + weight_of_heat * hot)
         for neg, distance, _, _, _, memory, sim, fresh, boost, weight, relevant
         in heapq.nsmallest(top_k, keyed)
     ]

@@ -1,0 +1,6 @@
+"""Upkeep: heat, the forgetting sweep and consolidation (docs/upkeep.md).
+
+Pure decisions over memories; the vault turns them into ordinary
+operations (forget, put, update) through the log, so they are durable
+before they are acknowledged and sync like any write.
+"""
