@@ -45,6 +45,7 @@ import itertools
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -370,6 +371,18 @@ def settle_ivf(daemon: Daemon, log_offset: int) -> float:
     return time.perf_counter() - started
 
 
+def load_report(daemon: Daemon, log_offset: int) -> dict[str, float]:
+    """What the daemon's log says of the restart's vault load: its seconds
+    (snapshot, then the log records after it) and how many records it
+    replayed (the writes after the newest snapshot)."""
+    with open(daemon.log_path, "rb") as log:
+        log.seek(log_offset)
+        found = re.search(rb"snapshot at \d+, (\d+) log records\) in ([\d.]+) s", log.read())
+    if found is None:
+        return {}
+    return {"vault_load_s": float(found[2]), "replayed_records": int(found[1])}
+
+
 def recall_at_10(client: Client, query_vectors: Matrix, vectors: Matrix) -> float:
     """Mean overlap of the daemon's vector-mode top 10 with the exact top 10
     by cosine: what the approximate index loses, if anything. Query vectors
@@ -575,6 +588,7 @@ def run(n: int, timed: int, uncached_count: int, batch_size: int, workdir: Path
         figures["stop_s"] = daemon.stop()
         log_offset = daemon.log_path.stat().st_size
         figures["start_to_serving_s"] = daemon.start()
+        figures |= load_report(daemon, log_offset)
         with daemon.client() as client:
             count = client.status().memory_count
             assert count == n, f"after restart the daemon holds {count}, expected {n}"
@@ -666,7 +680,9 @@ def table(f: dict[str, Any]) -> str:
         f"{f['concurrency_1_per_s']:.0f} = {f[f'concurrency_speedup_{CLIENTS}']:.2f} x",
         f"spawn to serving, empty vault:    {f['start_to_serving_empty_s']:.2f} s",
         f"spawn to serving, {f['n']} memories: {f['start_to_serving_s']:.2f} s "
-        f"(IVF settled {f['ivf_settle_s']:.1f} s later)",
+        f"(vault load {f.get('vault_load_s', float('nan')):.2f} s of it, "
+        f"{f.get('replayed_records', -1)} log records replayed; "
+        f"IVF settled {f['ivf_settle_s']:.1f} s later)",
         f"daemon RSS loaded / serving:      {f['rss_loaded_mb']:.0f} / {f['rss_mb']:.0f} MB",
         f"exact top-3 agreement (hybrid):   {f['exact_top3_agreement']}/{CACHED_QUERIES}",
     ]

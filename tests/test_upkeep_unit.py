@@ -148,6 +148,17 @@ def test_upkeep_times_travel_in_snapshots() -> None:
     assert decode_state(encode_state(state)).upkeep == {"sweep": NOW, "consolidate": NOW - DAY}
 
 
+def test_upkeep_fields_of_memories_travel_in_snapshots() -> None:
+    from memvaultd.state import State, decode_state, encode_state
+
+    memories = [_memory(protected=True), _memory(consolidated_from=("a", "b")),
+                _memory(tier=m.ARCHIVED, consolidated_into="c")]
+    vectors = np.stack([_unit([1, 0, 0, 0, 0, 0, 0, i]) for i in range(3)])
+    empty = np.zeros((0, DIM), np.float32)
+    state = State(7, DIM, Stamp(1, 0, "d"), memories, vectors, frozenset(), [], empty)
+    assert decode_state(encode_state(state)).memories == memories
+
+
 # -- the summariser -------------------------------------------------------------
 
 

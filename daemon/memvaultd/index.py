@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -106,6 +106,34 @@ class MemoryIndex:
             self._records[memory.id] = memory
             stale = self._ivf_stale()
         if stale:
+            self._maintain()
+
+    def restore(self, memories: Sequence[Memory], vectors: Vector | Sequence[Vector]) -> None:
+        """Fill an empty index with `memories` (distinct ids) and their
+        vectors, row i for memory i: what a `put` of each in order gives, in
+        one copy of the vectors (100k x 384: ~0.1 s against ~1 s of puts
+        and seven doublings of the matrix)."""
+        count = len(memories)
+        shapes = ({vectors.shape[1:]} if isinstance(vectors, np.ndarray)
+                  else {vector.shape for vector in vectors})
+        if len(vectors) != count or shapes - {(self.dimension,)}:
+            raise ValueError(f"restore needs {count} vectors of {self.dimension} values")
+        matrix = np.empty((_capacity(count), self.dimension), dtype=np.float32)
+        if isinstance(vectors, np.ndarray):
+            matrix[:count] = vectors
+        elif count:  # rows of one body: one copy, no stacked intermediate
+            np.concatenate(vectors, out=matrix[:count].reshape(-1))
+        alive = np.zeros(len(matrix), dtype=bool)
+        alive[:count] = True
+        ids = [memory.id for memory in memories]
+        with self._lock:
+            if self._records:
+                raise ValueError("restore fills an empty index")
+            self._matrix, self._alive, self._ids = matrix, alive, ids
+            self._row = dict(zip(ids, range(count), strict=True))
+            self._records = dict(zip(ids, memories, strict=True))
+            stale = self._ivf_stale()
+        if stale:  # the IVF is built in the background, as after a burst of puts
             self._maintain()
 
     def update(self, memory: Memory) -> None:
@@ -294,6 +322,14 @@ class MemoryIndex:
             vectors = self._matrix[rows] if len(rows) else np.zeros((0, self.dimension),
                                                                     dtype=np.float32)
             return [self._records[memory_id] for memory_id in ids], vectors
+
+
+def _capacity(count: int) -> int:
+    """The matrix rows `put` reaches for `count` memories: 1024, doubled."""
+    capacity = _INITIAL_CAPACITY
+    while capacity < count:
+        capacity *= 2
+    return capacity
 
 
 def _nearest_rows(cos: Vector, window: int) -> npt.NDArray[np.intp]:

@@ -87,6 +87,27 @@ class Layer:
         self._reindex(old, memory)
         self.sessions.append(memory.id, memory.session_id)
 
+    def restore(self, memories: list[Memory], vectors: Vector | list[Vector]) -> None:
+        """What a `put` of each memory in order gives, built in bulk when the
+        layer is empty and the ids distinct (a snapshot): one matrix copy,
+        keyword postings per term, the topic map in one pass."""
+        ids = [memory.id for memory in memories]
+        if len(self) or len(set(ids)) != len(ids):
+            for memory, vector in zip(memories, vectors, strict=True):
+                self.put(memory, vector)
+            return
+        self.index.restore(memories, vectors)
+        self.keywords.restore(ids, map(keyword_fields, memories))
+        topics = self._topics
+        for memory in memories:
+            if memory.session_id:
+                self.sessions.append(memory.id, memory.session_id)
+            topic = topics.get(memory.topic_key)
+            if topic is None:
+                topics[memory.topic_key] = {memory.id}
+            else:
+                topic.add(memory.id)
+
     def update(self, memory: Memory, vector: Vector | None = None) -> None:
         old = self.index.get(memory.id)
         if old is None:

@@ -20,7 +20,8 @@ import math
 import re
 import threading
 from array import array
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import chain, count, repeat
 
 import numpy as np
 import numpy.typing as npt
@@ -142,6 +143,24 @@ class _Postings:
         self.live = len(self.ords)
 
 
+class _RestoredTerms:
+    """The distinct terms of each document `restore` indexed, by ordinal, as
+    arrays (what `_drop` walks): a tuple of strings per document cost 0.17 s
+    and ~14 MB at 100k memories."""
+
+    __slots__ = ("ends", "names", "terms")
+
+    def __init__(self, names: list[str], terms: npt.NDArray[np.int64],
+                 ends: npt.NDArray[np.int64]) -> None:
+        self.names, self.terms, self.ends = names, terms, ends
+
+    def of(self, ordinal: int) -> list[str]:
+        if ordinal >= len(self.ends):
+            return []
+        start = int(self.ends[ordinal - 1]) if ordinal else 0
+        return [self.names[t] for t in self.terms[start : int(self.ends[ordinal])].tolist()]
+
+
 class KeywordIndex:
     """Documents are numbered (ordinals) in the order they are indexed; a
     re-indexed document gets a new ordinal and its old one dies, so postings
@@ -154,7 +173,8 @@ class KeywordIndex:
         self._doc_ids: list[str | None] = []
         self._lengths = np.zeros(1024, dtype=np.float64)
         self._alive = np.zeros(1024, dtype=bool)
-        self._terms: dict[str, tuple[str, ...]] = {}
+        self._terms: dict[str, tuple[str, ...]] = {}  # of documents `put`
+        self._restored = _RestoredTerms([], np.zeros(0, dtype=np.int64), np.zeros(0, np.int64))
         self._total = 0
 
     def __len__(self) -> int:
@@ -188,6 +208,59 @@ class KeywordIndex:
             self._terms[doc_id] = tuple(counts)
             self._total += length
 
+    def restore(self, doc_ids: Sequence[str], fields: Iterable[Iterable[str]]) -> None:
+        """Index many documents (distinct ids) into an empty index at once:
+        the ordinals, postings and lengths of a `put` of each in order.
+
+        Built per term rather than per document: the words of each document
+        are found by one `findall` over its fields joined by spaces (a space
+        ends a word and breaks the context of lower-casing, so the words are
+        those of each field), every distinct word is turned into its term
+        once, and the (term, document) counts are one NumPy `unique`. 100k
+        memories of ~18 words: 1.2 s against 1.45 s for a `put` of each with
+        the collector paused (1.9 s with it running)."""
+        words = [_WORD.findall(" ".join(doc).lower()) for doc in fields]
+        if len(words) != len(doc_ids):
+            raise ValueError(f"{len(doc_ids)} ids for {len(words)} documents")
+        with self._lock:
+            if self._ordinals:
+                raise ValueError("restore fills an empty keyword index")
+        n = len(doc_ids)
+        # Word -> id -> term id through C-level maps: a Python loop per word
+        # (1.8M words at 100k memories) cost 0.6 s, these ~0.15 s.
+        vocabulary = dict(zip(dict.fromkeys(chain.from_iterable(words)), count()))
+        word_ids = np.fromiter(map(vocabulary.__getitem__, chain.from_iterable(words)),
+                               dtype=np.int64)
+        term_of_vocabulary = list(map(_term, vocabulary))
+        term_ids = dict(zip(dict.fromkeys(filter(None, term_of_vocabulary)), count()))
+        term_of_word = np.fromiter(map(term_ids.get, term_of_vocabulary, repeat(-1)),
+                                   dtype=np.int64, count=len(vocabulary))
+        token_terms = term_of_word[word_ids]
+        token_docs = np.repeat(np.arange(n, dtype=np.int64),
+                               np.fromiter(map(len, words), dtype=np.int64, count=n))
+        kept = token_terms >= 0  # stop words are no terms
+        # One key per (term, document): sorted, they are the postings term
+        # by term, each in ascending document order, as `put` appends them.
+        pairs, tfs = np.unique(token_terms[kept] * max(n, 1) + token_docs[kept],
+                               return_counts=True)
+        pair_terms, pair_docs = np.divmod(pairs, max(n, 1))
+        lengths = np.bincount(token_docs[kept], minlength=n).astype(np.float64)
+        postings = _postings_by_term(list(term_ids), pair_terms, pair_docs, tfs)
+        by_doc = np.argsort(pair_docs, kind="stable")
+        restored = _RestoredTerms(list(term_ids), pair_terms[by_doc],
+                                  np.cumsum(np.bincount(pair_docs, minlength=n)))
+        capacity = _capacity(n)
+        with self._lock:
+            self._postings = postings
+            self._ordinals = dict(zip(doc_ids, range(n), strict=True))
+            self._doc_ids = list(doc_ids)
+            self._lengths = np.zeros(capacity, dtype=np.float64)
+            self._lengths[:n] = lengths
+            self._alive = np.zeros(capacity, dtype=bool)
+            self._alive[:n] = True
+            self._restored = restored
+            self._total = int(lengths.sum())
+
     def remove(self, doc_id: str) -> None:
         with self._lock:
             self._drop(doc_id)
@@ -199,7 +272,8 @@ class KeywordIndex:
         self._alive[ordinal] = False
         self._doc_ids[ordinal] = None
         self._total -= int(self._lengths[ordinal])
-        for term in self._terms.pop(doc_id, ()):
+        terms = self._terms.pop(doc_id, None)
+        for term in self._restored.of(ordinal) if terms is None else terms:
             postings = self._postings[term]
             postings.live -= 1
             if not postings.live:
@@ -235,6 +309,32 @@ class KeywordIndex:
             ordinal_count = len(self._doc_ids)
             hits = _summed(np.concatenate(ords), np.concatenate(scores), ordinal_count)
             return KeywordHits(*hits, self._doc_ids, self._ordinals, sorted(matched))
+
+
+def _capacity(count: int) -> int:
+    """The array size `put` reaches for `count` documents: 1024, doubled."""
+    capacity = 1024
+    while capacity < count:
+        capacity *= 2
+    return capacity
+
+
+def _postings_by_term(names: list[str], pair_terms: npt.NDArray[np.int64],
+                      pair_docs: npt.NDArray[np.int64], tfs: npt.NDArray[np.int64]
+                      ) -> dict[str, _Postings]:
+    """Each term's postings from the (term, document, count) triples sorted
+    by term then document."""
+    ends = np.cumsum(np.bincount(pair_terms, minlength=len(names))).tolist()
+    ords, counts = memoryview(pair_docs.tobytes()), memoryview(tfs.astype(np.float64).tobytes())
+    postings: dict[str, _Postings] = {}
+    start = 0
+    for name, end in zip(names, ends, strict=True):
+        entry = postings[name] = _Postings()
+        entry.ords.frombytes(ords[8 * start : 8 * end])
+        entry.tfs.frombytes(counts[8 * start : 8 * end])
+        entry.live = end - start
+        start = end
+    return postings
 
 
 def _summed(ords: npt.NDArray[np.int64], scores: npt.NDArray[np.float64], ordinal_count: int

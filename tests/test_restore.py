@@ -1,0 +1,264 @@
+"""Loading a snapshot in bulk gives exactly what one put per memory gives.
+
+`Layer.restore` (one matrix copy, keyword postings built per term, the topic
+map in one pass) and `VaultState.restore` against the reference: a `put` of
+each memory in order. Also the snapshot body: version 2 (columns) round
+trips every field, version 1 (one object per memory) is still read, and a
+malformed body is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+from dataclasses import fields
+
+import numpy as np
+import pytest
+
+from memvault.errors import IntegrityError
+from memvaultd.hlc import Stamp
+from memvaultd.layer import Layer
+from memvaultd.memory import Memory
+from memvaultd.merge import VaultState
+from memvaultd.operations import MEMORIES, PUT, Operation, memory_to_dict
+from memvaultd.state import State, decode_state, encode_state
+
+DIM = 16
+# Words that exercise the tokenizer: stop words, suffixes, case, digits,
+# apostrophes, underscores, and a final sigma whose lower case depends on
+# what follows it.
+WORDS = ["Deploy", "deploying", "the", "tests", "Friday", "naïve", "café", "ΣΑΣ", "don't",
+         "snake_case", "v2", "running", "runs", "über", "ОДИН", "42", "it's", "ΑΣ"]
+
+
+def _memories(n: int, seed: int) -> tuple[list[Memory], np.ndarray]:
+    rng = np.random.default_rng(seed)
+    memories = []
+    for i in range(n):
+        words = rng.choice(WORDS, size=int(rng.integers(0, 9)))
+        memories.append(Memory(
+            id=f"m{i}", text=" ".join(words) or "-", topic_key=f"topic.{i % 7}_x",
+            tags=tuple(f"tag{t}" for t in rng.choice(5, size=int(rng.integers(0, 3)),
+                                                     replace=False)),
+            entity=str(rng.choice(["", "Ana", "ΣΑΣ"])),
+            session_id=str(rng.choice(["", "s1", "s2"])), created_at=float(i)))
+    vectors = rng.normal(size=(n, DIM)).astype(np.float32)
+    return memories, vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+def _put_one_by_one(memories: list[Memory], vectors: np.ndarray, threshold: int) -> Layer:
+    layer = Layer(DIM)
+    layer.index.ivf_threshold = threshold
+    for memory, vector in zip(memories, vectors, strict=True):
+        layer.put(memory, vector)
+    return layer
+
+
+def _restored(memories: list[Memory], vectors: np.ndarray, threshold: int) -> Layer:
+    layer = Layer(DIM)
+    layer.index.ivf_threshold = threshold
+    layer.restore(list(memories), list(vectors))  # rows, as the vault passes them
+    return layer
+
+
+def _assert_same(a: Layer, b: Layer) -> None:
+    ia, ib = a.index, b.index
+    n = len(ia._ids)
+    assert ia._ids == ib._ids and ia._row == ib._row and ia._records == ib._records
+    assert np.array_equal(ia._matrix[:n], ib._matrix[:n])
+    assert np.array_equal(ia._alive[:n], ib._alive[:n])
+    ka, kb = a.keywords, b.keywords
+    docs = len(ka._doc_ids)
+    assert ka._ordinals == kb._ordinals and ka._doc_ids == kb._doc_ids
+    assert ka._total == kb._total
+    assert np.array_equal(ka._lengths[:docs], kb._lengths[:docs])
+    assert np.array_equal(ka._alive[:docs], kb._alive[:docs])
+    assert list(ka._postings) == list(kb._postings)
+    for term, postings in ka._postings.items():
+        other = kb._postings[term]
+        assert (postings.ords, postings.tfs, postings.live) == (other.ords, other.tfs,
+                                                               other.live), term
+    assert a._topics == b._topics
+    assert a.sessions._links == b.sessions._links and a.sessions._last == b.sessions._last
+
+
+def _assert_same_answers(a: Layer, b: Layer, queries: np.ndarray) -> None:
+    for query in queries:
+        found_a, found_b = a.index.search(query, 10), b.index.search(query, 10)
+        assert [m.id for m, _ in found_a] == [m.id for m, _ in found_b]
+        assert all(math.isclose(x, y, abs_tol=1e-6)
+                   for (_, x), (_, y) in zip(found_a, found_b, strict=True))
+    for text in ("deploy tests", "naive café", "σας", "don't run", "tag1 ana", "topic 3"):
+        hits_a, hits_b = a.keywords.search(text), b.keywords.search(text)
+        assert list(hits_a.ranked()) == list(hits_b.ranked())
+        assert hits_a.matched == hits_b.matched
+
+
+@pytest.mark.parametrize("n", [0, 1, 700, 2500])
+def test_restore_equals_one_put_per_memory(n: int) -> None:
+    memories, vectors = _memories(n, seed=n)
+    reference, restored = (_put_one_by_one(memories, vectors, 10**9),
+                           _restored(memories, vectors, 10**9))
+    _assert_same(reference, restored)
+    _assert_same_answers(reference, restored, _memories(5, seed=99)[1])
+
+
+def test_restored_layer_follows_later_writes_like_the_reference() -> None:
+    memories, vectors = _memories(1500, seed=3)
+    reference, restored = (_put_one_by_one(memories, vectors, 10**9),
+                           _restored(memories, vectors, 10**9))
+    extra, extra_vectors = _memories(40, seed=4)
+    for layer in (reference, restored):
+        for i in range(0, 1500, 3):  # a third re-indexed (new text), a tenth removed
+            layer.update(memories[i].copy(text="deploy on Friday", topic_key="moved"))
+        for i in range(0, 1500, 10):
+            layer.remove(memories[i].id)
+        for memory, vector in zip(extra, extra_vectors, strict=True):
+            layer.put(memory.copy(id=f"new-{memory.id}"), vector)
+    _assert_same(reference, restored)
+    _assert_same_answers(reference, restored, _memories(5, seed=98)[1])
+
+
+def test_restore_above_the_ivf_threshold_builds_the_ivf() -> None:
+    memories, vectors = _memories(3000, seed=5)
+    layer = _restored(memories, vectors, threshold=1000)
+    assert layer.index.wait_for_ivf()
+    layer.index.nprobe = 10**6  # every list read: the IVF path must then be exact
+    for query in _memories(20, seed=6)[1]:
+        fast = layer.index.search(query, 10)
+        assert [m.id for m, _ in fast] == [m.id for m, _ in layer.index.search_exact(query, 10)]
+
+
+def test_a_layer_that_holds_memories_or_repeated_ids_takes_one_put_each() -> None:
+    memories, vectors = _memories(300, seed=7)
+    doubled = [*memories, memories[5].copy(text="replaced text")]
+    doubled_vectors = np.concatenate([vectors, vectors[:1]])
+    _assert_same(_put_one_by_one(doubled, doubled_vectors, 10**9),
+                 _restored(doubled, doubled_vectors, 10**9))
+    reference = _put_one_by_one(memories, vectors, 10**9)
+    layer = _put_one_by_one(memories[:100], vectors[:100], 10**9)
+    layer.restore(memories[100:], list(vectors[100:]))
+    _assert_same(reference, layer)
+
+
+def test_restore_refuses_vectors_of_the_wrong_shape() -> None:
+    memories, vectors = _memories(10, seed=8)
+    with pytest.raises(ValueError):
+        Layer(DIM).index.restore(memories, list(vectors[:, :-1]))
+    with pytest.raises(ValueError):
+        Layer(DIM).index.restore(memories, vectors[:9])
+
+
+def _state(seed: int = 9) -> State:
+    memories, vectors = _memories(50, seed)
+    memories = [m.copy(payload={"n": i, "nested": [1, "x"]}, importance=0.25 + i / 100)
+                for i, m in enumerate(memories)]
+    memories[3] = memories[3].copy(**_non_default_new_fields())
+    turns, turn_vectors = _memories(5, seed + 1)
+    turns = [t.copy(id=f"turn-{t.id}") for t in turns]
+    stamps = {m.id: {"*": Stamp(1_700_000_000_000 + i, i % 3, "dev-a")}
+              for i, m in enumerate(memories)}
+    stamps["m7"]["text"] = Stamp(1_800_000_000_000, 2, "dev-b")
+    stamps["m8"] = {"tier": Stamp(1_800_000_000_001, 0, "dev-c")}
+    return State(seq=77, dimension=DIM, stamp=Stamp(1_900_000_000_000, 4, "dev-a"),
+                 memories=memories, vectors=vectors, tombstones=frozenset({"gone-1", "gone-2"}),
+                 turns=turns, turn_vectors=turn_vectors,
+                 seen=frozenset({"op-1", "op-2", "op-3"}), stamps=stamps,
+                 upkeep={"sweep": 1_700_000_000.5})
+
+
+def _non_default_new_fields() -> dict[str, object]:
+    """A value other than the default for every field a tuple, bool or str
+    default allows: whatever fields Memory gains, they round trip too."""
+    changes: dict[str, object] = {}
+    for spec in fields(Memory):
+        if isinstance(spec.default, bool):
+            changes[spec.name] = not spec.default
+        elif isinstance(spec.default, tuple):
+            changes[spec.name] = ("a", "b")
+    return changes
+
+
+def _assert_states_equal(a: State, b: State) -> None:
+    assert (a.seq, a.dimension, a.stamp) == (b.seq, b.dimension, b.stamp)
+    assert a.memories == b.memories and a.turns == b.turns
+    assert np.array_equal(a.vectors, b.vectors)
+    assert np.array_equal(a.turn_vectors, b.turn_vectors)
+    assert (a.tombstones, a.seen, a.stamps, a.upkeep) == (b.tombstones, b.seen, b.stamps,
+                                                          b.upkeep)
+
+
+def test_version_2_round_trips_every_field() -> None:
+    state = _state()
+    decoded = decode_state(encode_state(state))
+    _assert_states_equal(decoded, state)
+    tuple_fields = [f.name for f in fields(Memory) if isinstance(f.default, tuple)]
+    assert all(isinstance(getattr(m, name), tuple) for m in decoded.memories
+               for name in tuple_fields)
+    assert all(isinstance(s, Stamp) for entry in decoded.stamps.values() for s in entry.values())
+
+
+def _version_1(state: State) -> bytes:
+    """The body as version 1 wrote it: one object per memory and per stamp."""
+    meta = {"v": 1, "seq": state.seq, "dimension": state.dimension,
+            "hlc": state.stamp.encode(),
+            "memories": [memory_to_dict(m) for m in state.memories],
+            "turns": [memory_to_dict(t) for t in state.turns],
+            "tombstones": sorted(state.tombstones), "seen": sorted(state.seen),
+            "stamps": {i: {name: s.encode() for name, s in entry.items()}
+                       for i, entry in state.stamps.items()},
+            "upkeep": dict(state.upkeep)}
+    head = json.dumps(meta).encode()
+    return (struct.pack(">I", len(head)) + head + state.vectors.astype("<f4").tobytes()
+            + state.turn_vectors.astype("<f4").tobytes())
+
+
+def test_version_1_is_still_read() -> None:
+    state = _state()
+    _assert_states_equal(decode_state(_version_1(state)), state)
+
+
+def _meta_edited(body: bytes, edit: object) -> bytes:
+    (size,) = struct.unpack_from(">I", body)
+    meta = json.loads(body[4 : 4 + size])
+    edit(meta)  # type: ignore[operator]
+    head = json.dumps(meta).encode()
+    return struct.pack(">I", len(head)) + head + body[4 + size :]
+
+
+def test_a_column_missing_from_an_older_writer_takes_the_default() -> None:
+    state = _state()
+    newest = fields(Memory)[-1]
+    body = _meta_edited(encode_state(state), lambda meta: meta["memories"].pop(newest.name))
+    expected = newest.default if not callable(newest.default_factory) else \
+        newest.default_factory()
+    assert all(getattr(m, newest.name) == expected for m in decode_state(body).memories)
+
+
+@pytest.mark.parametrize("edit", [
+    lambda meta: meta["memories"].update(from_the_future=[0] * 50),  # refused, never dropped
+    lambda meta: meta["memories"]["text"].pop(),
+    lambda meta: meta["memories"].pop("id"),
+    lambda meta: meta["stamps"]["wall_ms"].pop(),
+    lambda meta: meta["stamps"]["wall_ms"].__setitem__(0, "soon"),
+    lambda meta: meta["stamps"]["device"].__setitem__(0, 99),
+    lambda meta: meta.update(v=3),
+])
+def test_a_malformed_body_is_refused(edit: object) -> None:
+    with pytest.raises(IntegrityError):
+        decode_state(_meta_edited(encode_state(_state()), edit))
+
+
+def test_vault_state_restore_equals_applying_the_puts() -> None:
+    state = decode_state(encode_state(_state()))
+    reference = VaultState(DIM)
+    for i, (memory, vector) in enumerate(zip(state.memories, state.vectors, strict=True)):
+        reference.apply(Operation(f"op-{i}", PUT, state.stamps.get(memory.id, {}).get(
+            "*", Stamp(0, 0, "d")), memory=memory, vector=vector, layer=MEMORIES))
+    restored = VaultState(DIM)
+    restored.restore(list(zip(state.memories, state.vectors, strict=True)), [],
+                     set(state.tombstones), set(state.seen), state.stamps)
+    _assert_same(reference.memories, restored.memories)
+    assert restored.seen == set(state.seen) and restored.tombstones == set(state.tombstones)
