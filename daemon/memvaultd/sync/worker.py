@@ -3,9 +3,10 @@
 One thread runs `sync_once` whenever something may have changed: a local
 write (batched over a 0.2 s window), a `WatchHead` notice of a new version,
 a 30 s timer, or `sync now`. Another thread waits on the remote's head.
-Local remember/recall never wait on it: when the remote is down the worker
-backs off (1 s, doubling to 60 s) and every local operation stays in the
-local log until the remote holds it.
+Local remember/recall never wait on it: when the remote is down, slow or
+answers errors, the worker backs off (`Backoff`: 1 s doubling to 64 s, with
+jitter; local writes do not cut a back-off short) and every local operation
+stays in the local log until the remote holds it.
 
     pull:  check the high-water mark (the version this device saw last is
            still there, unchanged, and the chain is no shorter), then open
@@ -13,7 +14,10 @@ local log until the remote holds it.
            data, apply its operations, advance the mark.
     push:  the local operations after `pushed_seq`, a version of at most
            1,000 operations (~2 MB) at a time, appended with the current
-           head as parent; a lost race means pull, merge, retry.
+           head as parent; a lost race means pull, merge, retry. A version
+           whose append failed without an answer may have landed anyway: the
+           next pull that meets it counts it as pushed, so it is not sent
+           again under another number.
     snapshot: after every 200 versions, the full state at the head, so a new
            device bootstraps from it instead of replaying all history.
 
@@ -25,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import random
 import struct
 import threading
 import time
@@ -48,7 +53,8 @@ OPS_PER_VERSION = 1000
 SNAPSHOT_EVERY = 200
 _TIMER_S = 30.0
 _BATCH_WINDOW_S = 0.2
-_MAX_BACKOFF_S = 60.0
+_FIRST_BACKOFF_S = 1.0
+_MAX_BACKOFF_S = 64.0
 
 
 def pack_ops(ops: list[Operation]) -> bytes:
@@ -73,6 +79,32 @@ def unpack_ops(body: bytes, name: str) -> list[Operation]:
     except struct.error as exc:
         raise IntegrityError(f"remote object {name}: operations do not parse") from exc
     return ops
+
+
+class Backoff:
+    """How long to wait before calling a remote that failed `failures` times in a row.
+
+    The nominal wait doubles from 1 s to 64 s: a remote that is down for an
+    hour costs ~70 calls per device and thread, and one that comes back is
+    tried again within about a minute. Each wait is drawn from the upper half
+    of its nominal value ("equal jitter"): devices that lost the same server
+    at the same moment spread their retries over half a window instead of
+    arriving together, yet no wait is shorter than the nominal value before
+    it, so the gaps never shrink while the remote stays down: 0.5-1 s, 1-2 s,
+    2-4 s, ..., 16-32 s, then 32-64 s each.
+    """
+
+    def __init__(self, rng: random.Random | None = None) -> None:
+        self.failures = 0
+        self._rng = rng or random.Random()
+
+    def next(self) -> float:
+        nominal = min(_MAX_BACKOFF_S, _FIRST_BACKOFF_S * 2.0 ** min(self.failures, 16))
+        self.failures += 1
+        return nominal * (0.5 + 0.5 * self._rng.random())
+
+    def reset(self) -> None:
+        self.failures = 0
 
 
 @dataclass
@@ -102,6 +134,9 @@ class SyncWorker:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        # (number, sha256, last local seq) of the version being appended
+        # until the remote answers: see `_own_version`.
+        self._unanswered: tuple[int, bytes, int] | None = None
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -124,36 +159,47 @@ class SyncWorker:
         self._wake.set()
 
     def _loop(self) -> None:
-        backoff = 0.0
+        backoff = Backoff()
+        delay = 0.0  # after a failure: how long until the next try
         while not self._stop.is_set():
-            self._wake.wait(timeout=backoff or _TIMER_S)
+            if delay:
+                # Only a stop ends a back-off early. Local writes keep poking
+                # (an agent may write every 100 ms), and letting them through
+                # would call a failing remote five times a second.
+                self._stop.wait(delay)
+            else:
+                self._wake.wait(timeout=_TIMER_S)
             if self._stop.is_set():
                 return
             time.sleep(_BATCH_WINDOW_S)  # let a burst of writes share one version
             self._wake.clear()
             try:
                 self.sync_once()
-                backoff = 0.0
+                backoff.reset()
+                delay = 0.0
             except (RollbackDetected, IntegrityError):
                 return  # recorded by sync_once; a person has to look
-            except Exception as exc:  # the remote is down or flaky: back off
-                backoff = min(_MAX_BACKOFF_S, max(1.0, backoff * 2))
+            except Exception as exc:  # the remote is down, slow or flaky: back off
+                delay = backoff.next()
                 self._record(f"{type(exc).__name__}: {exc}", "offline")
-                log.warning("sync failed (%s); retrying in %.0f s", exc, backoff)
+                log.warning("sync failed (%s); retrying in %.2f s", exc, delay)
 
     def _watch(self) -> None:
         # Watch from the newest head heard of, not from the mark: until the
         # pull it triggers catches up, the mark is behind, and watching from
         # it would return at once, thousands of times a second.
         heard = self.mark.head
+        backoff = Backoff()
         while not self._stop.is_set():
             try:
                 head = self.remote.watch_head(max(heard, self.mark.head), timeout=20.0)
-                if head > max(heard, self.mark.head):
-                    heard = head
-                    self.poke()
             except Exception:
-                self._stop.wait(2.0)
+                self._stop.wait(backoff.next())
+                continue
+            backoff.reset()
+            if head > max(heard, self.mark.head):
+                heard = head
+                self.poke()
 
     def _record(self, error: str, state: str) -> None:
         self.status.last_error, self.status.state = error, state
@@ -166,9 +212,14 @@ class SyncWorker:
             if self.status.state == "stopped":
                 raise RollbackDetected(self.status.last_error)
             self.status.state = "syncing"
+            # Read before the remote is called, so that while it is down or
+            # slow the status shows what waits for it, not what waited after
+            # the last round that succeeded.
+            pending, scanned_to = self.vault.local_ops_after(self.mark.pushed_seq)
+            self.status.pending = len(pending)
             try:
                 self.pull()
-                self.push()
+                self.push(pending, scanned_to)
                 self._maybe_snapshot()
             except (RollbackDetected, IntegrityError) as exc:
                 self._record(f"stopped: {exc}", "stopped")
@@ -188,24 +239,30 @@ class SyncWorker:
                     raise RollbackDetected(f"version {self.mark.head + 1} is missing from "
                                            f"the remote (it offered {number})")
                 self.vault.apply_remote(self._open_version(number, blob))
-                self._advance(number, hashlib.sha256(blob).digest())
+                digest = hashlib.sha256(blob).digest()
+                self._advance(number, digest, pushed_seq=self._own_version(number, digest))
                 pulled += 1
             if len(batch) < 50:
                 break
         self.status.last_pull = time.time()
         return pulled
 
-    def push(self) -> int:
+    def push(self, pending: list[tuple[int, Operation]], scanned_to: int) -> int:
+        """Append `pending` (this device's operations up to log seq
+        `scanned_to`, read by `Vault.local_ops_after`) as versions."""
         pushed = 0
-        pending, scanned_to = self.vault.local_ops_after(self.mark.pushed_seq)
+        # The pull before may have met versions of this device's own.
+        pending = [item for item in pending if item[0] > self.mark.pushed_seq]
         while pending:
             chunk = pending[:OPS_PER_VERSION]
             number, parent = self.mark.head + 1, self._head_hash()
             blob = self.envelope.seal(VERSION, pack_ops([op for _, op in chunk]),
                                       chain_context(number, parent))
+            digest = hashlib.sha256(blob).digest()
+            self._unanswered = (number, digest, chunk[-1][0])
             if self.remote.append_version(number, parent, blob):
-                self._advance(number, hashlib.sha256(blob).digest(), pushed_seq=chunk[-1][0])
-                pending = pending[len(chunk):]
+                self._unanswered = None
+                self._advance(number, digest, pushed_seq=chunk[-1][0])
                 pushed += len(chunk)
                 self.status.last_push = time.time()
             elif not self.pull() and self.remote.head() <= self.mark.head:
@@ -214,11 +271,28 @@ class SyncWorker:
                 raise RollbackDetected(f"the remote refused version {number} on top of "
                                        f"version {self.mark.head}, and offers nothing newer:"
                                        " its history was forked or replaced")
+            pending = [item for item in pending if item[0] > self.mark.pushed_seq]
         if scanned_to > self.mark.pushed_seq:
             # Everything of this device up to `scanned_to` is on the remote;
             # the pulled records in between need not be read again.
             self._advance(self.mark.head, self._head_hash(), pushed_seq=scanned_to)
         return pushed
+
+    def _own_version(self, number: int, digest: bytes) -> int | None:
+        """The last local seq version `number` carries, if it is the one this
+        device appended without hearing back (the remote went away after
+        storing it, `Remote.append_version`); else None.
+
+        Without this, the ops of a version whose reply was lost were sent
+        again under the next number: harmless to the state (operations apply
+        once by id) but a second copy on the remote, up to 1,000 operations
+        (~2 MB), for every lost reply.
+        """
+        if self._unanswered is None or self._unanswered[0] != number:
+            return None
+        _, sent, last_seq = self._unanswered
+        self._unanswered = None  # whoever's version this is, the attempt is over
+        return last_seq if sent == digest else None
 
     def _open_version(self, number: int, blob: bytes) -> list[Operation]:
         name = f"version {number}"
