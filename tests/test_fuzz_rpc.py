@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,7 +33,9 @@ from .daemon_process import DaemonProcess
 DEADLINE_S = 60.0
 ALLOWED = {grpc.StatusCode.OK, grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND,
            grpc.StatusCode.RESOURCE_EXHAUSTED}
-FUZZ = settings(max_examples=25, deadline=None, derandomize=True,
+# scripts/fuzz_long sets MEMVAULT_FUZZ_SCALE (20: 500 random examples per RPC).
+SCALE = int(os.environ.get("MEMVAULT_FUZZ_SCALE", "1"))
+FUZZ = settings(max_examples=25 * SCALE, deadline=None, derandomize=SCALE == 1,
                 suppress_health_check=[HealthCheck.function_scoped_fixture,
                                        HealthCheck.too_slow, HealthCheck.data_too_large])
 TEN_MB = "m" * (10 * 1024 * 1024)

@@ -17,6 +17,7 @@ nor repairing them.
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -41,7 +42,9 @@ DEADLINE_S = 30.0
 LIMIT = 4096  # --max-object-bytes of the servers here
 ALLOWED = {grpc.StatusCode.OK, grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND,
            grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.RESOURCE_EXHAUSTED}
-FUZZ = settings(max_examples=40, deadline=None, derandomize=True,
+# scripts/fuzz_long sets MEMVAULT_FUZZ_SCALE to run every fuzz test that many times longer.
+SCALE = int(os.environ.get("MEMVAULT_FUZZ_SCALE", "1"))
+FUZZ = settings(max_examples=40 * SCALE, deadline=None, derandomize=SCALE == 1,
                 suppress_health_check=[HealthCheck.function_scoped_fixture,
                                        HealthCheck.too_slow, HealthCheck.data_too_large])
 UNARY = ["PutObject", "GetObject", "ListObjects", "DeleteObject", "AppendVersion",
@@ -298,7 +301,7 @@ requests = st.one_of(
 
 
 @given(calls=st.lists(requests, min_size=1, max_size=8))
-@settings(FUZZ, max_examples=60)
+@settings(FUZZ, max_examples=60 * SCALE)
 def test_random_requests_get_clear_answers(hostile: tuple[Target, dict[str, str]],
                                            calls: list[tuple[str, object]]) -> None:
     target, tokens = hostile
@@ -348,7 +351,7 @@ crafted = st.one_of(
 
 
 @given(method=st.sampled_from([*UNARY, "WatchHead"]), body=crafted)
-@settings(FUZZ, max_examples=80)
+@settings(FUZZ, max_examples=80 * SCALE)
 def test_undecodable_requests_are_invalid_argument(hostile: tuple[Target, dict[str, str]],
                                                     method: str, body: bytes) -> None:
     target, tokens = hostile
