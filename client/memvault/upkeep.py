@@ -86,6 +86,7 @@ class UpkeepCalls:
 
     _call: Callable[..., Any]
     _unary: Callable[..., Any]
+    _get: Any  # Client's Get stub
 
     def _upkeep_stubs(self) -> None:
         self._sweep = self._unary("Sweep", pb.SweepRequest, pb.SweepReply)
@@ -124,5 +125,3 @@ class UpkeepCalls:
         """The archived memories a consolidated memory summarises ([] for others)."""
         reply = self._call(self._get, pb.GetRequest(id=id))
         return [wire.memory(source) for source in reply.sources]
-
-    _get: Any

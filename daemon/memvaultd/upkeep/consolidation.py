@@ -35,6 +35,7 @@ and the merge keeps one.
 
 from __future__ import annotations
 
+import math
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -92,7 +93,7 @@ def check(request: Request) -> Request:
     if scope not in SCOPES:
         raise InvalidArgument(f"scope: unknown scope {request.scope!r}; use all or session")
     age = request.min_age_days
-    if age is not None and not (np.isfinite(age) and age >= 0):
+    if age is not None and not (math.isfinite(age) and age >= 0):
         raise InvalidArgument(f"min_age_days: {age!r} is not a number of days >= 0")
     if request.session_id and scope != SESSION:
         raise InvalidArgument("session_id: only with scope session")
