@@ -209,7 +209,9 @@ class Daemon:
         home.mkdir(mode=0o700)
         self.socket = home / "run" / "memvault.sock"
         self.log_path = home.parent / f"{home.name}.log"
-        self.env = {**os.environ, "MEMVAULT_HOME": str(home), **_CHILD_ENV}
+        # One model cache for the three daemons: the first exports, the others load it.
+        self.env = {"MEMVAULT_CACHE_DIR": str(home.parent / "model-cache"), **os.environ,
+                    "MEMVAULT_HOME": str(home), **_CHILD_ENV}
         self.proc: subprocess.Popen[bytes] | None = None
 
     def spawn(self) -> None:

@@ -315,6 +315,8 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory(prefix="memvault-remote-faults-") as scratch:
         root = args.keep or Path(scratch)
+        # One model cache for both daemons (tests/daemon_process.py passes it on).
+        os.environ.setdefault("MEMVAULT_CACHE_DIR", str(root / "model-cache"))
         print(f"seed {args.seed}: starting the server, the proxy and two daemons", flush=True)
         site = start_site(root)
         try:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -7,6 +8,22 @@ import pytest
 
 from .ceph import CephRGW, session_rgw
 from .daemon_process import DaemonProcess
+
+
+@pytest.fixture(scope="session", autouse=True)
+def model_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """One model cache for the whole session, in the environment every daemon
+    inherits (`daemon_env`). Each test daemon has a fresh MEMVAULT_HOME, whose
+    own cache would make each one export the model again (~7 s, most of it
+    importing torch); this way the first exports and the rest load it in ~0.4 s."""
+    path = tmp_path_factory.mktemp("model-cache")
+    before = os.environ.get("MEMVAULT_CACHE_DIR")
+    os.environ["MEMVAULT_CACHE_DIR"] = str(path)
+    yield path
+    if before is None:
+        os.environ.pop("MEMVAULT_CACHE_DIR", None)
+    else:
+        os.environ["MEMVAULT_CACHE_DIR"] = before
 
 
 @pytest.fixture(scope="session")

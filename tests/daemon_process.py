@@ -20,6 +20,8 @@ PASSPHRASE = "correct horse battery staple"
 
 
 def daemon_env(home: Path, **extra: str) -> dict[str, str]:
+    # os.environ carries MEMVAULT_CACHE_DIR (conftest.py's `model_cache`): the
+    # model exported once serves every test daemon.
     env = dict(os.environ)
     env.update(
         MEMVAULT_HOME=str(home),

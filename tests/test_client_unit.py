@@ -1057,7 +1057,8 @@ def test_public_surface() -> None:
 
 
 def test_light_install_imports_nothing_heavy() -> None:
-    heavy = ["memvaultd", "torch", "numpy", "lancedb", "sentence_transformers"]
+    heavy = ["memvaultd", "torch", "numpy", "lancedb", "sentence_transformers", "onnxruntime",
+             "onnx", "tokenizers"]
     code = (
         "import sys, memvault, memvault.cli, memvault.output, memvault.wire\n"
         f"print([m for m in {heavy!r} if m in sys.modules])"

@@ -43,7 +43,8 @@ def test_committed_stubs_match_the_protos(tmp_path: Path) -> None:
 BLOCKER = textwrap.dedent("""
     import sys
     BLOCKED = ("memvaultd", "memvault_server", "torch", "numpy", "lancedb", "pyarrow",
-               "sentence_transformers", "transformers", "cryptography", "argon2", "keyring")
+               "sentence_transformers", "transformers", "cryptography", "argon2", "keyring",
+               "onnxruntime", "onnx", "tokenizers")
     class Blocker:
         def find_spec(self, name, path=None, target=None):
             if name.split(".")[0] in BLOCKED:

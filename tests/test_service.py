@@ -139,8 +139,10 @@ def fake_systemctl(tmp_path: Path) -> Iterator[tuple[dict[str, str], Path]]:
     script.write_text(f'#!/bin/sh\necho "$*" >> {calls}\necho active\n')
     script.chmod(0o755)
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}",
-           "HOME": str(tmp_path / "user"), "XDG_DATA_HOME": str(tmp_path / "user/.local/share")}
+           "HOME": str(tmp_path / "user"), "XDG_DATA_HOME": str(tmp_path / "user/.local/share"),
+           "XDG_CACHE_HOME": str(tmp_path / "user/.cache")}
     env.pop("MEMVAULT_HOME", None)
+    env.pop("MEMVAULT_CACHE_DIR", None)
     yield env, calls
 
 
@@ -152,6 +154,10 @@ def test_install_status_uninstall(fake_systemctl: tuple[dict[str, str], Path],
     done = _memvault("service", "install", "--platform", "linux", env=env)
     assert done.returncode == 0, done.stderr
     assert f"ReadWritePaths={tmp_path}/user/.local/share/memvault\n" in unit.read_text()
+    # The exported model is cached outside the data: without this the unit
+    # could not write it, and every start would fall back to torch.
+    assert f"ReadWritePaths={tmp_path}/user/.cache/memvault\n" in unit.read_text()
+    assert (tmp_path / "user/.cache/memvault").is_dir()
     assert calls.read_text().splitlines() == ["--user daemon-reload",
                                               "--user enable --now memvaultd.service"]
     data_dir = tmp_path / "user/.local/share/memvault"

@@ -1,15 +1,21 @@
-"""Where memvault keeps its config, data and socket.
+"""Where memvault keeps its config, data, socket and cache.
 
 One rule, used by the daemon and every client alike, so that `Client()` finds
 the socket the daemon bound without being told:
 
 1. `MEMVAULT_HOME=DIR` (or `--home DIR`): everything under DIR —
-   `DIR/config.toml`, `DIR/data/`, `DIR/run/memvault.sock`. Tests, benchmarks and
-   several instances on one machine stay apart this way.
+   `DIR/config.toml`, `DIR/data/`, `DIR/run/memvault.sock`, `DIR/cache/`.
+   Tests, benchmarks and several instances on one machine stay apart this way.
 2. Otherwise the platform's directories (platformdirs): on Linux
    `~/.config/memvault/config.toml`, `~/.local/share/memvault/`,
    `$XDG_RUNTIME_DIR/memvault/memvault.sock` (falling back to the data dir's
-   `run/` when there is no runtime dir).
+   `run/` when there is no runtime dir), `~/.cache/memvault/`.
+
+The cache holds only files derived from public inputs (the embedding model
+exported to ONNX), never user data, so it is plaintext and may be deleted at
+any time. `MEMVAULT_CACHE_DIR` moves it, under either rule: one cache shared
+by several homes (a test session, a benchmark's restarts) exports the model
+once.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ class Paths:
     config_file: Path
     data_dir: Path
     socket: Path
+    cache_dir: Path
 
     @property
     def run_dir(self) -> Path:
@@ -37,11 +44,15 @@ class Paths:
 def resolve(home: str | os.PathLike[str] | None = None) -> Paths:
     """The paths for `home`, else `$MEMVAULT_HOME`, else the platform defaults."""
     home = home or os.environ.get("MEMVAULT_HOME") or None
+    cache = os.environ.get("MEMVAULT_CACHE_DIR")
+    cache_dir = Path(cache).expanduser().absolute() if cache else None
     if home:
         root = Path(home).expanduser().absolute()
-        return Paths(root / "config.toml", root / "data", root / "run" / SOCKET_NAME)
+        return Paths(root / "config.toml", root / "data", root / "run" / SOCKET_NAME,
+                     cache_dir or root / "cache")
     config_dir = Path(platformdirs.user_config_dir("memvault", appauthor=False))
     data_dir = Path(platformdirs.user_data_dir("memvault", appauthor=False))
     runtime = os.environ.get("XDG_RUNTIME_DIR")
     run_dir = Path(runtime) / "memvault" if runtime else data_dir / "run"
-    return Paths(config_dir / "config.toml", data_dir, run_dir / SOCKET_NAME)
+    return Paths(config_dir / "config.toml", data_dir, run_dir / SOCKET_NAME,
+                 cache_dir or Path(platformdirs.user_cache_dir("memvault", appauthor=False)))

@@ -86,6 +86,8 @@ def plan(platform: Platform, *, daemon: Path, home: str | None = None,
     environment = dict(SERVICE_ENVIRONMENT)
     if home:
         environment["MEMVAULT_HOME"] = str(Path(home).expanduser().absolute())
+    if os.environ.get("MEMVAULT_CACHE_DIR"):  # the service uses the cache this shell does
+        environment["MEMVAULT_CACHE_DIR"] = str(paths.resolve(home).cache_dir)
     if platform == "linux":
         return _systemd_plan(daemon, environment, user_home)
     return _launchd_plan(daemon, environment, user_home, os.getuid() if uid is None else uid)
@@ -94,9 +96,14 @@ def plan(platform: Platform, *, daemon: Path, home: str | None = None,
 def _systemd_plan(daemon: Path, environment: dict[str, str], user_home: Path) -> ServicePlan:
     home = environment.get("MEMVAULT_HOME")
     # Only what the daemon writes is writable: its data (or all of MEMVAULT_HOME,
-    # which holds data and socket). The runtime directory is the manager's.
-    writable = Path(home) if home else paths.resolve().data_dir
-    unit = render_unit(str(daemon), str(writable), environment)
+    # which holds data and socket), and its model cache: without it every start
+    # would import torch to export the model, fail to write it, and run on
+    # torch. The runtime directory is the manager's.
+    writable = [Path(home) if home else paths.resolve().data_dir]
+    cache = paths.resolve(home).cache_dir
+    if not cache.is_relative_to(writable[0]):
+        writable.append(cache)
+    unit = render_unit(str(daemon), [str(path) for path in writable], environment)
     systemctl = ["systemctl", "--user"]
     return ServicePlan(
         platform="linux",
@@ -105,7 +112,7 @@ def _systemd_plan(daemon: Path, environment: dict[str, str], user_home: Path) ->
         install=[[*systemctl, "daemon-reload"], [*systemctl, "enable", "--now", UNIT_NAME]],
         uninstall=[[*systemctl, "disable", "--now", UNIT_NAME]],
         status=[[*systemctl, "is-active", UNIT_NAME], [*systemctl, "is-enabled", UNIT_NAME]],
-        make_dirs=[writable],
+        make_dirs=writable,
     )
 
 

@@ -7,7 +7,8 @@ network at login) and create files for the user alone (umask 077).
 Why these hardening options and not others (systemd 252 user manager):
 
 - `ProtectSystem=strict` makes the whole tree read-only, so the data directory
-  (or `MEMVAULT_HOME`) is given back with `ReadWritePaths=`; the socket lives in
+  (or `MEMVAULT_HOME`) and the model cache (`~/.cache/memvault`, the exported
+  model) are given back with `ReadWritePaths=`; the socket lives in
   `RuntimeDirectory=memvault` (`$XDG_RUNTIME_DIR/memvault`, where clients look
   for it), created 0700 by the manager and removed when the daemon stops.
 - `MemoryDenyWriteExecute=` is left out on purpose: torch's CPU kernels
@@ -44,8 +45,7 @@ TimeoutStopSec=30
 RuntimeDirectory=memvault
 RuntimeDirectoryMode=0700
 UMask=0077
-ReadWritePaths={writable}
-NoNewPrivileges=yes
+{writable}NoNewPrivileges=yes
 ProtectSystem=strict
 PrivateTmp=yes
 PrivateDevices=yes
@@ -82,11 +82,12 @@ def systemd_quote(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def render_unit(exec_start: str, writable: str, environment: dict[str, str]) -> str:
+def render_unit(exec_start: str, writable: list[str], environment: dict[str, str]) -> str:
     lines = "".join(f"Environment={systemd_quote(f'{key}={value}')}\n"
                     for key, value in environment.items())
-    return UNIT_TEMPLATE.format(exec_start=systemd_quote(exec_start),
-                                writable=systemd_quote(writable), environment=lines)
+    paths = "".join(f"ReadWritePaths={systemd_quote(path)}\n" for path in writable)
+    return UNIT_TEMPLATE.format(exec_start=systemd_quote(exec_start), writable=paths,
+                                environment=lines)
 
 
 def agent_plist(exec_start: str, log_file: str, environment: dict[str, str]) -> dict[str, Any]:

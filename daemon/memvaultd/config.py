@@ -4,6 +4,7 @@ Every setting has a default that works with no file at all. The file is
 `$MEMVAULT_HOME/config.toml` or `~/.config/memvault/config.toml`:
 
     model = "all-MiniLM-L6-v2"    # a sentence-transformers name or path
+    model_runtime = "auto"        # auto | onnx | torch (docs/config.md)
     cache_size = 256              # query embeddings kept (LRU)
     restatement_threshold = 0.9   # cosine at which a new memory restates an old one
     snapshot_every = 10000        # operations between automatic snapshots
@@ -61,7 +62,7 @@ from typing import Any
 
 from memvault.errors import InvalidArgument
 
-from .embedder import DEFAULT_MODEL
+from .embedder import DEFAULT_MODEL, RUNTIMES
 from .recall.hybrid import FusionSettings
 from .recall.ranking import DEFAULT_HALF_LIVES_DAYS, half_lives_from_env
 from .upkeep.consolidation import ConsolidationSettings
@@ -80,6 +81,9 @@ DEFAULT_RESTATEMENT_THRESHOLD = 0.9
 @dataclass(frozen=True)
 class Config:
     model: str = DEFAULT_MODEL
+    # "auto": ONNX Runtime when it imports and reproduces the model, else torch;
+    # "onnx": the same, logged as an error when it cannot; "torch": always torch.
+    model_runtime: str = "auto"
     cache_size: int = 256
     restatement_threshold: float = DEFAULT_RESTATEMENT_THRESHOLD
     snapshot_every: int = 10_000
@@ -206,6 +210,9 @@ def _check(config: Config, path: Path) -> None:
         raise InvalidArgument(f"{path}: snapshot_every must be a positive integer")
     if config.key_storage not in ("auto", "keyring", "keyfile"):
         raise InvalidArgument(f"{path}: key_storage must be auto, keyring or keyfile")
+    if config.model_runtime not in RUNTIMES:
+        raise InvalidArgument(f"{path}: model_runtime must be auto, onnx or torch, "
+                              f"not {config.model_runtime!r}")
     if not _positive(config.heat.half_life_days):
         raise InvalidArgument(f"{path}: heat.half_life_days must be a number of days above 0")
     for name, value in (("sweep.threshold", config.sweep.threshold),

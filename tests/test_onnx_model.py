@@ -1,0 +1,361 @@
+"""The model on ONNX Runtime: the same vectors as sentence-transformers, a
+cache that loads without torch and heals itself, and torch whenever ONNX
+cannot reproduce the model."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from memvault import Client
+from memvault.errors import InvalidArgument
+from memvault.paths import resolve
+from memvaultd import onnx_cache
+from memvaultd.config import load
+from memvaultd.embedder import DEFAULT_MODEL, Embedder, model_path
+from memvaultd.events import EventBus
+from memvaultd.onnx_model import OnnxModel, Unsupported, read_layout
+
+from .daemon_process import DaemonProcess
+
+MODEL_DIR = Path(model_path(DEFAULT_MODEL))
+LONG = " ".join(f"word{i} means nothing in particular" for i in range(120))  # ~720 tokens
+TEXTS = [
+    "prefers vitest over jest",
+    "",
+    "  Ünïcödé café naïve résumé, 中文 and emoji 🎉 \t\n",
+    "the staging database lives in eu-west-1 and is backed up every night at 02:00 UTC",
+    LONG,
+]
+TOLERANCE = 1e-5
+
+
+@pytest.fixture(scope="module")
+def reference() -> Any:
+    """sentence-transformers itself, on torch, one thread (as the daemon ran it)."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    torch.set_num_threads(1)
+    return SentenceTransformer(str(MODEL_DIR), device="cpu")
+
+
+@pytest.fixture(scope="module")
+def exported(model_cache: Path) -> OnnxModel:
+    """The session's cached export (made here if no daemon made it first)."""
+    return onnx_cache.load(MODEL_DIR, DEFAULT_MODEL, model_cache)
+
+
+def st_encode(model: Any, texts: list[str]) -> np.ndarray[Any, Any]:
+    return np.asarray(model.encode(texts, batch_size=32, normalize_embeddings=True,
+                                   convert_to_numpy=True, show_progress_bar=False))
+
+
+def embedder(cache_dir: Path, runtime: str = "auto", model: str = DEFAULT_MODEL) -> Embedder:
+    made = Embedder(model, cache_size=8, events=EventBus(), runtime=runtime, cache_dir=cache_dir)
+    made.start()
+    made.wait_ready()
+    return made
+
+
+# -- equal vectors -------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_each_text_alone_gives_sentence_transformers_vector(reference: Any,
+                                                            exported: OnnxModel) -> None:
+    for text in TEXTS:
+        got, expected = exported.encode([text]), st_encode(reference, [text])
+        assert got.shape == expected.shape == (1, 384)
+        assert np.abs(got - expected).max() <= TOLERANCE, text[:40]
+
+
+@pytest.mark.slow
+def test_a_batch_of_unequal_lengths_gives_the_same_vectors(reference: Any,
+                                                           exported: OnnxModel) -> None:
+    batch = TEXTS * 3  # 15 texts, 2 to 256 tokens: padding within the batch
+    got = exported.encode(batch)
+    assert np.abs(got - st_encode(reference, batch)).max() <= TOLERANCE
+    # Padding changes nothing: each row is the text's vector alone.
+    alone = np.concatenate([exported.encode([text]) for text in TEXTS])
+    assert np.abs(got[: len(TEXTS)] - alone).max() <= TOLERANCE
+
+
+@pytest.mark.slow
+def test_a_long_text_is_cut_at_256_tokens(reference: Any, exported: OnnxModel) -> None:
+    assert len(reference.tokenizer(LONG)["input_ids"]) > 600  # really past the cut
+    longer = LONG + " and a tail far past the cut that must change nothing"
+    assert np.abs(exported.encode([longer]) - exported.encode([LONG])).max() == 0
+    assert np.abs(exported.encode([longer]) - st_encode(reference, [longer])).max() <= TOLERANCE
+
+
+# -- the cache -------------------------------------------------------------------------
+
+
+WARM_START = textwrap.dedent("""
+    import json, sys
+    from pathlib import Path
+    from memvaultd.embedder import DEFAULT_MODEL, Embedder
+    from memvaultd.events import EventBus
+    embedder = Embedder(DEFAULT_MODEL, cache_size=8, events=EventBus(), cache_dir=Path(sys.argv[1]))
+    embedder.start()
+    embedder.wait_ready()
+    vector = embedder.embed_query(sys.argv[2])
+    heavy = [m for m in ("torch", "transformers", "sentence_transformers") if m in sys.modules]
+    print(json.dumps({"runtime": embedder.runtime, "heavy": heavy, "vector": vector.tolist()}))
+""")
+
+
+@pytest.mark.slow
+def test_a_warm_cache_loads_without_importing_torch(reference: Any, exported: OnnxModel,
+                                                    model_cache: Path) -> None:
+    done = subprocess.run([sys.executable, "-c", WARM_START, str(model_cache), TEXTS[3]],
+                          capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1"))
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert (report["runtime"], report["heavy"]) == ("onnx", [])
+    expected = st_encode(reference, [TEXTS[3]])[0]
+    assert np.abs(np.array(report["vector"]) - expected).max() <= TOLERANCE
+
+
+def _truncate(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def _another_probe(path: Path) -> None:
+    # A file that parses and runs but no longer gives its recorded vector, as
+    # after a flipped bit in a weight.
+    import onnx
+
+    graph = onnx.load(str(path))
+    probe = next(p for p in graph.metadata_props if p.key == "memvault.probe")
+    vector = json.loads(probe.value)
+    probe.value = json.dumps([-x for x in vector])
+    path.write_bytes(graph.SerializeToString())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("damage", [_truncate, _another_probe])
+def test_a_damaged_cached_file_is_exported_again(
+        damage: Any, exported: OnnxModel, reference: Any, tmp_path: Path,
+        caplog: pytest.LogCaptureFixture) -> None:
+    cached = tmp_path / exported.path.name
+    shutil.copyfile(exported.path, cached)
+    damage(cached)
+    with caplog.at_level(logging.INFO, logger="memvaultd"):
+        healed = onnx_cache.load(MODEL_DIR, DEFAULT_MODEL, tmp_path)
+    assert "is unusable" in caplog.text and "exported the model" in caplog.text
+    assert healed.path == cached
+    assert np.abs(healed.encode(TEXTS) - st_encode(reference, TEXTS)).max() <= TOLERANCE
+    onnx_cache.check(OnnxModel(cached, read_layout(MODEL_DIR)))  # the file itself is whole
+    assert sorted(p.name for p in tmp_path.iterdir()) == [cached.name, f"{cached.name}.lock"]
+
+
+@pytest.mark.slow
+def test_two_loads_at_once_export_once(tmp_path: Path, reference: Any,
+                                       caplog: pytest.LogCaptureFixture) -> None:
+    models: list[OnnxModel] = []
+
+    def load_one() -> None:
+        models.append(onnx_cache.load(MODEL_DIR, DEFAULT_MODEL, tmp_path))
+
+    with caplog.at_level(logging.INFO, logger="memvaultd"):
+        threads = [threading.Thread(target=load_one) for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(120)
+    assert len(models) == 2
+    assert caplog.text.count("exported the model") == 1  # the other waited, then loaded it
+    for model in models:
+        assert np.abs(model.encode(TEXTS) - st_encode(reference, TEXTS)).max() <= TOLERANCE
+
+
+# -- choosing the runtime ------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_runtime_torch_uses_sentence_transformers(tmp_path: Path, reference: Any) -> None:
+    on_torch = embedder(tmp_path / "cache", runtime="torch")
+    try:
+        assert on_torch.runtime == "torch"
+        assert not (tmp_path / "cache").exists()  # nothing exported
+        got = on_torch.embed_documents(TEXTS)
+        assert np.abs(got - st_encode(reference, TEXTS)).max() <= TOLERANCE
+    finally:
+        on_torch.close()
+
+
+def _copy_model(tmp_path: Path) -> Path:
+    """The model's files, the weights linked (90 MB), the small files copied to edit."""
+    copy = tmp_path / "model"
+    shutil.copytree(MODEL_DIR, copy, ignore=shutil.ignore_patterns("*.safetensors"))
+    for weights in MODEL_DIR.glob("*.safetensors"):
+        (copy / weights.name).symlink_to(weights)
+    return copy
+
+
+@pytest.mark.slow
+def test_a_cls_pooling_model_runs_on_onnx_with_its_vectors(tmp_path: Path) -> None:
+    from sentence_transformers import SentenceTransformer
+
+    model = _copy_model(tmp_path)
+    (model / "1_Pooling" / "config.json").write_text(json.dumps(
+        {"word_embedding_dimension": 384, "pooling_mode_cls_token": True,
+         "pooling_mode_mean_tokens": False}))
+    on_onnx = embedder(tmp_path / "cache", model=str(model))
+    try:
+        assert on_onnx.runtime == "onnx"
+        expected = st_encode(SentenceTransformer(str(model), device="cpu"), TEXTS)
+        assert np.abs(on_onnx.embed_documents(TEXTS) - expected).max() <= TOLERANCE
+        assert np.abs(expected - st_encode(SentenceTransformer(str(MODEL_DIR)), TEXTS)
+                      ).max() > 0.1  # really another pooling
+    finally:
+        on_onnx.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("runtime, level", [("auto", "WARNING"), ("onnx", "ERROR")])
+def test_a_model_onnx_cannot_reproduce_stays_on_torch(
+        runtime: str, level: str, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    model = _copy_model(tmp_path)
+    pooling = model / "1_Pooling" / "config.json"
+    pooling.write_text(json.dumps({**json.loads(pooling.read_text()),
+                                   "pooling_mode_mean_tokens": False,
+                                   "pooling_mode_max_tokens": True}))
+    with caplog.at_level(logging.INFO, logger="memvaultd"):
+        fallen = embedder(tmp_path / "cache", runtime=runtime, model=str(model))
+    try:
+        assert fallen.runtime == "torch"
+        (record,) = [r for r in caplog.records if "runs on torch" in r.getMessage()]
+        assert record.levelname == level
+        assert "pooling max: only mean or cls" in record.getMessage()
+        assert fallen.embed_query("still works").shape == (384,)
+    finally:
+        fallen.close()
+
+
+@pytest.mark.slow
+def test_a_cache_that_cannot_be_written_leaves_the_model_on_torch(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    blocked = tmp_path / "cache"
+    blocked.write_text("a file where the cache directory should be")
+    with caplog.at_level(logging.INFO, logger="memvaultd"):
+        fallen = embedder(blocked)
+    try:
+        assert fallen.runtime == "torch" and fallen.ready
+        assert "runs on torch, not ONNX Runtime" in caplog.text
+    finally:
+        fallen.close()
+
+
+@pytest.mark.parametrize("change, reason", [
+    (lambda m: m["modules"].append({"idx": 3, "name": "3", "path": "3_Dense",
+                                    "type": "sentence_transformers.models.Dense"}),
+     "only Transformer, Pooling, Normalize"),
+    (lambda m: m["pooling"].update(pooling_mode_cls_token=True), "pooling cls+mean"),
+    (lambda m: m["settings"].update(do_lower_case=True), "only max_seq_length"),
+    (lambda m: m["prompts"].update(default_prompt_name="query"), "a default prompt"),
+])
+def test_layouts_onnx_cannot_reproduce_are_refused(change: Any, reason: str,
+                                                    tmp_path: Path) -> None:
+    files = {"modules": "modules.json", "pooling": "1_Pooling/config.json",
+             "settings": "sentence_bert_config.json",
+             "prompts": "config_sentence_transformers.json"}
+    (tmp_path / "1_Pooling").mkdir()
+    loaded = {key: json.loads((MODEL_DIR / name).read_text()) for key, name in files.items()}
+    assert read_layout(MODEL_DIR).pooling == "mean"
+    change(loaded)
+    for key, name in files.items():
+        (tmp_path / name).write_text(json.dumps(loaded[key]))
+    with pytest.raises(Unsupported, match=re.escape(reason)):
+        read_layout(tmp_path)
+
+
+def test_cls_pooling_is_read(tmp_path: Path) -> None:
+    model = _copy_model(tmp_path)
+    (model / "1_Pooling" / "config.json").write_text(json.dumps(
+        {"word_embedding_dimension": 384, "pooling_mode": "cls"}))
+    assert read_layout(model).pooling == "cls"
+
+
+def test_the_cache_file_name_follows_the_model_files(tmp_path: Path) -> None:
+    model = _copy_model(tmp_path)
+    first = onnx_cache.cache_file(model, "my/model", tmp_path / "cache")
+    assert first.parent == tmp_path / "cache" and first.name.startswith("my_model-")
+    assert onnx_cache.cache_file(model, "my/model", tmp_path / "cache") == first
+    (model / "tokenizer.json").touch()  # a new mtime: maybe another version
+    assert onnx_cache.cache_file(model, "my/model", tmp_path / "cache") != first
+
+
+# -- configuration and paths -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", ['"gpu"', '"ONNX"', "1", '""'])
+def test_a_bad_model_runtime_is_refused_naming_the_key(value: str, tmp_path: Path) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text(f"model_runtime = {value}\n")
+    with pytest.raises(InvalidArgument, match="model_runtime must be auto, onnx or torch"):
+        load(config, env={})
+
+
+@pytest.mark.parametrize("value", ["auto", "onnx", "torch"])
+def test_model_runtime_values(value: str, tmp_path: Path) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text(f'model_runtime = "{value}"\n')
+    assert load(config, env={}).model_runtime == value
+    assert load(tmp_path / "absent.toml", env={}).model_runtime == "auto"
+
+
+@pytest.fixture
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:
+    for name in ("MEMVAULT_HOME", "MEMVAULT_CACHE_DIR", "XDG_CACHE_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    yield monkeypatch
+
+
+def test_the_cache_dir(clean_env: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    assert resolve(tmp_path).cache_dir == tmp_path / "cache"
+    clean_env.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert resolve().cache_dir == tmp_path / "xdg" / "memvault"
+    clean_env.setenv("MEMVAULT_CACHE_DIR", str(tmp_path / "shared"))
+    assert resolve().cache_dir == tmp_path / "shared"
+    assert resolve(tmp_path / "home").cache_dir == tmp_path / "shared"
+
+
+@pytest.mark.slow
+def test_the_daemon_logs_its_runtime(daemon: DaemonProcess) -> None:
+    assert "model all-MiniLM-L6-v2 ready (384 dimensions, runtime onnx)" in daemon.log
+
+
+@pytest.mark.slow
+def test_the_cache_holds_no_user_data(daemon: DaemonProcess, model_cache: Path) -> None:
+    # The cache is plaintext because only public weights go there: check that
+    # a memory and a query never do, in any of the forms a leak could take.
+    text, query = "quokkacanary-text-3b7e", "quokkacanary-query-91fd"
+    with Client(socket=daemon.socket) as client:
+        client.remember(text, topic="quokkacanary.topic")
+        client.recall(query)
+    files = [path for path in model_cache.rglob("*") if path.is_file()]
+    assert any(path.suffix == ".onnx" for path in files)
+    for path in files:
+        raw = path.read_bytes()
+        for secret in (text, query, "quokkacanary"):
+            for form in (secret.encode(), secret.encode().hex().encode(),
+                         secret.encode("utf-16-le")):
+                assert form not in raw, (path, form)
