@@ -18,7 +18,7 @@ def _unit(n: int, seed: int, dim: int = 16) -> np.ndarray:
 def test_lists_partition_the_rows() -> None:
     matrix = _unit(5000, 1)
     ivf = ann.build(matrix, 4000)
-    assert ivf.covered == 4000 and ivf.nlist == int(np.sqrt(4000))
+    assert ivf.covered == 4000 and ivf.nlist == int(ann.LISTS_PER_SQRT_N * np.sqrt(4000))
     assert sorted(ivf.order.tolist()) == list(range(4000))
     assert ivf.offsets[-1] == 4000 and np.all(np.diff(ivf.offsets) >= 0)
     for i in range(ivf.nlist):

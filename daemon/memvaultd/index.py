@@ -235,11 +235,11 @@ class MemoryIndex:
             return False
         ivf = self._ivf
         # Retrain when the rows doubled (the centroids no longer fit them);
-        # extend when the tail exceeds 1/16 of the indexed rows: the tail is
-        # scanned exactly by every search, 1/16 keeps that under the lists'
-        # own cost.
+        # extend when the tail exceeds 1/32 of the indexed rows: the tail is
+        # scanned exactly by every search, and 1/32 keeps it under the ~1/25
+        # of the rows the lists themselves give a search (ann.PROBE_FRACTION).
         return (ivf is None or count >= 2 * ivf.trained_on
-                or count - ivf.covered > max(2048, ivf.covered // 16))
+                or count - ivf.covered > max(1024, ivf.covered // 32))
 
     def _maintain(self) -> None:
         with self._lock:

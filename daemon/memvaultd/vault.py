@@ -133,6 +133,13 @@ class Vault:
         self.applied_txid = 0
         self._snapshot_txid = 0
         self._write_lock = threading.Lock()
+        # Guards the records' access marks: a recall's read-modify-write of
+        # access_count, and every write's apply, which would otherwise undo a
+        # mark (or be undone by one). Held for microseconds, never over I/O
+        # but a snapshot's flush: recalls no longer queue behind the write
+        # lock, which a remember holds across its log append and fsync.
+        # Order: the write lock first, then this one.
+        self._access_lock = threading.Lock()
         self._snapshot_lock = threading.Lock()
         self._loaded = threading.Event()
         self._load_error = ""
@@ -422,8 +429,9 @@ class Vault:
                 raise ResourceExhausted("the data directory's disk is full; nothing was "
                                         "written. Free space and try again") from exc
             raise
-        for op in ops:
-            self._apply(op)
+        with self._access_lock:
+            for op in ops:
+                self._apply(op)
         with self._applied:
             self.applied_txid = last
             self._applied.notify_all()
@@ -482,12 +490,12 @@ class Vault:
 
     def _mark_accessed(self, ids: list[str]) -> None:
         now = time.time()
-        for memory_id in ids:
-            old = self.memories.get(memory_id)
-            if old is not None:
-                self.memories.update(old.copy(access_count=old.access_count + 1,
-                                              last_accessed_at=now))
-        with self._write_lock:
+        with self._access_lock:
+            for memory_id in ids:
+                old = self.memories.get(memory_id)
+                if old is not None:
+                    self.memories.update(old.copy(access_count=old.access_count + 1,
+                                                  last_accessed_at=now))
             self._accessed.extend(ids)
 
     def _flush_access_loop(self) -> None:
@@ -497,10 +505,12 @@ class Vault:
     def flush_access(self) -> None:
         """Write the pending access marks as one record (already applied)."""
         with self._write_lock:
-            self._flush_access_locked()
+            with self._access_lock:
+                ids, self._accessed = self._accessed, []
+            self._log_access(ids)
 
-    def _flush_access_locked(self) -> None:
-        ids, self._accessed = self._accessed, []
+    def _log_access(self, ids: list[str]) -> None:
+        """Log marks taken from `_accessed`; the caller holds the write lock."""
         if ids:
             op = Operation(uuid.uuid4().hex, ACCESS, self.clock.now(), ids=tuple(ids),
                            at=time.time())
@@ -643,10 +653,12 @@ class Vault:
         if not self._snapshot_lock.acquire(blocking=wait):
             return False  # one is already being written
         try:
-            with self._write_lock:
+            with self._write_lock, self._access_lock:
                 # Marks applied in memory but not yet logged would otherwise
-                # be counted twice: once in the snapshot, once on replay.
-                self._flush_access_locked()
+                # be counted twice: once in the snapshot, once on replay. The
+                # access lock keeps new ones out until the state is captured.
+                ids, self._accessed = self._accessed, []
+                self._log_access(ids)
                 if self.applied_txid == self._snapshot_txid or not self.loaded:
                     return False
                 state = self._capture()
@@ -729,7 +741,9 @@ class Vault:
         """
         self._await_loaded()
         with self._write_lock:
-            self._flush_access_locked()
+            with self._access_lock:
+                ids, self._accessed = self._accessed, []
+            self._log_access(ids)
             joining = self.data_dir / "log.joining"
             shutil.rmtree(joining, ignore_errors=True)
             new_log = OperationLog(joining, derive_key(key, purpose=PURPOSE_LOG),

@@ -20,7 +20,7 @@ from ..memory import Memory
 from ..requests import RecallQuery
 from ..upkeep.heat import HeatSettings, band, check_band, heat
 from .filters import parse_filter
-from .hybrid import HYBRID, MODES, Candidate, FusionSettings, candidates
+from .hybrid import HYBRID, MODES, Candidate, FusionSettings, candidates, explain
 from .ranking import MAX_TOP_K, OVERFETCH, Scored, check_top_k, rank
 
 DEFAULT_TIERS = frozenset({m.WORKING, m.LONG_TERM})
@@ -102,6 +102,8 @@ def recall(layer: Layer, query: RecallQuery, vector: Vector, keep: Callable[[Mem
                   heat_settings=heat_settings)
     has_more = len(ranked) > want or (want == MAX_TOP_K and len(found) > want)
     hits = [Hit(s, by_id[s.memory.id]) for s in ranked[query.offset : want]]
+    for hit in hits:
+        explain(hit.candidate)
     if query.max_tokens:
         spent, kept = 0, []
         for hit in hits:

@@ -85,7 +85,8 @@ class Candidate:
     entity: float = 0.0
     fusion: float = 0.0
     channels: list[str] = field(default_factory=list)
-    reasons: list[str] = field(default_factory=list)
+    reasons: list[str] = field(default_factory=list)  # filled by `explain`
+    matched: Sequence[str] = ()  # the query terms the keyword channel matched
 
 
 def candidates(layer: Layer, *, text: str, vector: Vector, keep: Callable[[Memory], bool],
@@ -127,16 +128,23 @@ def candidates(layer: Layer, *, text: str, vector: Vector, keep: Callable[[Memor
     if not found:
         return []
     _fill_similarity(layer, found, vector)
-    best_bm25 = max((bm25.get(i, 0.0) for i in found), default=0.0) or 1.0
-    for item in found.values():
-        item.keyword = bm25.get(item.memory.id, 0.0) / best_bm25
+    raw = bm25.scores_of(list(found))
+    best_bm25 = max(raw, default=0.0) or 1.0
+    for item, score in zip(found.values(), raw, strict=True):
+        item.keyword = score / best_bm25
+        item.matched = bm25.matched
     if settings.method == "rrf" and mode == HYBRID:
         _rrf(found, vector_rank, keyword_rank, settings)
     else:
         _weighted(layer, found, vector, text, bm25, best_bm25, mode, bool(topics), settings)
-    for item in found.values():
-        item.reasons = _reasons(item, bm25.matched)
     return sorted(found.values(), key=lambda c: (-c.fusion, c.distance, c.memory.id))
+
+
+def explain(item: Candidate) -> None:
+    """Fill `item.reasons`: which channels found it and why. Only the hits a
+    recall returns need them (3 of ~50 candidates by default), and each
+    costs a tokenisation of the memory."""
+    item.reasons = _reasons(item, item.matched)
 
 
 def _asked_topics(text: str, topic_key: str, layer: Layer) -> set[str]:
@@ -166,15 +174,17 @@ def _weighted(layer: Layer, found: dict[str, Candidate], vector: Vector, text: s
     query_words = _words(text)
     neighbours_of = {i: layer.sessions.neighbours(i) if c and mode == HYBRID else ()
                      for i in found}
-    # Every neighbour's cosine in one matrix product rather than one each.
+    # Every neighbour's cosine in one matrix product rather than one each,
+    # and their keyword scores in one search.
     around = list({n for ns in neighbours_of.values() for n in ns})
     cosines = dict(zip(around, layer.index.cosines(around, vector), strict=True))
+    around_bm25 = dict(zip(around, bm25.scores_of(around), strict=True))
     for item in found.values():
         sim, kw = item.similarity, item.keyword
         neighbours = neighbours_of[item.memory.id]
         if neighbours:
             sim = (1 - c) * sim + c * _mean_similarity(neighbours, cosines)
-            kw = (1 - c) * kw + c * sum(bm25.get(n, 0.0) for n in neighbours) / (
+            kw = (1 - c) * kw + c * sum(around_bm25[n] for n in neighbours) / (
                 len(neighbours) * best_bm25)
         item.entity = 1.0 if _names(query_words, item.memory.entity) else 0.0
         item.fusion = (w_v * sim + w_k * kw + w_t * item.topic + w_e * item.entity) / total
@@ -200,7 +210,7 @@ def _rrf(found: dict[str, Candidate], vector_rank: dict[str, int],
         item.fusion = score * (k + 1) / top  # 1.0 = first in every channel
 
 
-def _reasons(item: Candidate, matched: list[str]) -> list[str]:
+def _reasons(item: Candidate, matched: Sequence[str]) -> list[str]:
     reasons = []
     if VECTOR in item.channels:
         reasons.append(f"vector: similarity {item.similarity:.2f}")

@@ -99,6 +99,18 @@ class KeywordHits:
         return float(self.scores[i]) if i < len(self.ords) and self.ords[i] == ordinal \
             else default
 
+    def scores_of(self, doc_ids: Sequence[str]) -> list[float]:
+        """`get` of each id (0 where it matched nothing), in one search: a
+        hybrid recall looks up ~50 candidates and their session neighbours,
+        and one `searchsorted` each was ~0.1 ms of it."""
+        if not len(self.ords) or not doc_ids:
+            return [0.0] * len(doc_ids)
+        wanted = np.fromiter((self._ordinals.get(i, -1) for i in doc_ids), dtype=np.int64,
+                             count=len(doc_ids))
+        at = np.minimum(np.searchsorted(self.ords, wanted), len(self.ords) - 1)
+        found = self.scores[at] * (self.ords[at] == wanted)
+        return found.tolist()  # type: ignore[no-any-return]  # float64 -> list[float]
+
     def ranked(self) -> Iterator[str]:
         """Document ids, best score first (ties: first indexed first), read in
         growing windows so a caller that stops after 24 sorts ~64."""
