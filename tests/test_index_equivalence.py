@@ -161,6 +161,10 @@ def test_keyword_scores_match_plain_bm25() -> None:
         assert len(hits) == len(expected)
         for doc_id, score in expected.items():
             assert math.isclose(hits.get(doc_id), score, rel_tol=1e-9)
+        # The batch lookup recall uses agrees with one lookup each, for ids that
+        # matched, ids that did not, removed ids and ids never indexed.
+        asked = [*docs, "d0", "d10", "never-indexed"]
+        assert hits.scores_of(asked) == [hits.get(doc_id) for doc_id in asked]
         ranked = list(hits.ranked())
         assert sorted(ranked) == sorted(expected)
         assert all(expected[a] >= expected[b] for a, b in itertools.pairwise(ranked))
