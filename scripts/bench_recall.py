@@ -287,6 +287,12 @@ class Daemon:
                 return int(line.split()[1]) / 1024.0
         return float("nan")
 
+    def cpu_seconds(self) -> float:
+        """CPU time (user + system) the daemon has used so far."""
+        assert self.proc is not None
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def stop(self) -> float:
         """SIGTERM (the daemon writes a snapshot), wait; returns the seconds it took."""
         if self.proc is None or self.proc.poll() is not None:
@@ -404,11 +410,20 @@ def memory_number(text: str) -> int:
     return int(text.rsplit(" ", 1)[1].rstrip(")"))
 
 
+@dataclass
+class MixedLoad:
+    calls_per_s: float
+    latencies: list[float]
+    daemon_cores: float  # the daemon's CPU seconds (user + system) per second
+    daemon_cpu_ms_per_call: float
+
+
 def mixed_load(daemon: Daemon, clients: int, cached: Sequence[str], inputs: Inputs,
-               start: int) -> tuple[float, list[float]]:
+               start: int) -> MixedLoad:
     """`clients` threads, each with its own connection, each doing MIXED_OPS
     calls (a remember of one new memory with its own vector every 10th call,
-    cached recalls otherwise). Returns (calls per second, latencies)."""
+    cached recalls otherwise), and the daemon's CPU time meanwhile: how busy
+    one client keeps it bounds what more clients can add."""
     latencies: list[float] = []
     lock = threading.Lock()
     counter = itertools.count(start)
@@ -429,12 +444,16 @@ def mixed_load(daemon: Daemon, clients: int, cached: Sequence[str], inputs: Inpu
             latencies.extend(mine)
 
     threads = [threading.Thread(target=work, args=(k,)) for k in range(clients)]
+    cpu_before = daemon.cpu_seconds()
     started = time.perf_counter()
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    return clients * MIXED_OPS / (time.perf_counter() - started), latencies
+    elapsed = time.perf_counter() - started
+    cpu = daemon.cpu_seconds() - cpu_before
+    calls = clients * MIXED_OPS
+    return MixedLoad(calls / elapsed, latencies, cpu / elapsed, 1000.0 * cpu / calls)
 
 
 def embedded_ingest(client: Client, texts: Sequence[str]) -> float:
@@ -618,11 +637,16 @@ def run(n: int, timed: int, uncached_count: int, batch_size: int, workdir: Path
             figures["recall_at_10_vs_exact"] = recall_at_10(client, probes, inputs.vectors)
             figures["rss_mb"] = daemon.rss_mb()
             phase("mixed recall/remember load: 1 client, then 8")
-            one, _ = mixed_load(daemon, 1, inputs.cached, inputs, n)
-            eight, latencies = mixed_load(daemon, CLIENTS, inputs.cached, inputs, 2 * n)
-            figures["concurrency_1_per_s"], figures[f"concurrency_{CLIENTS}_per_s"] = one, eight
-            figures[f"concurrency_speedup_{CLIENTS}"] = eight / one
-            samples[f"concurrent_{CLIENTS}"] = latencies
+            one = mixed_load(daemon, 1, inputs.cached, inputs, n)
+            eight = mixed_load(daemon, CLIENTS, inputs.cached, inputs, 2 * n)
+            figures["concurrency_1_per_s"] = one.calls_per_s
+            figures[f"concurrency_{CLIENTS}_per_s"] = eight.calls_per_s
+            figures[f"concurrency_speedup_{CLIENTS}"] = eight.calls_per_s / one.calls_per_s
+            figures["daemon_cores_1"] = one.daemon_cores
+            figures[f"daemon_cores_{CLIENTS}"] = eight.daemon_cores
+            figures["daemon_cpu_ms_per_call_1"] = one.daemon_cpu_ms_per_call
+            figures[f"daemon_cpu_ms_per_call_{CLIENTS}"] = eight.daemon_cpu_ms_per_call
+            samples[f"concurrent_{CLIENTS}"] = eight.latencies
             phase(f"ingest of {EMBEDDED_INGEST} memories embedded by the daemon")
             texts = sentences(EMBEDDED_INGEST, MEMORY_TEMPLATES, random.Random(SEED + 1))
             figures["ingest_embedded_per_s"] = embedded_ingest(client, texts)
@@ -696,7 +720,10 @@ def table(f: dict[str, Any]) -> str:
         f"{f['ingest_embedded_per_s']:.0f}/s embedded (model alone: "
         f"{f['model_batch_per_s']:.0f}/s)",
         f"{CLIENTS} clients vs 1 (calls/s):      {f[f'concurrency_{CLIENTS}_per_s']:.0f} vs "
-        f"{f['concurrency_1_per_s']:.0f} = {f[f'concurrency_speedup_{CLIENTS}']:.2f} x",
+        f"{f['concurrency_1_per_s']:.0f} = {f[f'concurrency_speedup_{CLIENTS}']:.2f} x "
+        f"(daemon busy {f['daemon_cores_1']:.2f} / {f[f'daemon_cores_{CLIENTS}']:.2f} cores, "
+        f"{f['daemon_cpu_ms_per_call_1']:.2f} / {f[f'daemon_cpu_ms_per_call_{CLIENTS}']:.2f} "
+        "ms CPU a call)",
         f"spawn to serving, empty vault:    {f['start_to_serving_empty_s']:.2f} s",
         f"spawn to serving, {f['n']} memories: {f['start_to_serving_s']:.2f} s "
         f"(vault load {f.get('vault_load_s', float('nan')):.2f} s of it, "

@@ -359,3 +359,19 @@ def test_the_cache_holds_no_user_data(daemon: DaemonProcess, model_cache: Path) 
             for form in (secret.encode(), secret.encode().hex().encode(),
                          secret.encode("utf-16-le")):
                 assert form not in raw, (path, form)
+
+
+@pytest.mark.slow
+def test_model_runtime_in_config_toml_reaches_the_daemon(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    (home / "config.toml").write_text('model_runtime = "torch"\n')
+    daemon = DaemonProcess(home).start()
+    try:
+        assert "model all-MiniLM-L6-v2 ready (384 dimensions, runtime torch)" in daemon.log
+        with Client(socket=daemon.socket) as client:
+            client.remember("prefers vitest over jest", topic="user.preferences.testing")
+            assert client.recall("which test framework")[0].memory.text == \
+                "prefers vitest over jest"
+    finally:
+        daemon.stop()
