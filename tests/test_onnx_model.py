@@ -96,6 +96,19 @@ def test_a_batch_of_unequal_lengths_gives_the_same_vectors(reference: Any,
 
 
 @pytest.mark.slow
+def test_embed_documents_sorts_by_length_and_keeps_the_callers_order(
+        exported: OnnxModel, model_cache: Path) -> None:
+    # 70 texts of 1 to 70 words, shuffled: chunks of 32 are filled longest
+    # first, and every vector must still come back at its text's position.
+    rng = np.random.default_rng(5)
+    texts = [" ".join(f"word{j}" for j in range(n)) for n in rng.permutation(70) + 1]
+    got = embedder(model_cache).embed_documents(texts)
+    alone = np.concatenate([exported.encode([text]) for text in texts])
+    assert got.shape == (70, 384)
+    assert np.abs(got - alone).max() <= TOLERANCE
+
+
+@pytest.mark.slow
 def test_a_long_text_is_cut_at_256_tokens(reference: Any, exported: OnnxModel) -> None:
     assert len(reference.tokenizer(LONG)["input_ids"]) > 600  # really past the cut
     longer = LONG + " and a tail far past the cut that must change nothing"

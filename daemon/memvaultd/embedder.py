@@ -188,10 +188,19 @@ class Embedder:
         return vector
 
     def embed_documents(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
-        chunks = [self._executor.submit(self._encode_when_ready, list(texts[i : i + _CHUNK]))
-                  for i in range(0, len(texts), _CHUNK)]
-        return np.concatenate([chunk.result() for chunk in chunks]) if chunks else \
-            np.zeros((0, self.dimension()), dtype=np.float32)
+        if not texts:
+            return np.zeros((0, self.dimension()), dtype=np.float32)
+        # Longest first, as sentence-transformers orders what it is given: a
+        # chunk is padded to its longest text, and chunks of similar lengths
+        # pad little. Conversation turns (40 tokens on average, up to 100)
+        # embedded 46 /s in their own order and 88 /s sorted, on either runtime.
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        chunks = [self._executor.submit(self._encode_when_ready,
+                                        [texts[i] for i in order[start : start + _CHUNK]])
+                  for start in range(0, len(texts), _CHUNK)]
+        vectors = np.empty((len(texts), self.dimension()), dtype=np.float32)
+        vectors[order] = np.concatenate([chunk.result() for chunk in chunks])
+        return vectors
 
     def resize_cache(self, size: int) -> None:
         with self._cache_lock:
