@@ -33,6 +33,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -131,20 +132,7 @@ class Embedder:
             return None
 
     def _load_torch(self) -> Callable[[list[str]], Vector]:
-        import torch
-        from sentence_transformers import SentenceTransformer
-        from transformers.utils import logging as hf_logging
-
-        # One intra-op thread. Two (torch's default here) make every
-        # forward pass wait for whichever thread was descheduled: with
-        # the machine busy (load 6 on 2 cores) a query took 516 ms p50 on
-        # two threads against 45 ms on one, and batches ran 24/s against
-        # 71/s. The gRPC threads and the scan need the other core anyway.
-        torch.set_num_threads(1)
-
-        hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]  # log, no tty
-
-        model = SentenceTransformer(model_path(self.model_name), device="cpu")
+        model = sentence_transformer(model_path(self.model_name))
 
         def encode(texts: list[str]) -> Vector:
             vectors = model.encode(texts, batch_size=_CHUNK, normalize_embeddings=True,
@@ -225,6 +213,23 @@ class Embedder:
 
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+def sentence_transformer(path: str) -> Any:
+    """The model on sentence-transformers and torch, set up as the daemon runs
+    it (the torch runtime, and the export to ONNX)."""
+    import torch
+    from sentence_transformers import SentenceTransformer
+    from transformers.utils import logging as hf_logging
+
+    # One intra-op thread. Two (torch's default here) make every forward pass
+    # wait for whichever thread was descheduled: with the machine busy (load 6
+    # on 2 cores) a query took 516 ms p50 on two threads against 45 ms on one,
+    # and batches ran 24/s against 71/s. The gRPC threads and the scan need
+    # the other core anyway.
+    torch.set_num_threads(1)
+    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]  # log, no tty
+    return SentenceTransformer(path, device="cpu")
 
 
 def _first_line(exc: Exception) -> str:

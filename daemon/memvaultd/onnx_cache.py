@@ -92,12 +92,10 @@ def _export(model_dir: Path, layout: Layout, path: Path) -> None:
     started = time.monotonic()
     import onnx
     import torch
-    from sentence_transformers import SentenceTransformer
-    from transformers.utils import logging as hf_logging
 
-    torch.set_num_threads(1)  # as embedder.py
-    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]  # a log, no tty
-    model = SentenceTransformer(str(model_dir), device="cpu")
+    from .embedder import sentence_transformer  # here: embedder imports this module
+
+    model = sentence_transformer(str(model_dir))
     transformer: Any = model[0].auto_model
     transformer.eval()
     names = [name for name in INPUTS if name in model.tokenizer.model_input_names]

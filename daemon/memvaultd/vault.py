@@ -505,9 +505,18 @@ class Vault:
     def flush_access(self) -> None:
         """Write the pending access marks as one record (already applied)."""
         with self._write_lock:
-            with self._access_lock:
-                ids, self._accessed = self._accessed, []
-            self._log_access(ids)
+            self._flush_access_locked()
+
+    def _flush_access_locked(self) -> None:
+        """`flush_access` for a caller that holds the write lock."""
+        with self._access_lock:
+            ids = self._take_access_marks()
+        self._log_access(ids)
+
+    def _take_access_marks(self) -> list[str]:
+        """The marks not logged yet; the caller holds the access lock."""
+        ids, self._accessed = self._accessed, []
+        return ids
 
     def _log_access(self, ids: list[str]) -> None:
         """Log marks taken from `_accessed`; the caller holds the write lock."""
@@ -657,8 +666,7 @@ class Vault:
                 # Marks applied in memory but not yet logged would otherwise
                 # be counted twice: once in the snapshot, once on replay. The
                 # access lock keeps new ones out until the state is captured.
-                ids, self._accessed = self._accessed, []
-                self._log_access(ids)
+                self._log_access(self._take_access_marks())
                 if self.applied_txid == self._snapshot_txid or not self.loaded:
                     return False
                 state = self._capture()
@@ -741,9 +749,7 @@ class Vault:
         """
         self._await_loaded()
         with self._write_lock:
-            with self._access_lock:
-                ids, self._accessed = self._accessed, []
-            self._log_access(ids)
+            self._flush_access_locked()
             joining = self.data_dir / "log.joining"
             shutil.rmtree(joining, ignore_errors=True)
             new_log = OperationLog(joining, derive_key(key, purpose=PURPOSE_LOG),

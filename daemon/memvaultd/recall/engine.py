@@ -102,8 +102,6 @@ def recall(layer: Layer, query: RecallQuery, vector: Vector, keep: Callable[[Mem
                   heat_settings=heat_settings)
     has_more = len(ranked) > want or (want == MAX_TOP_K and len(found) > want)
     hits = [Hit(s, by_id[s.memory.id]) for s in ranked[query.offset : want]]
-    for hit in hits:
-        explain(hit.candidate)
     if query.max_tokens:
         spent, kept = 0, []
         for hit in hits:
@@ -113,4 +111,6 @@ def recall(layer: Layer, query: RecallQuery, vector: Vector, keep: Callable[[Mem
                 break
             kept.append(hit)
         hits = kept
+    for hit in hits:  # reasons for what is returned only
+        explain(hit.candidate)
     return Page(hits, has_more)
