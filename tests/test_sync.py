@@ -66,6 +66,7 @@ def _init_and_join(a: DaemonProcess, b: DaemonProcess, remote: str, token: str |
     held = cb.remember("the desktop knew this before joining", topic="pre.b").id
     result = ca.init_sync(remote, token=token)
     assert result.recovery_key.startswith("mvr1-")
+    assert ca.sync_status().head >= 1, "init returns once its first version is pushed"
     joined = cb.join_sync(remote, result.recovery_key, token=token)
     assert joined.vault_id == result.vault_id
     assert _has(cb, before) and _has(cb, held), "join keeps both sides' memories"
