@@ -171,7 +171,8 @@ class MemoryIndex:
             rows, cos = view.ivf.search(query, self.nprobe)
             if view.ivf.covered < view.count:  # the tail, not in any list yet
                 rows = np.concatenate([rows, np.arange(view.ivf.covered, view.count)])
-                cos = np.concatenate([cos, view.matrix[view.ivf.covered : view.count] @ query])
+                cos = np.concatenate([cos, ann.scores(view.matrix[view.ivf.covered : view.count],
+                                                       query)])
             found = self._walk(view, rows, cos, limit, keep)
             if len(found) == limit:
                 return found
@@ -184,7 +185,7 @@ class MemoryIndex:
         if view.count == 0 or limit <= 0:
             return []
         rows = np.arange(view.count)
-        return self._walk(view, rows, view.matrix[: view.count] @ query, limit, keep)
+        return self._walk(view, rows, ann.scores(view.matrix[: view.count], query), limit, keep)
 
     def _walk(self, view: _View, rows: npt.NDArray[np.int64], cos: Vector, limit: int,
               keep: Predicate | None) -> list[tuple[Memory, float]]:
@@ -221,7 +222,7 @@ class MemoryIndex:
         present = [r for r in rows if r is not None and r < view.count]
         if not present:
             return [None] * len(rows)
-        values = iter((view.matrix[np.array(present)] @ query).tolist())
+        values = iter(ann.scores(view.matrix[np.array(present)], query).tolist())
         return [next(values) if r is not None and r < view.count else None for r in rows]
 
     def _view(self) -> _View:
