@@ -200,3 +200,28 @@ def test_large_body_round_trip(tmp_path: Path) -> None:
     started = time.perf_counter()
     assert s.latest() == (1, body)
     assert time.perf_counter() - started < 1.0
+
+
+def test_snapshots_fall_due_every_setting_or_a_tenth_of_the_vault() -> None:
+    # The setting rules small vaults: 10,000 writes into 50,000 memories.
+    assert not snapshot.due(9_999, 50_000, 10_000)
+    assert snapshot.due(10_000, 50_000, 10_000)
+    # A tenth of the vault rules large ones, so a bulk load does not seal
+    # the whole of a growing vault every 10,000 writes.
+    assert not snapshot.due(10_000, 400_000, 10_000)
+    assert not snapshot.due(39_999, 400_000, 10_000)
+    assert snapshot.due(40_000, 400_000, 10_000)
+    # A small setting still counts (tests and cautious users set it low).
+    assert snapshot.due(1, 0, 1)
+    assert not snapshot.due(0, 0, 1)
+
+
+def test_a_bulk_load_seals_a_small_multiple_of_the_vault() -> None:
+    """Loading 1M memories, 10,000 at a time: what the snapshots seal in all."""
+    sealed, since, size = 0, 0, 0
+    while size < 1_000_000:
+        size += 10_000
+        since += 10_000
+        if snapshot.due(since, size, 10_000):
+            sealed, since = sealed + size, 0
+    assert sealed < 12 * size  # a fixed 10,000 would seal ~50 x (every batch: 50.5M)

@@ -7,7 +7,8 @@ Every setting has a default that works with no file at all. The file is
     model_runtime = "auto"        # auto | onnx | torch (docs/config.md)
     cache_size = 256              # query embeddings kept (LRU)
     restatement_threshold = 0.9   # cosine at which a new memory restates an old one
-    snapshot_every = 10000        # operations between automatic snapshots
+    snapshot_every = 10000        # operations between automatic snapshots (at
+                                  # least a tenth of the vault's memories)
     log_level = "info"
     key_storage = "auto"          # auto | keyring | keyfile
 

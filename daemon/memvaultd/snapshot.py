@@ -41,7 +41,7 @@ from typing import BinaryIO
 from memvault.errors import IntegrityError, InvalidArgument
 from memvaultd.crypto.aead import OVERHEAD, open_sealed, seal
 
-__all__ = ["CHUNK_SIZE", "SnapshotStore"]
+__all__ = ["CHUNK_SIZE", "LOG_SHARE", "SnapshotStore", "due"]
 
 MAGIC = b"MVSNP"
 VERSION = 1
@@ -51,6 +51,26 @@ _CHUNK_TAIL = struct.Struct(">IB")  # index, final flag
 _AAD_LABEL = b"memvault/snapshot"
 _NAME = re.compile(r"^(\d{20})\.snap$")
 _TMP_SUFFIX = ".tmp"
+
+# A snapshot is due once the log since the last one holds a tenth of the
+# vault (and `snapshot_every` operations).
+# Every snapshot seals the whole state, so a fixed interval made a bulk load
+# quadratic: loading 400k memories in batches of 10,000 wrote a snapshot
+# every ~20,000 (one at a time), each of the whole vault (at 400k: 1.4 s of
+# capture under the write lock, 5.4 s of encoding, 2.0 s of sealing), and
+# every other batch took 5-8 s instead of 2. At a tenth of the vault the
+# snapshots of a load form a geometric series (~11x the final vault sealed
+# in all), and a start after a crash replays at most a tenth of the vault's
+# size in log records (~0.1 ms each: 10 s at 1M, 1 s at 100k) on top of
+# loading the snapshot. The 400k load went from 2,948 to 3,724 memories/s;
+# a batch that meets a snapshot still takes up to ~8 s (docs/benchmarks.md).
+LOG_SHARE = 10
+
+
+def due(operations_since: int, memories: int, every: int) -> bool:
+    """Whether a snapshot is due: `every` operations since the last one (the
+    `snapshot_every` setting), and at least a tenth of the vault."""
+    return operations_since >= max(every, memories // LOG_SHARE)
 
 
 def _chunk_count(body_len: int) -> int:

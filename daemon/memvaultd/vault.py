@@ -66,6 +66,7 @@ from .recall import engine
 from .recall.filters import parse_filter
 from .requests import MemoryDraft, RecallQuery, RememberOutcome, TurnDraft
 from .snapshot import SnapshotStore
+from .snapshot import due as snapshot_due
 from .state import State, decode_state, encode_state
 from .upkeep import consolidation, summariser
 from .upkeep import sweep as sweeping
@@ -441,7 +442,8 @@ class Vault:
                                     id=op.memory_id)
         if notify_sync and self.sync is not None:
             self.sync.poke()
-        if self.applied_txid - self._snapshot_txid >= self.config.snapshot_every:
+        if snapshot_due(self.applied_txid - self._snapshot_txid, len(self.memories),
+                        self.config.snapshot_every):
             threading.Thread(target=self.snapshot, name="snapshot", daemon=True).start()
         return last - len(ops) + 1
 
