@@ -262,3 +262,23 @@ def test_vault_state_restore_equals_applying_the_puts() -> None:
                      set(state.tombstones), set(state.seen), state.stamps)
     _assert_same(reference.memories, restored.memories)
     assert restored.seen == set(state.seen) and restored.tombstones == set(state.tombstones)
+
+
+def test_a_cut_reads_the_vectors_of_its_moment_after_later_writes() -> None:
+    """A snapshot takes the cut under the write lock and copies the vectors
+    after releasing it: growth, new vectors and compaction meanwhile must not
+    change what it reads."""
+    memories, vectors = _memories(1500, seed=7)
+    layer = Layer(DIM)
+    for memory, vector in zip(memories[:800], vectors[:800], strict=True):
+        layer.put(memory, vector)
+    cut_memories, cut_vectors = layer.index.cut()
+    for memory, vector in zip(memories[800:], vectors[800:], strict=True):
+        layer.put(memory, vector)  # past the first 1,024 rows: the matrix grows
+    for memory, vector in zip(memories[:100], vectors[800:900], strict=True):
+        layer.put(memory, vector)  # new vectors: new rows, the old ones dead
+    for memory in memories[100:450]:
+        layer.remove(memory.id)  # 450 of 1,600 rows dead: compacted
+    assert len(layer.index.export()[0]) == 1150
+    assert [m.id for m in cut_memories] == [m.id for m in memories[:800]]
+    np.testing.assert_array_equal(cut_vectors(), vectors[:800])

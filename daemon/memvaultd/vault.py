@@ -24,7 +24,7 @@ import shutil
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -671,8 +671,9 @@ class Vault:
                 self._log_access(self._take_access_marks())
                 if self.applied_txid == self._snapshot_txid or not self.loaded:
                     return False
-                state = self._capture()
+                capture = self._capture()
                 self.log.rotate()
+            state = capture()
             self.snapshots.write(state.seq, encode_state(state))
             self.snapshots.prune(keep=2)
             # Records the remote does not hold yet stay, whatever the snapshot.
@@ -684,15 +685,18 @@ class Vault:
         finally:
             self._snapshot_lock.release()
 
-    def _capture(self) -> State:
-        """The whole state, at `applied_txid`; the caller holds the write lock."""
-        memories, vectors = self.memories.index.export()
-        turns, turn_vectors = self.state.layers[TURNS].index.export()
-        return State(self.applied_txid, self.info.dimension, self.clock.last, memories,
-                     vectors, frozenset(self.state.tombstones), turns, turn_vectors,
-                     frozenset(self.state.seen),
-                     {k: dict(v) for k, v in self.state.stamps.items()},
-                     dict(self.state.upkeep))
+    def _capture(self) -> Callable[[], State]:
+        """The whole state at `applied_txid`, in two steps: the cut now (the
+        caller holds the write lock), the copy of the vectors when the
+        returned function is called (outside the lock: `MemoryIndex.cut`)."""
+        memories, vectors = self.memories.index.cut()
+        turns, turn_vectors = self.state.layers[TURNS].index.cut()
+        seq, dimension, stamp = self.applied_txid, self.info.dimension, self.clock.last
+        tombstones, seen = frozenset(self.state.tombstones), frozenset(self.state.seen)
+        stamps = {k: dict(v) for k, v in self.state.stamps.items()}
+        upkeep = dict(self.state.upkeep)
+        return lambda: State(seq, dimension, stamp, memories, vectors(), tombstones, turns,
+                             turn_vectors(), seen, stamps, upkeep)
 
     # -- sync --------------------------------------------------------------
 
@@ -722,7 +726,8 @@ class Vault:
             for _, record in self.log.replay(after=pushed_seq):
                 if decode(record).stamp.device == self.info.device_id:
                     return None
-            return encode_state(self._capture())
+            capture = self._capture()
+        return encode_state(capture())
 
     def genesis(self) -> int:
         """Log a put of every memory and turn this device holds, so a remote
