@@ -16,12 +16,12 @@ associated data, so a sealed value opened anywhere else fails to authenticate.
 
 from __future__ import annotations
 
-import os
-
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from memvault.errors import IntegrityError
+
+from .entropy import random_bytes
 
 __all__ = ["KEY_SIZE", "NONCE_SIZE", "OVERHEAD", "TAG_SIZE", "open_sealed", "seal"]
 
@@ -40,7 +40,7 @@ def _cipher(key: bytes) -> AESGCM:
 
 def seal(key: bytes, plaintext: bytes, *, aad: bytes) -> bytes:
     """Encrypt and authenticate `plaintext`, binding `aad`: nonce || ciphertext || tag."""
-    nonce = os.urandom(NONCE_SIZE)
+    nonce = random_bytes(NONCE_SIZE)
     return nonce + _cipher(key).encrypt(nonce, plaintext, aad)
 
 
