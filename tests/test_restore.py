@@ -282,3 +282,24 @@ def test_a_cut_reads_the_vectors_of_its_moment_after_later_writes() -> None:
     assert len(layer.index.export()[0]) == 1150
     assert [m.id for m in cut_memories] == [m.id for m in memories[:800]]
     np.testing.assert_array_equal(cut_vectors(), vectors[:800])
+
+
+def test_the_body_in_pieces_is_the_body_of_one_json_dumps(monkeypatch: pytest.MonkeyPatch
+                                                           ) -> None:
+    """Snapshots encode the meta a few list items per `json.dumps` (the lock
+    is free between them) and hand the vectors over without copying: the
+    bytes must be exactly those of one dumps and one concatenation."""
+    from memvaultd import state as state_module
+
+    monkeypatch.setattr(state_module, "_JSON_PIECE", 3)  # 50 memories: 17 pieces a column
+    state = _state()
+    parts = state_module.encode_state_parts(state)
+    body = b"".join(parts)
+    (size,) = struct.unpack_from(">I", body)
+    meta = json.loads(body[4 : 4 + size])
+    assert body[4 : 4 + size] == json.dumps(meta, separators=(",", ":"),
+                                            ensure_ascii=False).encode()
+    assert body[4 + size :] == (np.ascontiguousarray(state.vectors, dtype="<f4").tobytes()
+                                + np.ascontiguousarray(state.turn_vectors, "<f4").tobytes())
+    assert len(parts) > 17
+    _assert_states_equal(decode_state(body), state)

@@ -225,3 +225,16 @@ def test_a_bulk_load_seals_a_small_multiple_of_the_vault() -> None:
         if snapshot.due(since, size, 10_000):
             sealed, since = sealed + size, 0
     assert sealed < 12 * size  # a fixed 10,000 would seal ~50 x (every batch: 50.5M)
+
+
+def test_a_body_in_parts_is_sealed_as_their_concatenation(tmp_path: Path,
+                                                          small_chunks: int) -> None:
+    parts = [b"12345", memoryview(b"a part that spans two chunks"), b"", bytearray(b"tail")]
+    whole = b"".join(parts)
+    path = store(tmp_path).write(9, parts)
+    assert store(tmp_path).latest() == (9, whole)
+    chunks = -(-len(whole) // small_chunks)
+    assert len(path.read_bytes()) == HEADER + len(whole) + chunks * OVERHEAD
+    empty = store(tmp_path / "empty").write(1, [b"", b""])
+    assert store(tmp_path / "empty").latest() == (1, b"")
+    assert len(empty.read_bytes()) == HEADER + OVERHEAD  # one empty sealed chunk

@@ -35,6 +35,7 @@ from __future__ import annotations
 import os
 import re
 import struct
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
@@ -77,6 +78,25 @@ def _chunk_count(body_len: int) -> int:
     return max(1, -(-body_len // CHUNK_SIZE))
 
 
+def _chunks(parts: Sequence[bytes | memoryview], size: int, count: int) -> Iterator[bytes]:
+    """The concatenation of `parts` in `count` chunks of `size` bytes (the
+    last shorter, or empty), never holding more than one chunk's copy."""
+    pending: list[memoryview] = []
+    filled = produced = 0
+    for part in parts:
+        view = memoryview(part)
+        view = view if view.format == "B" and view.ndim == 1 else view.cast("B")
+        while view:
+            take = min(size - filled, len(view))
+            pending.append(view[:take])
+            filled, view = filled + take, view[take:]
+            if filled == size:
+                yield b"".join(pending)
+                pending, filled, produced = [], 0, produced + 1
+    if produced < count:
+        yield b"".join(pending)
+
+
 def _chunk_aad(header: bytes, index: int, count: int) -> bytes:
     return _AAD_LABEL + header + _CHUNK_TAIL.pack(index, index == count - 1)
 
@@ -104,30 +124,31 @@ class SnapshotStore:
         found = ((_NAME.match(p.name), p) for p in self._dir.iterdir())
         return sorted((int(m[1]), p) for m, p in found if m)
 
-    def write(self, seq: int, body: bytes) -> Path:
-        """Seal `body` as the state at log seq `seq`; durable and complete on return."""
+    def write(self, seq: int, body: bytes | Sequence[bytes | memoryview]) -> Path:
+        """Seal `body` (bytes, or parts to concatenate) as the state at log
+        seq `seq`; durable and complete on return."""
         if seq < 0:
             raise InvalidArgument(f"a snapshot seq is >= 0, not {seq}")
+        parts = [body] if isinstance(body, (bytes, bytearray, memoryview)) else body
         path = self._dir / f"{seq:020d}.snap"
         tmp = self._dir / f".{path.name}{_TMP_SUFFIX}"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "wb") as out:
-            self._write_sealed(out, seq, body)
+            self._write_sealed(out, seq, parts)
             out.flush()
             os.fsync(out.fileno())
         os.replace(tmp, path)
         _sync_dir(self._dir)
         return path
 
-    def _write_sealed(self, out: BinaryIO, seq: int, body: bytes) -> None:
-        count = _chunk_count(len(body))
-        header = _HEADER.pack(MAGIC, VERSION, self._vault_id, seq, count, len(body))
+    def _write_sealed(self, out: BinaryIO, seq: int, parts: Sequence[bytes | memoryview]
+                      ) -> None:
+        size = sum(memoryview(part).nbytes for part in parts)
+        count = _chunk_count(size)
+        header = _HEADER.pack(MAGIC, VERSION, self._vault_id, seq, count, size)
         out.write(header)
-        view = memoryview(body)
-        for index in range(count):
-            chunk = view[index * CHUNK_SIZE : (index + 1) * CHUNK_SIZE]
-            # bytes() of one 4 MiB chunk, not of the body: bounded extra memory.
-            out.write(seal(self._key, bytes(chunk), aad=_chunk_aad(header, index, count)))
+        for index, chunk in enumerate(_chunks(parts, CHUNK_SIZE, count)):
+            out.write(seal(self._key, chunk, aad=_chunk_aad(header, index, count)))
 
     def latest(self) -> tuple[int, bytes] | None:
         """The newest snapshot as (seq, body), every chunk verified; None if there is none."""

@@ -68,6 +68,18 @@ class State:
 
 
 def encode_state(state: State) -> bytes:
+    return b"".join(encode_state_parts(state))
+
+
+def encode_state_parts(state: State) -> list[bytes | memoryview]:
+    """The body of `state` as parts whose concatenation is `encode_state`.
+
+    A snapshot is written from the parts (`SnapshotStore.write`) so that no
+    single call holds the interpreter lock for long while writes wait: at
+    600k memories one `json.dumps` of the meta held it for 1.8 s, and
+    joining meta and vectors into one ~1 GB bytes (plus `tobytes`) for ~2 s
+    more; a RememberBatch running meanwhile took 3.3 s instead of 0.95.
+    """
     meta = {"v": FORMAT_VERSION, "seq": state.seq, "dimension": state.dimension,
             "hlc": state.stamp.encode(),
             "memories": _memory_columns(state.memories),
@@ -75,10 +87,32 @@ def encode_state(state: State) -> bytes:
             "tombstones": sorted(state.tombstones), "seen": sorted(state.seen),
             "stamps": _stamp_columns(state.stamps),
             "upkeep": dict(state.upkeep)}
-    head = json.dumps(meta, separators=(",", ":"), ensure_ascii=False).encode()
-    vectors = (np.ascontiguousarray(state.vectors, dtype="<f4").tobytes()
-               + np.ascontiguousarray(state.turn_vectors, dtype="<f4").tobytes())
-    return _LEN.pack(len(head)) + head + vectors
+    head = [piece.encode() for piece in _json_pieces(meta)]
+    vectors = [np.ascontiguousarray(matrix, dtype="<f4").reshape(-1).view(np.uint8).data
+               for matrix in (state.vectors, state.turn_vectors)]
+    return [_LEN.pack(sum(map(len, head))), *head, *vectors]
+
+
+_JSON_PIECE = 20_000  # list items per json.dumps call: ~10-30 ms each
+_dumps = partial(json.dumps, separators=(",", ":"), ensure_ascii=False)
+
+
+def _json_pieces(value: Any) -> Iterator[str]:
+    """`json.dumps(value)` (compact, UTF-8), as pieces of at most
+    `_JSON_PIECE` list items, the interpreter lock free between them."""
+    if isinstance(value, dict) and all(isinstance(key, str) for key in value):
+        yield "{"
+        for i, (key, item) in enumerate(value.items()):
+            yield ("," if i else "") + _dumps(key) + ":"
+            yield from _json_pieces(item)
+        yield "}"
+    elif isinstance(value, list) and len(value) > _JSON_PIECE:
+        yield "["
+        for start in range(0, len(value), _JSON_PIECE):
+            yield ("," if start else "") + _dumps(value[start : start + _JSON_PIECE])[1:-1]
+        yield "]"
+    else:
+        yield _dumps(value)
 
 
 def decode_state(body: bytes) -> State:

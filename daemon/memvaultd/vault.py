@@ -23,7 +23,6 @@ import logging
 import shutil
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -40,6 +39,7 @@ from memvault.errors import (
 from . import drafts
 from . import memory as m
 from .config import Config
+from .crypto.entropy import new_id
 from .crypto.kdf import PURPOSE_LOG, PURPOSE_SNAPSHOT, derive_key
 from .embedder import Embedder
 from .events import EventBus
@@ -67,7 +67,7 @@ from .recall.filters import parse_filter
 from .requests import MemoryDraft, RecallQuery, RememberOutcome, TurnDraft
 from .snapshot import SnapshotStore
 from .snapshot import due as snapshot_due
-from .state import State, decode_state, encode_state
+from .state import State, collector_paused, decode_state, encode_state, encode_state_parts
 from .upkeep import consolidation, summariser
 from .upkeep import sweep as sweeping
 from .upkeep.heat import BANDS, band, heat
@@ -263,7 +263,7 @@ class Vault:
         self._await_loaded()
         with self._write_lock:
             self._get(memory_id)
-            txid = self._commit([Operation(uuid.uuid4().hex, UPDATE, self.clock.now(),
+            txid = self._commit([Operation(new_id(), UPDATE, self.clock.now(),
                                            target=memory_id, at=time.time(), fields=changes,
                                            vector=vector)])
             return txid, self._get(memory_id)
@@ -290,7 +290,7 @@ class Vault:
             if dry_run or not ids:
                 return self.applied_txid, ids
             now = time.time()
-            last = self._commit([Operation(uuid.uuid4().hex, FORGET, self.clock.now(),
+            last = self._commit([Operation(new_id(), FORGET, self.clock.now(),
                                            target=i, at=now) for i in ids])
             return last + len(ids) - 1, ids
 
@@ -312,7 +312,7 @@ class Vault:
         vectors = self.embedder.embed_documents([t.text for t in memories])
         self._await_loaded()
         with self._write_lock:
-            first = self._commit([Operation(uuid.uuid4().hex, PUT, self.clock.now(),
+            first = self._commit([Operation(new_id(), PUT, self.clock.now(),
                                             memory=t, vector=v, layer=TURNS)
                                   for t, v in zip(memories, vectors, strict=True)])
         return first + len(memories) - 1, [t.id for t in memories]
@@ -339,7 +339,7 @@ class Vault:
                 item = _Prepared(memory, vector)
                 target = self._restated(item, batch, time.time())
                 if target is None:
-                    ops.append(Operation(uuid.uuid4().hex, PUT, self.clock.now(),
+                    ops.append(Operation(new_id(), PUT, self.clock.now(),
                                          memory=memory, vector=vector))
                     batch.setdefault((item.memory.type, item.memory.topic_key), []).append(item)
                     added += 1
@@ -377,7 +377,7 @@ class Vault:
         for item in prepared:
             target = None if item.memory.supersedes else self._restated(item, batch, now)
             if target is None:
-                ops.append(Operation(uuid.uuid4().hex, PUT, self.clock.now(),
+                ops.append(Operation(new_id(), PUT, self.clock.now(),
                                      memory=item.memory, vector=item.vector))
                 batch.setdefault((item.memory.type, item.memory.topic_key), []).append(item)
             else:
@@ -386,7 +386,7 @@ class Vault:
         return ops, restated
 
     def _reinforce_op(self, memory_id: str, at: float) -> Operation:
-        return Operation(uuid.uuid4().hex, REINFORCE, self.clock.now(), target=memory_id, at=at)
+        return Operation(new_id(), REINFORCE, self.clock.now(), target=memory_id, at=at)
 
     def _restated(self, item: _Prepared, batch: _Batch, now: float) -> str | None:
         """The id of a visible memory of the same type and topic that `item`
@@ -523,7 +523,7 @@ class Vault:
     def _log_access(self, ids: list[str]) -> None:
         """Log marks taken from `_accessed`; the caller holds the write lock."""
         if ids:
-            op = Operation(uuid.uuid4().hex, ACCESS, self.clock.now(), ids=tuple(ids),
+            op = Operation(new_id(), ACCESS, self.clock.now(), ids=tuple(ids),
                            at=time.time())
             self.state.seen.add(op.op_id)  # applied already, as each recall ran
             try:
@@ -600,7 +600,7 @@ class Vault:
                                  self.config.heat, threshold)
             if dry_run:
                 return 0, plan
-            ops = [Operation(uuid.uuid4().hex, FORGET, self.clock.now(), target=s.memory.id,
+            ops = [Operation(new_id(), FORGET, self.clock.now(), target=s.memory.id,
                              at=now) for s in plan.swept]
             return self._commit_upkeep("sweep", ops, now), plan
 
@@ -628,9 +628,9 @@ class Vault:
             for done in planned:
                 # The put first: a crash between leaves sources unarchived
                 # (still found), never archived sources with no summary.
-                ops.append(Operation(uuid.uuid4().hex, PUT, self.clock.now(),
+                ops.append(Operation(new_id(), PUT, self.clock.now(),
                                      memory=done.memory, vector=done.vector))
-                ops += [Operation(uuid.uuid4().hex, UPDATE, self.clock.now(), target=s.id,
+                ops += [Operation(new_id(), UPDATE, self.clock.now(), target=s.id,
                                   at=now, fields={"tier": m.ARCHIVED,
                                                   "consolidated_into": done.memory.id})
                         for s in done.sources]
@@ -638,7 +638,7 @@ class Vault:
 
     def _commit_upkeep(self, what: str, ops: list[Operation], now: float) -> int:
         """`ops` and a record that `what` ran, in one append; the last txid."""
-        ops.append(Operation(uuid.uuid4().hex, UPKEEP, self.clock.now(), target=what, at=now,
+        ops.append(Operation(new_id(), UPKEEP, self.clock.now(), target=what, at=now,
                              fields={"count": len(ops)}))
         return self._commit(ops) + len(ops) - 1
 
@@ -664,17 +664,22 @@ class Vault:
         if not self._snapshot_lock.acquire(blocking=wait):
             return False  # one is already being written
         try:
-            with self._write_lock, self._access_lock:
-                # Marks applied in memory but not yet logged would otherwise
-                # be counted twice: once in the snapshot, once on replay. The
-                # access lock keeps new ones out until the state is captured.
-                self._log_access(self._take_access_marks())
-                if self.applied_txid == self._snapshot_txid or not self.loaded:
-                    return False
-                capture = self._capture()
-                self.log.rotate()
-            state = capture()
-            self.snapshots.write(state.seq, encode_state(state))
+            # The capture and the encoding allocate a few objects per memory,
+            # none of them garbage; collections they would trigger walk the
+            # whole heap with the lock held (see `collector_paused`).
+            with collector_paused():
+                with self._write_lock, self._access_lock:
+                    # Marks applied in memory but not yet logged would otherwise
+                    # be counted twice: once in the snapshot, once on replay. The
+                    # access lock keeps new ones out until the state is captured.
+                    self._log_access(self._take_access_marks())
+                    if self.applied_txid == self._snapshot_txid or not self.loaded:
+                        return False
+                    capture = self._capture()
+                    self.log.rotate()
+                state = capture()
+                parts = encode_state_parts(state)
+            self.snapshots.write(state.seq, parts)
             self.snapshots.prune(keep=2)
             # Records the remote does not hold yet stay, whatever the snapshot.
             self.log.prune(state.seq if self.prune_floor is None
@@ -737,7 +742,7 @@ class Vault:
             ops = []
             for layer_name, layer in self.state.layers.items():
                 memories, vectors = layer.index.export()
-                ops += [Operation(uuid.uuid4().hex, PUT, self.clock.now(), memory=memory,
+                ops += [Operation(new_id(), PUT, self.clock.now(), memory=memory,
                                   vector=vector, layer=layer_name)
                         for memory, vector in zip(memories, vectors, strict=True)]
             for chunk in range(0, len(ops), MAX_BATCH):
@@ -770,7 +775,7 @@ class Vault:
             mine = []
             for layer_name, layer in self.state.layers.items():
                 memories, vectors = layer.index.export()
-                mine += [Operation(uuid.uuid4().hex, PUT, self.clock.now(), memory=memory,
+                mine += [Operation(new_id(), PUT, self.clock.now(), memory=memory,
                                    vector=vector, layer=layer_name)
                          for memory, vector in zip(memories, vectors, strict=True)]
             for start in range(0, len(mine), MAX_BATCH):
@@ -837,10 +842,10 @@ class Vault:
         prepared = self._prepare(items) if items else []
         self._await_loaded()
         with self._write_lock:
-            ops = [Operation(uuid.uuid4().hex, PUT, self.clock.now(), memory=p.memory,
+            ops = [Operation(new_id(), PUT, self.clock.now(), memory=p.memory,
                              vector=p.vector) for p in prepared]
             now = time.time()
-            ops += [Operation(uuid.uuid4().hex, FORGET, self.clock.now(), target=i, at=now)
+            ops += [Operation(new_id(), FORGET, self.clock.now(), target=i, at=now)
                     for i in dict.fromkeys(forget_ids) if self.memories.get(i) is not None]
             if ops:
                 self._commit(ops)
