@@ -86,10 +86,9 @@ def own_vector(values: Sequence[float], dimension: int, model: str, field: str) 
         raise InvalidArgument(f"{field}: contains NaN or infinity")
     # math.hypot, not np.linalg.norm: NumPy hands even 384 floats to BLAS and
     # releases the interpreter lock around the call, and taking it back waits
-    # behind any busy thread. 10,000 norms took 14 ms alone, 2.9 s beside a
-    # thread running Python and 53 s beside one in a long json.dumps (a
-    # snapshot being encoded): a RememberBatch of 10,000 that met a snapshot
-    # stalled for ~10 s.
+    # behind any busy thread. 10,000 norms (one RememberBatch's worth) took
+    # 14 ms alone, 2.9 s beside a thread running Python and 53 s beside one
+    # in a long json.dumps, as a snapshot being encoded was.
     norm = math.hypot(*vector.tolist())
     if norm == 0.0 or not math.isfinite(norm):
         raise InvalidArgument(f"{field}: must not be the zero vector")
