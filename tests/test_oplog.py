@@ -146,7 +146,7 @@ def test_one_write_and_one_sync_per_append(tmp_path: Path, monkeypatch: pytest.M
     calls: list[str] = []
     real_write = os.write
     monkeypatch.setattr(oplog, "_sync_file", lambda fd: calls.append("sync"))
-    monkeypatch.setattr(oplog, "_sync_dir", lambda path: calls.append("dirsync"))
+    monkeypatch.setattr(oplog, "sync_dir", lambda path: calls.append("dirsync"))
 
     def counting_write(fd: int, data: bytes) -> int:
         calls.append("write")

@@ -24,6 +24,7 @@ import os
 import struct
 from pathlib import Path
 
+from memvault.durable import sync_dir
 from memvault.errors import IntegrityError, Locked
 from memvaultd.crypto.aead import KEY_SIZE, OVERHEAD, open_sealed, seal
 from memvaultd.crypto.kdf import Argon2Params, passphrase_key
@@ -145,8 +146,4 @@ def write_key_file(path: Path, blob: bytes) -> None:
     finally:
         os.close(fd)
     os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)  # the rename is durable only once the directory entry is
-    finally:
-        os.close(dir_fd)
+    sync_dir(path.parent)  # the rename is durable only once the directory entry is

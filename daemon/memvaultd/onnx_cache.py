@@ -38,6 +38,8 @@ from typing import Any
 
 import numpy as np
 
+from memvault.durable import sync_dir
+
 from .onnx_model import INPUTS, Layout, OnnxModel, Unsupported, Vector, read_layout, tokenizer
 
 log = logging.getLogger("memvaultd.onnx_cache")
@@ -140,11 +142,7 @@ def _export(model_dir: Path, layout: Layout, path: Path) -> None:
         os.replace(temporary, path)
     finally:
         temporary.unlink(missing_ok=True)
-    directory = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(directory)
-    finally:
-        os.close(directory)
+    sync_dir(path.parent)
     log.info("exported the model to %s in %.1f s", path, time.monotonic() - started)
 
 

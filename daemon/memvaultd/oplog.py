@@ -50,6 +50,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from memvault.durable import sync_dir
 from memvault.errors import IntegrityError, InvalidArgument, ResourceExhausted
 from memvaultd.crypto.aead import OVERHEAD, open_sealed, seal
 
@@ -82,14 +83,6 @@ def _sync_file(fd: int) -> None:
     else:
         # fdatasync also flushes the file size, which is all a reader needs.
         os.fdatasync(fd)
-
-
-def _sync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class _Segment:
@@ -227,7 +220,7 @@ class OperationLog:
         # A segment with no whole record held nothing that was acknowledged.
         log.warning("removing %s: a segment creation interrupted by a crash", path.name)
         path.unlink()
-        _sync_dir(self._dir)
+        sync_dir(self._dir)
 
     def _truncate(self, path: Path, end: int, size: int) -> None:
         log.warning(
@@ -347,7 +340,7 @@ class OperationLog:
                 written += os.write(fd, buffer[written:])
             _sync_file(fd)
             if new_segment:
-                _sync_dir(self._dir)  # the new file's name must survive a crash too
+                sync_dir(self._dir)  # the new file's name must survive a crash too
         except OSError as err:
             self._abandon_write(fd)
             if err.errno in (errno.ENOSPC, errno.EDQUOT):
@@ -395,7 +388,7 @@ class OperationLog:
             path.unlink()
             removed += 1
         if removed:
-            _sync_dir(self._dir)
+            sync_dir(self._dir)
         return removed
 
     def size_bytes(self) -> int:

@@ -39,6 +39,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
+from memvault.durable import sync_dir
 from memvault.errors import IntegrityError, InvalidArgument
 from memvaultd.crypto.aead import OVERHEAD, open_sealed, seal
 
@@ -101,14 +102,6 @@ def _chunk_aad(header: bytes, index: int, count: int) -> bytes:
     return _AAD_LABEL + header + _CHUNK_TAIL.pack(index, index == count - 1)
 
 
-def _sync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 class SnapshotStore:
     """A directory of sealed snapshots, newest by seq wins."""
 
@@ -138,7 +131,7 @@ class SnapshotStore:
             out.flush()
             os.fsync(out.fileno())
         os.replace(tmp, path)
-        _sync_dir(self._dir)
+        sync_dir(self._dir)
         return path
 
     def _write_sealed(self, out: BinaryIO, seq: int, parts: Sequence[bytes | memoryview]
@@ -207,5 +200,5 @@ class SnapshotStore:
         for _, path in old:
             path.unlink()
         if old:
-            _sync_dir(self._dir)
+            sync_dir(self._dir)
         return len(old)

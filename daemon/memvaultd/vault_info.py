@@ -17,6 +17,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from memvault.durable import sync_dir
 from memvault.errors import IntegrityError, InvalidArgument
 
 FORMAT_VERSION = 1
@@ -69,11 +70,7 @@ class VaultInfo:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-        dir_fd = os.open(data_dir, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        sync_dir(data_dir)
 
     def check_model(self, model: str) -> None:
         if model != self.model:

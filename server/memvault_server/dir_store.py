@@ -21,6 +21,7 @@ import os
 import secrets
 from pathlib import Path
 
+from memvault.durable import sync_dir
 from memvault.errors import NotFound
 
 _SLASH = "+"
@@ -35,7 +36,7 @@ class DirStore:
         self.tmp.mkdir(parents=True, exist_ok=True, mode=0o700)
         for stale in self.tmp.iterdir():  # a crash mid-write; only this process writes here
             stale.unlink(missing_ok=True)
-        _fsync_dir(root)
+        sync_dir(root)
 
     def _path(self, key: str) -> Path:
         vault, _, rest = key.partition("/")
@@ -48,8 +49,8 @@ class DirStore:
         final = self._path(key)
         if not final.parent.is_dir():
             final.parent.mkdir(parents=True, exist_ok=True)
-            _fsync_dir(final.parent.parent)
-            _fsync_dir(self.root)
+            sync_dir(final.parent.parent)
+            sync_dir(self.root)
         tmp = self.tmp / f"{secrets.token_hex(8)}.tmp"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
@@ -63,7 +64,7 @@ class DirStore:
                 return False
         finally:
             tmp.unlink(missing_ok=True)
-        _fsync_dir(final.parent)
+        sync_dir(final.parent)
         return True
 
     def get(self, key: str) -> bytes:
@@ -92,15 +93,7 @@ class DirStore:
         path = self._path(key)
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
-            _fsync_dir(path.parent)
+            sync_dir(path.parent)
 
     def close(self) -> None:
         pass
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -31,6 +31,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from memvault.durable import sync_dir
 from memvault.errors import InvalidArgument, NotFound
 
 FILE_NAME = "tokens.json"
@@ -117,9 +118,5 @@ class TokenBook:
             out.flush()
             os.fsync(out.fileno())
         os.replace(tmp, self.path)
-        dir_fd = os.open(self.path.parent, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        sync_dir(self.path.parent)
         self._mtime = None  # re-read on next use, picking up the new mtime

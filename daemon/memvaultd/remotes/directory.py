@@ -23,6 +23,7 @@ import secrets
 import time
 from pathlib import Path
 
+from memvault.durable import sync_dir
 from memvault.errors import NotFound, Unavailable
 
 from .blobs import BlobRemote
@@ -41,8 +42,8 @@ class DirectoryBlobs:
                 (self.base / kind).mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise Unavailable(f"cannot use {root} as a remote: {exc}") from exc
-        _fsync_dir(self.base)
-        _fsync_dir(root)
+        sync_dir(self.base)
+        sync_dir(root)
         # Left by a writer that crashed. Only old ones: another device may be
         # writing into tmp/ right now, and no write takes an hour.
         cutoff = time.time() - _STALE_TMP_S
@@ -70,7 +71,7 @@ class DirectoryBlobs:
                 return False
         finally:
             tmp.unlink(missing_ok=True)
-        _fsync_dir(final.parent)
+        sync_dir(final.parent)
         return True
 
     def get(self, key: str) -> bytes:
@@ -93,7 +94,7 @@ class DirectoryBlobs:
         path = self._path(key)
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
-            _fsync_dir(path.parent)
+            sync_dir(path.parent)
 
     def close(self) -> None:
         pass
@@ -102,10 +103,3 @@ class DirectoryBlobs:
 def open_directory(url: str, root: Path, vault_id: str) -> BlobRemote:
     return BlobRemote(url, DirectoryBlobs(root, vault_id), POLL_INTERVAL)
 
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
