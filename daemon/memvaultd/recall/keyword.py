@@ -91,16 +91,8 @@ class KeywordHits:
     def __len__(self) -> int:
         return len(self.ords)
 
-    def get(self, doc_id: str, default: float = 0.0) -> float:
-        ordinal = self._ordinals.get(doc_id)
-        if ordinal is None or not len(self.ords):
-            return default
-        i = int(np.searchsorted(self.ords, ordinal))
-        return float(self.scores[i]) if i < len(self.ords) and self.ords[i] == ordinal \
-            else default
-
     def scores_of(self, doc_ids: Sequence[str]) -> list[float]:
-        """`get` of each id (0 where it matched nothing), in one search: a
+        """The score of each id (0 where it matched nothing), in one search: a
         hybrid recall looks up ~50 candidates and their session neighbours,
         and one `searchsorted` each was ~0.1 ms of it."""
         if not len(self.ords) or not doc_ids:
