@@ -23,10 +23,8 @@ people type filters on a command line and need to see where they went wrong.
 
 from __future__ import annotations
 
-import difflib
 import json
 import math
-import operator
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from operator import attrgetter
@@ -35,38 +33,26 @@ from typing import Any, Final, Protocol
 from memvault.errors import InvalidArgument
 from memvaultd.memory import TIERS, Memory, normalize_type
 
+from .filter_language import (
+    COMPARE,
+    FIELDS,
+    MAX_DEPTH,
+    MAX_NODES,
+    MAX_TEXT_BYTES,
+    NUMBER,
+    OPERATORS,
+    OPS_OF_KIND,
+    ORDERING,
+    PAYLOAD,
+    STRING,
+    TAGS,
+    TIME,
+    check_op,
+    field_kind,
+)
+from .filter_language import LOGICAL as LOGICAL
+
 __all__ = ["FIELDS", "MATCH_ALL", "OPERATORS", "CompiledFilter", "Filter", "parse_filter"]
-
-# Limits on hostile or runaway input. 32 levels is far beyond what a person
-# writes (real filters nest 2-3 deep) yet keeps compilation's recursion well
-# under Python's default limit of 1000 frames. 1000 nodes and 64 KiB bound the
-# compile time to about a millisecond and the per-memory cost of `matches`.
-MAX_DEPTH: Final = 32
-MAX_NODES: Final = 1000
-MAX_TEXT_BYTES: Final = 64 * 1024
-
-STRING, TAGS, NUMBER, TIME, PAYLOAD = "string", "tags", "number", "time", "payload"
-_FIELD_KIND: Final[dict[str, str]] = {
-    "id": STRING, "text": STRING, "type": STRING, "topic_key": STRING, "entity": STRING,
-    "tags": TAGS, "category": STRING, "importance": NUMBER, "session_id": STRING,
-    "source": STRING, "tier": STRING, "created_at": TIME, "last_reinforced_at": TIME,
-    "reinforce_count": NUMBER, "access_count": NUMBER, "expires_at": TIME,
-    "superseded_by": STRING, "supersedes": STRING,
-}  # fmt: skip
-FIELDS: Final = tuple(_FIELD_KIND)
-LOGICAL: Final = ("AND", "OR", "NOT")
-OPERATORS: Final = ("eq", "ne", "contains", "in", "nin", "gt", "gte", "lt", "lte", "exists")
-_ORDERING: Final = ("gt", "gte", "lt", "lte")
-_OPS_OF_KIND: Final[dict[str, tuple[str, ...]]] = {
-    STRING: ("eq", "ne", "contains", "in", "nin", "exists"),
-    TAGS: ("eq", "ne", "contains", "in", "nin", "exists"),
-    NUMBER: ("eq", "ne", "in", "nin", "gt", "gte", "lt", "lte", "exists"),
-    TIME: ("eq", "ne", "in", "nin", "gt", "gte", "lt", "lte", "exists"),
-    PAYLOAD: OPERATORS,
-}
-_COMPARE: Final[dict[str, Callable[[Any, Any], bool]]] = {
-    "gt": operator.gt, "gte": operator.ge, "lt": operator.lt, "lte": operator.le,
-}  # fmt: skip
 
 Predicate = Callable[[Memory], bool]
 
@@ -202,7 +188,7 @@ class _Compiler:
         return _all_of(children) if name == "AND" else _any_of(children)
 
     def condition(self, field: str, value: Any, path: str) -> Predicate:
-        kind = _field_kind(field, path)
+        kind = field_kind(field, path)
         self.fields.add(field)
         if not isinstance(value, Mapping):
             self.count(path)
@@ -210,12 +196,12 @@ class _Compiler:
         if not value:
             raise InvalidArgument(
                 f'{path}: empty operator object; write {{"{field}": value}} for equality '
-                f"or use one of {', '.join(_OPS_OF_KIND[kind])}"
+                f"or use one of {', '.join(OPS_OF_KIND[kind])}"
             )
         parts = []
         for op, operand in value.items():
             self.count(path)
-            checked = _check_op(op, kind, field, path)
+            checked = check_op(op, kind, field, path)
             parts.append(self.operator(field, kind, checked, operand, f"{path}.{op}"))
         return _all_of(parts)
 
@@ -229,52 +215,6 @@ class _Compiler:
         if kind == PAYLOAD:
             return _payload_predicate(field.split(".")[1:], op, operand, path)
         return _core_predicate(field, kind, op, _core_operand(field, kind, op, operand, path))
-
-
-def _field_kind(field: str, path: str) -> str:
-    kind = _FIELD_KIND.get(field)
-    if kind is not None:
-        return kind
-    if field.startswith("payload."):
-        if any(not part for part in field.split(".")[1:]):
-            raise InvalidArgument(f"{path}: empty name in payload path {field!r}")
-        return PAYLOAD
-    raise InvalidArgument(f"{path}: {_unknown_field_message(field)}")
-
-
-def _unknown_field_message(field: str) -> str:
-    if field == "payload":
-        return "name a field inside payload, e.g. payload.status"
-    if field.upper() in LOGICAL:
-        return f"unknown field {field!r}; did you mean {field.upper()!r}?"
-    if field.startswith("$"):
-        hint = "operators are written without '$' (AND, eq, in, ...); "
-    else:
-        close = difflib.get_close_matches(field, FIELDS, n=1)
-        hint = f"did you mean {close[0]!r}? " if close else ""
-    return (
-        f"unknown field {field!r}; {hint}fields are {', '.join(FIELDS)}, "
-        "and payload.<name> for a field inside payload (e.g. payload.status)"
-    )
-
-
-def _check_op(op: Any, kind: str, field: str, path: str) -> str:
-    allowed = _OPS_OF_KIND[kind]
-    if op in allowed:
-        return str(op)
-    if op in OPERATORS:
-        raise InvalidArgument(
-            f"{path}: operator {op!r} does not apply to {field}, a {kind} field; "
-            f"use one of {', '.join(allowed)}"
-        )
-    hint = ""
-    if isinstance(op, str):
-        guess = op.lstrip("$").lower()
-        close = [guess] if guess in allowed else difflib.get_close_matches(guess, allowed, n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-    raise InvalidArgument(
-        f"{path}: unknown operator {op!r}{hint}; operators are {', '.join(allowed)}"
-    )
 
 
 def _core_operand(field: str, kind: str, op: str, operand: Any, path: str) -> Any:
@@ -332,8 +272,8 @@ def _core_predicate(field: str, kind: str, op: str, x: Any) -> Predicate:
         return lambda m: get(m) in x
     if op == "nin":
         return lambda m: get(m) not in x
-    if op in _ORDERING:
-        compare = _COMPARE[op]
+    if op in ORDERING:
+        compare = COMPARE[op]
         return lambda m: compare(get(m), x)
     return _exists_predicate(get, kind, x)
 
@@ -525,7 +465,7 @@ def _payload_test(op: str, operand: Any, path: str) -> ValueTest:
         return lambda v: _json_kind(v) == kind and v == x
     if kind not in ("number", "string"):
         raise InvalidArgument(f"{path}: {op} compares numbers or strings, got {_describe(x)}")
-    compare = _COMPARE[op]
+    compare = COMPARE[op]
     return lambda v: _json_kind(v) == kind and compare(v, x)
 
 
