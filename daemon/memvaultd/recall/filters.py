@@ -24,14 +24,12 @@ people type filters on a command line and need to see where they went wrong.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
 from operator import attrgetter
 from typing import Any, Final, Protocol
 
 from memvault.errors import InvalidArgument
-from memvaultd.memory import TIERS, Memory, normalize_type
+from memvaultd.memory import Memory
 
 from .filter_language import (
     COMPARE,
@@ -39,7 +37,6 @@ from .filter_language import (
     MAX_DEPTH,
     MAX_NODES,
     MAX_TEXT_BYTES,
-    NUMBER,
     OPERATORS,
     OPS_OF_KIND,
     ORDERING,
@@ -51,6 +48,8 @@ from .filter_language import (
     field_kind,
 )
 from .filter_language import LOGICAL as LOGICAL
+from .filter_language import NUMBER as NUMBER
+from .filter_operands import check_bool, check_number, core_operand, describe
 
 __all__ = ["FIELDS", "MATCH_ALL", "OPERATORS", "CompiledFilter", "Filter", "parse_filter"]
 
@@ -153,7 +152,7 @@ class _Compiler:
             raise InvalidArgument(f"{path}: nested too deeply; the limit is {MAX_DEPTH} levels")
         if not isinstance(obj, Mapping):
             raise InvalidArgument(
-                f'{path}: expected a filter object such as {{"tags": "x"}}, got {_describe(obj)}'
+                f'{path}: expected a filter object such as {{"tags": "x"}}, got {describe(obj)}'
             )
         if not obj:
             raise InvalidArgument(f"{path}: an empty object is not a condition here")
@@ -163,7 +162,7 @@ class _Compiler:
 
     def key(self, key: Any, value: Any, path: str, depth: int) -> Predicate:
         if not isinstance(key, str):
-            raise InvalidArgument(f"{path}: keys must be strings, got {_describe(key)}")
+            raise InvalidArgument(f"{path}: keys must be strings, got {describe(key)}")
         here = f"{path}.{key}"
         if key in ("AND", "OR"):
             return self.logical(key, value, here, depth)
@@ -180,7 +179,7 @@ class _Compiler:
     def logical(self, name: str, value: Any, path: str, depth: int) -> Predicate:
         if not isinstance(value, list):
             raise InvalidArgument(
-                f"{path}: {name} takes a list of filter objects, got {_describe(value)}"
+                f"{path}: {name} takes a list of filter objects, got {describe(value)}"
             )
         if not value:
             raise InvalidArgument(f"{path}: {name} needs at least one filter object")
@@ -209,40 +208,12 @@ class _Compiler:
         if op in ("in", "nin"):
             if not isinstance(operand, list):
                 raise InvalidArgument(
-                    f"{path}: {op} takes a list of values, got {_describe(operand)}"
+                    f"{path}: {op} takes a list of values, got {describe(operand)}"
                 )
             self.count(path, len(operand))
         if kind == PAYLOAD:
             return _payload_predicate(field.split(".")[1:], op, operand, path)
-        return _core_predicate(field, kind, op, _core_operand(field, kind, op, operand, path))
-
-
-def _core_operand(field: str, kind: str, op: str, operand: Any, path: str) -> Any:
-    if op == "exists":
-        return _check_bool(operand, path)
-    if op in ("in", "nin"):
-        items = [_core_scalar(field, kind, x, f"{path}[{i}]") for i, x in enumerate(operand)]
-        return frozenset(items)
-    return _core_scalar(field, kind, operand, path, exact=op != "contains")
-
-
-def _core_scalar(field: str, kind: str, operand: Any, path: str, exact: bool = True) -> Any:
-    if kind == NUMBER:
-        return _check_number(operand, path)
-    if kind == TIME:
-        return _check_time(operand, path)
-    if not isinstance(operand, str):
-        raise InvalidArgument(f"{path}: {field} is a string field; got {_describe(operand)}")
-    if field == "type" and exact:
-        if not operand:
-            raise InvalidArgument(f"{path}: the memory type must not be empty")
-        try:
-            return normalize_type(operand)
-        except InvalidArgument as err:  # its message starts "type: "
-            raise InvalidArgument(f"{path}: {str(err).removeprefix('type: ')}") from None
-    if field == "tier" and exact and operand not in TIERS:
-        raise InvalidArgument(f"{path}: unknown tier {operand!r}; use one of {', '.join(TIERS)}")
-    return operand
+        return _core_predicate(field, kind, op, core_operand(field, kind, op, operand, path))
 
 
 def _core_predicate(field: str, kind: str, op: str, x: Any) -> Predicate:
@@ -330,68 +301,6 @@ def _any_of(parts: list[Predicate]) -> Predicate:
     return any_holds
 
 
-# --- operands ----------------------------------------------------------------
-
-
-def _describe(value: Any) -> str:
-    """`value` as an error message names it: `the string "x"`, `a list`, ..."""
-    if value is None or isinstance(value, bool):
-        return json.dumps(value)
-    if isinstance(value, str):
-        text = json.dumps(value, ensure_ascii=False)
-        return f"the string {text if len(text) <= 60 else text[:57] + '...'}"
-    if isinstance(value, int | float):
-        return f"the number {value!r}"[:80]
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, Mapping):
-        return "an object"
-    return f"a {type(value).__name__}"
-
-
-def _check_bool(operand: Any, path: str) -> bool:
-    if not isinstance(operand, bool):
-        raise InvalidArgument(f"{path}: expects true or false, got {_describe(operand)}")
-    return operand
-
-
-def _check_number(operand: Any, path: str) -> int | float:
-    if isinstance(operand, bool) or not isinstance(operand, int | float):
-        raise InvalidArgument(f"{path}: expects a number, got {_describe(operand)}")
-    if isinstance(operand, float) and not math.isfinite(operand):
-        raise InvalidArgument(f"{path}: {operand!r} is not a finite number")
-    return operand
-
-
-_TIME_HINT: Final = (
-    'seconds since the epoch or an ISO-8601 time such as "2026-01-31" '
-    'or "2026-01-31T10:00:00Z" (no zone means UTC)'
-)
-
-
-def _check_time(operand: Any, path: str) -> float:
-    """A time operand as seconds since the epoch."""
-    if isinstance(operand, str):
-        try:
-            moment = datetime.fromisoformat(operand.strip())
-            if moment.tzinfo is None:
-                moment = moment.replace(tzinfo=UTC)
-            return moment.timestamp()
-        except (ValueError, OverflowError, OSError):
-            raise InvalidArgument(
-                f"{path}: {_describe(operand)} is not a time; write {_TIME_HINT}"
-            ) from None
-    if isinstance(operand, bool) or not isinstance(operand, int | float):
-        raise InvalidArgument(f"{path}: expects {_TIME_HINT}; got {_describe(operand)}")
-    try:
-        seconds = float(operand)
-    except OverflowError:
-        seconds = math.inf
-    if not math.isfinite(seconds):
-        raise InvalidArgument(f"{path}: {operand!r} is not a finite time")
-    return seconds
-
-
 # --- payload -----------------------------------------------------------------
 #
 # Payload values are JSON, so comparisons follow JSON kinds, not Python's:
@@ -415,17 +324,17 @@ def _payload_scalar(operand: Any, path: str) -> tuple[str, Any]:
     kind = _json_kind(operand)
     if kind is None:
         raise InvalidArgument(
-            f"{path}: expects a string, number, true, false or null; got {_describe(operand)}"
+            f"{path}: expects a string, number, true, false or null; got {describe(operand)}"
         )
     if kind == "number":
-        _check_number(operand, path)
+        check_number(operand, path)
     return kind, operand
 
 
 def _payload_predicate(parts: list[str], op: str, operand: Any, path: str) -> Predicate:
     get = _payload_getter(parts)
     if op == "exists":
-        wanted = _check_bool(operand, path)
+        wanted = check_bool(operand, path)
         return lambda m: (get(m) is not _MISSING) is wanted
     if op == "contains":
         return _payload_contains(get, _payload_scalar(operand, path))
@@ -464,7 +373,7 @@ def _payload_test(op: str, operand: Any, path: str) -> ValueTest:
     if op in ("eq", "ne"):
         return lambda v: _json_kind(v) == kind and v == x
     if kind not in ("number", "string"):
-        raise InvalidArgument(f"{path}: {op} compares numbers or strings, got {_describe(x)}")
+        raise InvalidArgument(f"{path}: {op} compares numbers or strings, got {describe(x)}")
     compare = COMPARE[op]
     return lambda v: _json_kind(v) == kind and compare(v, x)
 
