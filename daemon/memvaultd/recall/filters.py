@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from operator import attrgetter
 from typing import Any, Final, Protocol
 
 from memvault.errors import InvalidArgument
@@ -39,21 +38,19 @@ from .filter_language import (
     MAX_TEXT_BYTES,
     OPERATORS,
     OPS_OF_KIND,
-    ORDERING,
     PAYLOAD,
-    STRING,
-    TAGS,
-    TIME,
     check_op,
     field_kind,
 )
 from .filter_language import LOGICAL as LOGICAL
 from .filter_language import NUMBER as NUMBER
+from .filter_language import STRING as STRING
+from .filter_language import TAGS as TAGS
+from .filter_language import TIME as TIME
 from .filter_operands import check_bool, check_number, core_operand, describe
+from .filter_predicates import Predicate, all_of, any_of, core_predicate
 
 __all__ = ["FIELDS", "MATCH_ALL", "OPERATORS", "CompiledFilter", "Filter", "parse_filter"]
-
-Predicate = Callable[[Memory], bool]
 
 
 class Filter(Protocol):
@@ -158,7 +155,7 @@ class _Compiler:
             raise InvalidArgument(f"{path}: an empty object is not a condition here")
         self.count(path)
         parts = [self.key(key, value, path, depth) for key, value in obj.items()]
-        return _all_of(parts)
+        return all_of(parts)
 
     def key(self, key: Any, value: Any, path: str, depth: int) -> Predicate:
         if not isinstance(key, str):
@@ -184,7 +181,7 @@ class _Compiler:
         if not value:
             raise InvalidArgument(f"{path}: {name} needs at least one filter object")
         children = [self.filter(v, f"{path}[{i}]", depth + 1) for i, v in enumerate(value)]
-        return _all_of(children) if name == "AND" else _any_of(children)
+        return all_of(children) if name == "AND" else any_of(children)
 
     def condition(self, field: str, value: Any, path: str) -> Predicate:
         kind = field_kind(field, path)
@@ -202,7 +199,7 @@ class _Compiler:
             self.count(path)
             checked = check_op(op, kind, field, path)
             parts.append(self.operator(field, kind, checked, operand, f"{path}.{op}"))
-        return _all_of(parts)
+        return all_of(parts)
 
     def operator(self, field: str, kind: str, op: str, operand: Any, path: str) -> Predicate:
         if op in ("in", "nin"):
@@ -213,92 +210,7 @@ class _Compiler:
             self.count(path, len(operand))
         if kind == PAYLOAD:
             return _payload_predicate(field.split(".")[1:], op, operand, path)
-        return _core_predicate(field, kind, op, core_operand(field, kind, op, operand, path))
-
-
-def _core_predicate(field: str, kind: str, op: str, x: Any) -> Predicate:
-    """The predicate for one operator on one record field. `x` is validated.
-
-    Each branch is a separate small closure so that `matches` costs one
-    attribute read and one comparison per condition (see the figures in
-    `_all_of`)."""
-    get: Callable[[Memory], Any] = attrgetter(field)
-    if kind == TAGS:
-        if op in ("eq", "contains"):
-            return lambda m: x in m.tags
-        if op == "ne":
-            return lambda m: x not in m.tags
-        if op == "in":
-            return lambda m: not x.isdisjoint(m.tags)
-        if op == "nin":
-            return lambda m: x.isdisjoint(m.tags)
-        return lambda m: bool(m.tags) is x
-    if op == "eq":
-        return lambda m: get(m) == x
-    if op == "ne":
-        return lambda m: get(m) != x
-    if op == "contains":
-        return lambda m: x in get(m)
-    if op == "in":
-        return lambda m: get(m) in x
-    if op == "nin":
-        return lambda m: get(m) not in x
-    if op in ORDERING:
-        compare = COMPARE[op]
-        return lambda m: compare(get(m), x)
-    return _exists_predicate(get, kind, x)
-
-
-def _exists_predicate(get: Callable[[Memory], Any], kind: str, wanted: bool) -> Predicate:
-    # A record field always has a value; "exists" asks whether it is set:
-    # a non-empty string, a time other than 0 (0 means "never", e.g. no expiry).
-    # importance and the counters are always set.
-    if kind == STRING:
-        return lambda m: (get(m) != "") is wanted
-    if kind == TIME:
-        return lambda m: (get(m) > 0) is wanted
-    return lambda m: wanted
-
-
-def _all_of(parts: list[Predicate]) -> Predicate:
-    # Measured with the example {"AND": [{"category": "development"},
-    # {"tags": {"contains": "testing"}}]} on the 2-core development machine:
-    # about 120 ns per matching memory, 90 ns when the first condition fails,
-    # so 8000 candidates cost about 1 ms. A payload condition costs 200-500 ns
-    # (path walk and JSON kind check). tests/test_filters.py::test_match_cost
-    # prints the current figure.
-    if len(parts) == 1:
-        return parts[0]
-    if len(parts) == 2:
-        first, second = parts
-        return lambda m: first(m) and second(m)
-    chain = tuple(parts)
-
-    def all_hold(m: Memory) -> bool:
-        # A plain loop: all() over a generator costs ~190 ns more for 4 parts.
-        for part in chain:  # noqa: SIM110
-            if not part(m):
-                return False
-        return True
-
-    return all_hold
-
-
-def _any_of(parts: list[Predicate]) -> Predicate:
-    if len(parts) == 1:
-        return parts[0]
-    if len(parts) == 2:
-        first, second = parts
-        return lambda m: first(m) or second(m)
-    chain = tuple(parts)
-
-    def any_holds(m: Memory) -> bool:
-        for part in chain:  # noqa: SIM110 (as in all_hold)
-            if part(m):
-                return True
-        return False
-
-    return any_holds
+        return core_predicate(field, kind, op, core_operand(field, kind, op, operand, path))
 
 
 # --- payload -----------------------------------------------------------------
