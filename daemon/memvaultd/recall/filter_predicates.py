@@ -3,7 +3,7 @@
 The compiler builds one small closure per condition and joins them with
 `all_of` and `any_of`, so that `matches` does no dispatch on operator names:
 it runs on every over-fetched candidate of every query (the figures are in
-`all_of`).
+`all_of`). Conditions inside `payload` are built in `filter_payload`.
 """
 
 from __future__ import annotations
