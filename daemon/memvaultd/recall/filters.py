@@ -30,11 +30,11 @@ from typing import Any, Final, Protocol
 from memvault.errors import InvalidArgument
 from memvaultd.memory import Memory
 
+from .filter_json import load_filter_json
 from .filter_language import (
     FIELDS,
     MAX_DEPTH,
     MAX_NODES,
-    MAX_TEXT_BYTES,
     OPERATORS,
     OPS_OF_KIND,
     PAYLOAD,
@@ -42,6 +42,7 @@ from .filter_language import (
     field_kind,
 )
 from .filter_language import LOGICAL as LOGICAL
+from .filter_language import MAX_TEXT_BYTES as MAX_TEXT_BYTES
 from .filter_language import NUMBER as NUMBER
 from .filter_language import STRING as STRING
 from .filter_language import TAGS as TAGS
@@ -91,45 +92,12 @@ def parse_filter(spec: str | Mapping[str, Any] | None) -> CompiledFilter:
     Raises InvalidArgument, and nothing else, for anything that is not a filter.
     """
     if isinstance(spec, str):
-        spec = _loads(spec)
+        spec = load_filter_json(spec)
     if spec is None or (isinstance(spec, Mapping) and not spec):
         return MATCH_ALL
     compiler = _Compiler()
     predicate = compiler.filter(spec, "filter", 1)
     return CompiledFilter(predicate, frozenset(compiler.fields), spec)
-
-
-def _loads(text: str) -> Any:
-    if len(text) > MAX_TEXT_BYTES or len(text.encode("utf-8", "surrogatepass")) > MAX_TEXT_BYTES:
-        raise InvalidArgument(f"filter: longer than the limit of {MAX_TEXT_BYTES} bytes of JSON")
-    if not text.strip():
-        return None
-    try:
-        return json.loads(text, parse_constant=_refuse_constant, object_pairs_hook=_unique_keys)
-    except RecursionError:
-        raise InvalidArgument(
-            f"filter: nested too deeply; the limit is {MAX_DEPTH} levels"
-        ) from None
-    except json.JSONDecodeError as err:
-        raise InvalidArgument(f"filter: not valid JSON: {err}") from None
-    except ValueError as err:  # e.g. an integer of more than 4300 digits
-        raise InvalidArgument(f"filter: not valid JSON: {err}") from None
-
-
-def _refuse_constant(name: str) -> Any:
-    raise InvalidArgument(f"filter: {name} is not allowed; operands must be finite numbers")
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise InvalidArgument(
-                f"filter: the key {key!r} appears twice in one object; "
-                'combine conditions with {"AND": [...]} instead'
-            )
-        out[key] = value
-    return out
 
 
 class _Compiler:
