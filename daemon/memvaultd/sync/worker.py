@@ -8,10 +8,11 @@ answers errors, the worker backs off (`Backoff`: 1 s doubling to 64 s, with
 jitter; local writes do not cut a back-off short) and every local operation
 stays in the local log until the remote holds it.
 
-    pull:  check the high-water mark (the version this device saw last is
-           still there, unchanged, and the chain is no shorter), then open
-           each newer version with (number, parent hash) in its associated
-           data, apply its operations, advance the mark.
+    pull:  check the high-water mark (the chain is no shorter than the
+           version this device saw last, and that version is still there,
+           unchanged: see `_check_mark` for when it is downloaded again),
+           then open each newer version with (number, parent hash) in its
+           associated data, apply its operations, advance the mark.
     push:  the local operations after `pushed_seq`, a version of at most
            1,000 operations (~2 MB) at a time, appended with the current
            head as parent; a lost race means pull, merge, retry. A version
@@ -36,7 +37,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from memvault.errors import IntegrityError, RollbackDetected
+from memvault.errors import IntegrityError, InvalidArgument, RollbackDetected
 
 from ..operations import Operation, decode, encode
 from ..remotes import redact
@@ -55,6 +56,14 @@ _TIMER_S = 30.0
 _BATCH_WINDOW_S = 0.2
 _FIRST_BACKOFF_S = 1.0
 _MAX_BACKOFF_S = 64.0
+# How long version `head`, once known to be on the remote, is trusted to be
+# still there before a round that is not `sync now` downloads it again. Each
+# round used to: up to 3 MiB (a bulk version) for every write, notice and
+# 30 s tick, 67 KiB received per new memory in bench_sync. A version this
+# device appended (the remote acknowledged it) or pulled (downloaded and
+# hashed) is known; a fork built on top of it cannot hide anyway, since the
+# next pulled version carries its parent's hash in its associated data.
+_RECHECK_S = 3600.0
 
 
 def pack_ops(ops: list[Operation]) -> bytes:
@@ -137,6 +146,9 @@ class SyncWorker:
         # (number, sha256, last local seq) of the version being appended
         # until the remote answers: see `_own_version`.
         self._unanswered: tuple[int, bytes, int] | None = None
+        # (head, head_hash, monotonic time) when the mark was last known to
+        # match the remote: see `_check_mark`.
+        self._known: tuple[int, str, float] | None = None
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -174,7 +186,7 @@ class SyncWorker:
             time.sleep(_BATCH_WINDOW_S)  # let a burst of writes share one version
             self._wake.clear()
             try:
-                self.sync_once()
+                self.sync_once(full_check=False)
                 backoff.reset()
                 delay = 0.0
             except (RollbackDetected, IntegrityError):
@@ -207,7 +219,10 @@ class SyncWorker:
 
     # -- one round -----------------------------------------------------------
 
-    def sync_once(self) -> None:
+    def sync_once(self, *, full_check: bool = True) -> None:
+        """One round. `full_check` downloads version `head` to check the mark
+        whatever it was last known to be: `sync now`, `init` and `join` do;
+        the worker's own rounds do once an hour (`_check_mark`)."""
         with self._lock:
             if self.status.state == "stopped":
                 raise RollbackDetected(self.status.last_error)
@@ -218,7 +233,7 @@ class SyncWorker:
             pending, scanned_to = self.vault.local_ops_after(self.mark.pushed_seq)
             self.status.pending = len(pending)
             try:
-                self.pull()
+                self.pull(full_check)
                 self.push(pending, scanned_to)
                 self._maybe_snapshot()
             except (RollbackDetected, IntegrityError) as exc:
@@ -228,9 +243,9 @@ class SyncWorker:
             self.status.state, self.status.last_error = "idle", ""
             self.status.pending = len(self.vault.local_ops_after(self.mark.pushed_seq)[0])
 
-    def pull(self) -> int:
+    def pull(self, full_check: bool = False) -> int:
         """Apply the versions the remote has beyond the mark; returns how many."""
-        self._check_mark()
+        self._check_mark(full_check)
         pulled = 0
         while True:
             batch = self.remote.versions_after(self.mark.head, limit=50)
@@ -238,7 +253,14 @@ class SyncWorker:
                 if number != self.mark.head + 1:
                     raise RollbackDetected(f"version {self.mark.head + 1} is missing from "
                                            f"the remote (it offered {number})")
-                self.vault.apply_remote(self._open_version(number, blob))
+                try:
+                    ops = self._open_version(number, blob)
+                except IntegrityError:
+                    # A version `head` replaced since it was last checked
+                    # reads as a fork, not as a damaged object.
+                    self._check_mark(full=True)
+                    raise
+                self.vault.apply_remote(ops)
                 digest = hashlib.sha256(blob).digest()
                 self._advance(number, digest, pushed_seq=self._own_version(number, digest))
                 pulled += 1
@@ -260,7 +282,14 @@ class SyncWorker:
                                       chain_context(number, parent))
             digest = hashlib.sha256(blob).digest()
             self._unanswered = (number, digest, chunk[-1][0])
-            if self.remote.append_version(number, parent, blob):
+            try:
+                appended = self.remote.append_version(number, parent, blob)
+            except InvalidArgument:
+                # memvault-server refuses a parent that is not its version
+                # `head`: say whether that version was replaced.
+                self._check_mark(full=True)
+                raise
+            if appended:
                 self._unanswered = None
                 self._advance(number, digest, pushed_seq=chunk[-1][0])
                 pushed += len(chunk)
@@ -300,20 +329,37 @@ class SyncWorker:
                                   name=name)
         return unpack_ops(body, name)
 
-    def _check_mark(self) -> None:
-        """Borg's replay defence: what this device saw must still be there."""
+    def _check_mark(self, full: bool) -> None:
+        """Borg's replay defence: what this device saw must still be there.
+
+        The chain's length is asked every round (one small call). Version
+        `head` itself is downloaded and hashed when `full`, on the first
+        round of the worker, and when it was last known to match over
+        `_RECHECK_S` ago; so a version replaced in place on an idle remote
+        is reported at the next `sync now`, restart or within the hour.
+        """
         if self.mark.head == 0:
             return
         head = self.remote.head()
         if head < self.mark.head:
             raise RollbackDetected(f"the remote's chain ends at version {head}, but this "
                                    f"device has seen version {self.mark.head}: rollback")
+        if not full and self._known is not None:
+            number, digest, when = self._known
+            if ((number, digest) == (self.mark.head, self.mark.head_hash)
+                    and time.monotonic() - when < _RECHECK_S):
+                return
         seen = self.remote.versions_after(self.mark.head - 1, limit=1)
         if not seen or hashlib.sha256(seen[0][1]).hexdigest() != self.mark.head_hash:
             raise RollbackDetected(f"version {self.mark.head} on the remote is not the one "
                                    "this device saw: the history was forked or replaced")
+        self._known = (self.mark.head, self.mark.head_hash, time.monotonic())
 
     def _advance(self, number: int, digest: bytes, pushed_seq: int | None = None) -> None:
+        """Move the mark to version `number`, which this device has just
+        pulled or had acknowledged, so it is known to be on the remote."""
+        if number != self.mark.head:
+            self._known = (number, digest.hex(), time.monotonic())
         self.mark = self.mark.advanced(number, digest, pushed_seq)
         self.marks.save(self.mark)
         self.vault.prune_floor = self.mark.pushed_seq

@@ -1,0 +1,150 @@
+"""The sync worker's high-water mark check, on a remote in this process.
+
+What the check downloads decides what an idle device costs its remote: every
+round (each write, each notice, every 30 s) used to fetch version `head`
+whole, up to 3 MiB after a bulk upload. These tests count those downloads
+and show that a replaced version is still reported as a fork. The same check
+through real daemons and a directory remote: `test_sync.py`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memvault.errors import RollbackDetected
+from memvaultd.operations import Operation
+from memvaultd.remotes import open_remote
+from memvaultd.remotes.base import Remote
+from memvaultd.sync import worker as worker_module
+from memvaultd.sync.envelope import VERSION, Envelope, chain_context
+from memvaultd.sync.mark import Mark, MarkFile
+from memvaultd.sync.worker import SyncWorker, pack_ops
+
+
+class _IdleVault:
+    """The part of a vault the worker calls, with nothing local to push."""
+
+    prune_floor = 0
+
+    def __init__(self) -> None:
+        self.applied: list[Operation] = []
+
+    def local_ops_after(self, seq: int) -> tuple[list[tuple[int, Operation]], int]:
+        return [], seq
+
+    def apply_remote(self, ops: Sequence[Operation]) -> int:
+        self.applied += ops
+        return len(ops)
+
+
+class _Counting:
+    """A remote that counts the version objects it hands out."""
+
+    def __init__(self, inner: Remote) -> None:
+        self.inner = inner
+        self.versions_read = 0
+
+    def versions_after(self, number: int, limit: int = 1000) -> list[tuple[int, bytes]]:
+        found = self.inner.versions_after(number, limit)
+        self.versions_read += len(found)
+        return found
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+class _Chain:
+    """Versions sealed as another device of the vault would seal them."""
+
+    def __init__(self, remote: Remote, envelope: Envelope) -> None:
+        self.remote, self.envelope = remote, envelope
+        self.hashes: list[bytes] = []
+
+    def append(self, parent: bytes | None = None) -> bytes:
+        number = len(self.hashes) + 1
+        parent = (self.hashes[-1] if self.hashes else b"") if parent is None else parent
+        blob = self.envelope.seal(VERSION, pack_ops([]), chain_context(number, parent))
+        assert self.remote.append_version(number, parent, blob)
+        self.hashes.append(hashlib.sha256(blob).digest())
+        return blob
+
+
+@pytest.fixture
+def setup(tmp_path: Path) -> tuple[SyncWorker, _Counting, _Chain]:
+    vault_id = os.urandom(16)
+    envelope = Envelope(os.urandom(32), vault_id)
+    remote = open_remote(f"memory://{uuid.uuid4().hex}", vault_id=vault_id.hex())
+    counting = _Counting(remote)
+    chain = _Chain(remote, envelope)
+    for _ in range(3):
+        chain.append()
+    marks = MarkFile(tmp_path, os.urandom(32), vault_id)
+    worker = SyncWorker(_IdleVault(), counting, marks,  # type: ignore[arg-type]
+                        Mark("memory://test"), envelope)
+    worker.sync_once()  # pulls versions 1-3: 3 downloads
+    assert worker.mark.head == 3 and counting.versions_read == 3
+    counting.versions_read = 0
+    return worker, counting, chain
+
+
+def _replace_head(chain: _Chain) -> None:
+    """Another object at the number the worker has seen (a fork in place)."""
+    vault = chain.remote._vault  # type: ignore[attr-defined]
+    vault.versions[-1] = chain.envelope.seal(VERSION, pack_ops([]),
+                                             chain_context(len(vault.versions), b"x" * 32))
+
+
+def test_idle_rounds_do_not_download_the_head_again(setup: tuple[SyncWorker, _Counting, _Chain]
+                                                    ) -> None:
+    worker, counting, _ = setup
+    for _ in range(20):
+        worker.sync_once(full_check=False)
+    assert counting.versions_read == 0, "an idle round fetched version `head` again"
+    worker.sync_once()  # `sync now`
+    assert counting.versions_read == 1
+
+
+def test_a_new_version_is_downloaded_once(setup: tuple[SyncWorker, _Counting, _Chain]) -> None:
+    worker, counting, chain = setup
+    chain.append()
+    for _ in range(5):
+        worker.sync_once(full_check=False)
+    assert worker.mark.head == 4 and counting.versions_read == 1
+
+
+def test_a_head_replaced_in_place_is_reported_by_sync_now(
+        setup: tuple[SyncWorker, _Counting, _Chain]) -> None:
+    worker, _, chain = setup
+    _replace_head(chain)
+    worker.sync_once(full_check=False)  # trusted for up to an hour
+    with pytest.raises(RollbackDetected, match="forked or replaced"):
+        worker.sync_once()
+    assert worker.status.state == "stopped"
+
+
+def test_a_head_replaced_in_place_is_reported_within_the_recheck_time(
+        setup: tuple[SyncWorker, _Counting, _Chain], monkeypatch: pytest.MonkeyPatch) -> None:
+    worker, _, chain = setup
+    _replace_head(chain)
+    monkeypatch.setattr(worker_module, "_RECHECK_S", 0.0)
+    with pytest.raises(RollbackDetected, match="forked or replaced"):
+        worker.sync_once(full_check=False)
+
+
+def test_a_version_built_on_a_replaced_head_is_reported_as_a_fork(
+        setup: tuple[SyncWorker, _Counting, _Chain]) -> None:
+    worker, _, chain = setup
+    _replace_head(chain)
+    vault = chain.remote._vault  # type: ignore[attr-defined]
+    chain.hashes[-1] = hashlib.sha256(vault.versions[-1]).digest()
+    chain.append()  # version 4, whose parent is the replaced version 3
+    with pytest.raises(RollbackDetected, match="forked or replaced"):
+        worker.sync_once(full_check=False)
+    assert worker.mark.head == 3, "nothing of the fork was applied"
