@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -224,6 +225,71 @@ def test_prune_never_removes_the_open_segment(tmp_path: Path) -> None:
     log.append([b"a"])
     assert log.prune(upto_seq=1) == 0
     assert log.append([b"b"]) == 2
+
+
+# -- reading beside appends ----------------------------------------------
+# The sync worker reads its backlog this way, without holding writes back.
+
+
+def test_bounded_replay_reads_nothing_past_upto_and_changes_nothing(tmp_path: Path) -> None:
+    written = build(tmp_path, [3, 4])  # seqs 1-3, 4-7
+    log = open_log(tmp_path)
+    newest = segments(tmp_path)[-1]
+    with newest.open("ab") as f:  # an append in flight: a record half written
+        f.write(b"\x00\x00\x00\x50" + (8).to_bytes(8, "big") + b"half")
+    size = newest.stat().st_size
+    assert list(log.replay(after=2, upto=6)) == [(s, written[s]) for s in (3, 4, 5, 6)]
+    assert list(log.replay(after=0, upto=7)) == sorted(written.items())
+    assert newest.stat().st_size == size, "a bounded replay cut the append in flight"
+
+
+def test_bounded_replay_skips_segments_begun_after_upto(tmp_path: Path) -> None:
+    written = build(tmp_path, [3, 3])
+    log = open_log(tmp_path)
+    segment = segments(tmp_path)[-1]
+    # A segment of seqs 7- that a writer has only begun (its header only).
+    (tmp_path / f"{7:020d}{segment.name[20:]}").write_bytes(segment.read_bytes()[:HEADER])
+    assert list(log.replay(after=0, upto=6)) == sorted(written.items())
+
+
+def test_bounded_replay_refuses_a_log_short_of_upto(tmp_path: Path) -> None:
+    build(tmp_path, [3, 3])
+    log = open_log(tmp_path)
+    newest = segments(tmp_path)[-1]
+    with newest.open("r+b") as f:  # record 6, acknowledged, cut off
+        f.truncate(newest.stat().st_size - (RECORD_HEAD + 40 + OVERHEAD))
+    with pytest.raises(IntegrityError, match="seq 6 is missing"):
+        list(log.replay(after=2, upto=6))
+    newest.unlink()  # records 4-6 gone whole
+    with pytest.raises(IntegrityError, match="seq 4 is missing"):
+        list(log.replay(after=3, upto=6))
+
+
+def test_bounded_replay_beside_a_writer(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    log.append([record(1)])
+    done = threading.Event()
+
+    def write() -> None:
+        while not done.is_set() and log.last_seq < 2000:
+            log.append([record(log.last_seq + i + 1) for i in range(3)])
+            if log.last_seq % 300 == 0:
+                log.rotate()
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        reads = 0
+        while writer.is_alive() and reads < 200:
+            upto = log.last_seq
+            got = list(log.replay(after=0, upto=upto))
+            assert [s for s, _ in got] == list(range(1, upto + 1))
+            assert all(data == record(s) for s, data in got)
+            reads += 1
+    finally:
+        done.set()
+        writer.join()
+    assert reads > 5
 
 
 # -- torn tails ----------------------------------------------------------

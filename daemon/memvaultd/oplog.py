@@ -113,15 +113,17 @@ class _Segment:
     def is_zero_tail(self, pos: int) -> bool:
         return self.data.count(0, pos) == len(self.data) - pos
 
-    def scan(self, *, tail_ok: bool) -> tuple[list[tuple[int, int, int]], int]:
+    def scan(self, *, tail_ok: bool, upto: int | None = None
+             ) -> tuple[list[tuple[int, int, int]], int]:
         """Records as (seq, start, stop) of their sealed part, and where the whole ones end.
 
         With `tail_ok`, an incomplete record or a zero run at the very end is a
-        torn tail and ends the scan; otherwise it raises IntegrityError.
+        torn tail and ends the scan; otherwise it raises IntegrityError. The
+        scan stops after record `upto`, if given, without looking further.
         """
         data, size = self.data, len(self.data)
         pos, seq, records = _HEADER.size, self.first_seq, []
-        while pos < size:
+        while pos < size and (upto is None or seq <= upto):
             problem = self._record_problem(pos, seq)
             if problem is not None:
                 torn = problem.startswith("incomplete") or self.is_zero_tail(pos)
@@ -241,28 +243,45 @@ class OperationLog:
         """The seq of the newest record; 0 when the log is empty."""
         return self._last_seq
 
-    def replay(self, after: int = 0) -> Iterator[tuple[int, bytes]]:
+    def replay(self, after: int = 0, upto: int | None = None) -> Iterator[tuple[int, bytes]]:
         """(seq, plaintext) for every record with seq > `after`, in order.
 
         Raises IntegrityError (and yields nothing further) on a gap, a record
-        that fails to open, or damage anywhere but a torn tail.
+        that fails to open, or damage anywhere but a torn tail. Without
+        `upto` it cuts a torn tail off the newest segment, so nothing may
+        append meanwhile. With `upto`, a `last_seq` read while appends were
+        held off, it stops there, reads no byte after that record and
+        changes nothing: appends may go on beside it. Pruning may too, as
+        long as it keeps every record after `after`.
         """
         paths = self._segment_paths()
         expected = None
         for index, path in enumerate(paths):
             if index + 1 < len(paths) and _first_seq(paths[index + 1]) <= after + 1:
                 continue  # every record here is <= after
+            if upto is not None and _first_seq(path) > upto:
+                break  # appended after `upto` was read
             segment = _Segment(path, path.read_bytes(), self._vault_id)
-            is_newest = index == len(paths) - 1
-            records, end = segment.scan(tail_ok=is_newest)
-            if end < len(segment.data):
-                self._confirm_torn(segment, records, end)
-                if records:
-                    self._truncate(path, end, len(segment.data))
+            if upto is None:
+                records = self._whole_records(segment, newest=index == len(paths) - 1)
+            else:
+                records, _ = segment.scan(tail_ok=True, upto=upto)
             expected = self._check_continuity(segment, expected, after)
             yield from self._open_records(segment, records, after)
             if records:
                 expected = records[-1][0] + 1
+        if upto is not None and upto > after and (expected or after + 1) <= upto:
+            raise IntegrityError(f"log: seq {expected or after + 1} is missing "
+                                 f"(the log was read up to seq {upto})")
+
+    def _whole_records(self, segment: _Segment, newest: bool) -> list[tuple[int, int, int]]:
+        """The segment's records, after cutting a torn tail off the newest one."""
+        records, end = segment.scan(tail_ok=newest)
+        if end < len(segment.data):
+            self._confirm_torn(segment, records, end)
+            if records:
+                self._truncate(segment.path, end, len(segment.data))
+        return records
 
     def _check_continuity(self, segment: _Segment, expected: int | None, after: int) -> int:
         if expected is None:

@@ -707,13 +707,19 @@ class Vault:
 
     def local_ops_after(self, seq: int) -> tuple[list[tuple[int, Operation]], int]:
         """This device's operations logged after `seq`, in order (what the
-        remote may lack), and the log seq the scan reached. Read under the
-        write lock: no write slips in between, so once these are pushed the
-        remote holds everything of this device up to that seq."""
+        remote may lack), and the log seq the scan reached: once these are
+        pushed, the remote holds everything of this device up to that seq.
+
+        Only that seq is read under the write lock; the records up to it are
+        read and decoded after, beside new writes (`OperationLog.replay`
+        with `upto`). Reading them under the lock held every write back for
+        as long as a backlog took to decode: after `init` on a vault of
+        100k memories, or a remote down for long, seconds at every round."""
         with self._write_lock:
-            ops = [(at, op) for at, record in self.log.replay(after=seq)
-                   if (op := decode(record)).stamp.device == self.info.device_id]
-            return ops, self.log.last_seq
+            upto = self.log.last_seq
+        ops = [(at, op) for at, record in self.log.replay(after=seq, upto=upto)
+               if (op := decode(record)).stamp.device == self.info.device_id]
+        return ops, upto
 
     def apply_remote(self, ops: Sequence[Operation]) -> int:
         """Log and apply the operations of a pulled version that are new here."""
