@@ -1,0 +1,116 @@
+"""The client's reads: `recall` (the memories that best answer a query), `get`
+and `history` (one memory, and its supersession chain), `list_topics` and
+`list_entities` (what the vault holds, counted).
+
+`Client` inherits these; the writes are in `memvault.writes`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from memvault import wire
+from memvault.connection import Connection
+from memvault.types import Facet, Hits, Memory
+from memvault.v1 import memory_pb2 as pb
+
+__all__ = ["ReadCalls"]
+
+
+class ReadCalls(Connection):
+    """Mixed into `Client`, which calls `_read_stubs` from its `_make_stubs`."""
+
+    def _read_stubs(self) -> None:
+        self._recall = self._unary("Recall", pb.RecallRequest, pb.RecallReply)
+        self._get = self._unary("Get", pb.GetRequest, pb.GetReply)
+        self._list_topics = self._unary("ListTopics", pb.ListRequest, pb.ListReply)
+        self._list_entities = self._unary("ListEntities", pb.ListRequest, pb.ListReply)
+
+    def recall(
+        self,
+        query: str = "",
+        *,
+        top_k: int = 0,
+        min_score: float | None = None,
+        filter: Mapping[str, Any] | str | None = None,
+        query_vector: Sequence[float] | None = None,
+        include_vectors: bool = False,
+        mode: str = "",
+        types: Sequence[str] = (),
+        topic: str = "",
+        session: str = "",
+        source: str = "",
+        tiers: Sequence[str] = (),
+        include_superseded: bool = False,
+        max_tokens: int = 0,
+        offset: int = 0,
+        mark_accessed: bool = True,
+        min_txid: int = 0,
+        include_turns: bool = False,
+        band: str = "",
+    ) -> Hits:
+        """The memories that best answer `query`, best first; empty when none do.
+
+        `top_k` 0 means the daemon's default (3). `filter` is a filter
+        expression, as a dict or as JSON text passed through unchanged, e.g.
+        {"AND": [{"category": "development"}, {"tags": {"contains": "testing"}}]}.
+        `mode` is "hybrid" (the default), "vector" or "keyword". `types`,
+        `topic` (and the topics below it), `session`, `source` and `tiers`
+        (default working + long_term) narrow the search. `max_tokens` stops
+        adding hits once their text would pass that many tokens; `offset`
+        skips ranked hits, and the result's `has_more` says whether more
+        remain. `mark_accessed=False` is a preview that leaves access counts
+        alone. `min_txid` waits until the daemon has applied that write.
+        `include_turns` also searches the transcript turns, returned apart in
+        the result's `turns`. `band` ("hot", "warm", "cold", "frozen") keeps
+        only memories of that heat band; every hit carries `heat` and `band`.
+        """
+        request = pb.RecallRequest(
+            query=query,
+            top_k=top_k,
+            filter_json=wire.filter_json(filter),
+            query_vector=list(query_vector or ()),
+            include_vectors=include_vectors,
+            mode=mode,
+            types=wire.strings(types),
+            topic_key=topic,
+            session_id=session,
+            source=source,
+            tiers=wire.strings(tiers),
+            include_superseded=include_superseded,
+            max_tokens=max_tokens,
+            offset=offset,
+            min_txid=min_txid,
+            include_turns=include_turns,
+            band=band,
+        )
+        if min_score is not None:
+            request.min_score = min_score
+        if not mark_accessed:  # unset means the daemon's documented default, true
+            request.mark_accessed = False
+        return wire.hits(self._call(self._recall, request))
+
+    def get(self, id: str, *, include_vector: bool = False) -> Memory:
+        """The memory with this id; raises NotFound when there is none."""
+        reply = self._call(self._get, pb.GetRequest(id=id, include_vector=include_vector))
+        return wire.memory(reply.memory)
+
+    def history(self, id: str) -> list[Memory]:
+        """The supersession chain this memory belongs to, oldest first, itself included.
+
+        A single memory when it never replaced another and was never replaced.
+        Raises NotFound when there is no such memory.
+        """
+        reply = self._call(self._get, pb.GetRequest(id=id))
+        return [wire.memory(link) for link in reply.chain]
+
+    def list_topics(self, filter: Mapping[str, Any] | str | None = None) -> list[Facet]:
+        """The topic keys of the memories (the filter matches), with counts and last activity."""
+        request = pb.ListRequest(filter_json=wire.filter_json(filter))
+        return wire.facets(self._call(self._list_topics, request))
+
+    def list_entities(self, filter: Mapping[str, Any] | str | None = None) -> list[Facet]:
+        """The entities of the memories (the filter matches), with counts and last activity."""
+        request = pb.ListRequest(filter_json=wire.filter_json(filter))
+        return wire.facets(self._call(self._list_entities, request))

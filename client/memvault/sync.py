@@ -1,0 +1,47 @@
+"""The client's sync calls: set up end-to-end encrypted sync, run it, watch it.
+
+`Client` inherits these; they live apart because sync is its own concept
+(docs/architecture.md, "sync"). The daemon does the work; these ask it to.
+"""
+
+from __future__ import annotations
+
+from memvault.connection import Connection
+from memvault.types import InitResult, JoinResult, SyncInfo
+from memvault.v1 import memory_pb2 as pb
+
+__all__ = ["SyncCalls"]
+
+
+class SyncCalls(Connection):
+    """Mixed into `Client`, which calls `_sync_stubs` from its `_make_stubs`."""
+
+    def _sync_stubs(self) -> None:
+        self._init_sync = self._unary("InitSync", pb.InitSyncRequest, pb.InitSyncReply)
+        self._join_sync = self._unary("JoinSync", pb.JoinSyncRequest, pb.JoinSyncReply)
+        self._sync_now = self._unary("SyncNow", pb.SyncStatusRequest, pb.SyncStatusReply)
+        self._sync_status = self._unary("SyncStatus", pb.SyncStatusRequest, pb.SyncStatusReply)
+
+    def init_sync(self, remote: str, *, token: str | None = None) -> InitResult:
+        """Set up sync with an empty remote; returns the recovery key, once."""
+        reply = self._call(self._init_sync, pb.InitSyncRequest(remote=remote, token=token or ""))
+        return InitResult(reply.vault_id, reply.recovery_key)
+
+    def join_sync(self, remote: str, recovery_key: str, *, token: str | None = None
+                  ) -> JoinResult:
+        """Join the vault the recovery key names; this device's memories are kept."""
+        reply = self._call(self._join_sync, pb.JoinSyncRequest(
+            remote=remote, token=token or "", recovery_key=recovery_key), timeout=600.0)
+        return JoinResult(reply.vault_id, reply.memory_count)
+
+    def sync_now(self) -> SyncInfo:
+        """Pull and push at once, then report."""
+        return _sync_info(self._call(self._sync_now, pb.SyncStatusRequest(), timeout=600.0))
+
+    def sync_status(self) -> SyncInfo:
+        return _sync_info(self._call(self._sync_status, pb.SyncStatusRequest()))
+
+
+def _sync_info(reply: pb.SyncStatusReply) -> SyncInfo:
+    return SyncInfo(reply.configured, reply.remote, reply.state, reply.head, reply.pushed_seq,
+                    reply.pending, reply.last_push, reply.last_pull, reply.last_error)
