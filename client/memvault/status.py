@@ -1,0 +1,98 @@
+"""What the daemon says about itself: its `Status`, where its sync stands
+(`SyncInfo`; `memvault status` shows both) and the `Event`s it streams."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Event", "Status", "SyncInfo"]
+
+
+@dataclass(frozen=True)
+class Status:
+    """The daemon's state, as `Status` reports it."""
+
+    version: str
+    model_state: str
+    model: str = ""
+    dimension: int = 0
+    memory_count: int = 0
+    applied_txid: int = 0
+    socket: str = ""
+    data_dir: str = ""
+    key_storage: str = ""
+    cache_hits: int = 0
+    cache_misses: int = 0
+    cache_size: int = 0
+    uptime_s: float = 0.0
+    vault_id: str = ""
+    # Visible memories per heat band (only when asked: status(bands=True)).
+    bands: dict[str, int] = field(default_factory=dict)
+    # When the vault was last swept / consolidated on any device; 0 = never.
+    last_sweep_at: float = 0.0
+    last_consolidation_at: float = 0.0
+
+    @property
+    def ready(self) -> bool:
+        return self.model_state == "ready"
+
+    @property
+    def cache_hit_rate(self) -> float | None:
+        """Hits over lookups of the query-embedding cache; None before the first lookup."""
+        lookups = self.cache_hits + self.cache_misses
+        return self.cache_hits / lookups if lookups else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "version": self.version,
+            "model_state": self.model_state,
+            "model": self.model,
+            "dimension": self.dimension,
+            "memory_count": self.memory_count,
+            "applied_txid": self.applied_txid,
+            "socket": self.socket,
+            "data_dir": self.data_dir,
+            "key_storage": self.key_storage,
+            "cache_hits": self.cache_hits,
+            "cache_misses": self.cache_misses,
+            "cache_size": self.cache_size,
+            "cache_hit_rate": self.cache_hit_rate,
+            "uptime_s": self.uptime_s,
+            "vault_id": self.vault_id,
+            "bands": dict(self.bands),
+            "last_sweep_at": self.last_sweep_at,
+            "last_consolidation_at": self.last_consolidation_at,
+        }
+
+
+@dataclass(frozen=True)
+class Event:
+    """Something the daemon did: "hit" / "miss" (query-embedding cache),
+    "remember", "forget", "ready"."""
+
+    type: str
+    query: str = ""
+    id: str = ""
+    at: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.type, "query": self.query, "id": self.id, "at": self.at}
+
+
+@dataclass(frozen=True)
+class SyncInfo:
+    """Where this device's sync stands (`memvault sync status`)."""
+
+    configured: bool
+    remote: str = ""
+    state: str = ""
+    head: int = 0
+    pushed_seq: int = 0
+    pending: int = 0
+    last_push: float = 0.0
+    last_pull: float = 0.0
+    last_error: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}

@@ -1,0 +1,114 @@
+"""What the writes return: the write's txid, and what it made or changed.
+
+Sync's `init` and `join` are here too: they write the vault's description and
+its memories to the remote, and return what to keep of that.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from memvault.memory import Memory
+
+__all__ = [
+    "AppendResult",
+    "ForgetResult",
+    "ImportResult",
+    "InitResult",
+    "JoinResult",
+    "ReinforceResult",
+    "RememberResult",
+    "UpdateResult",
+]
+
+
+@dataclass(frozen=True)
+class RememberResult:
+    """What a write returns: the memory's id and the write's transaction id."""
+
+    id: str
+    txid: int
+    # True when the text restated an existing memory of the same type and
+    # topic: that memory was reinforced and `id` is its id, no copy was stored.
+    reinforced: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "txid": self.txid, "reinforced": self.reinforced}
+
+
+@dataclass(frozen=True)
+class UpdateResult:
+    """An edit in place: the write's txid and the memory as it now is."""
+
+    txid: int
+    memory: Memory
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"txid": self.txid, "memory": self.memory.to_dict()}
+
+
+@dataclass(frozen=True)
+class ForgetResult:
+    """The memories a filter forgot (or, on a dry run, would forget; txid 0 then)."""
+
+    txid: int
+    ids: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"txid": self.txid, "ids": list(self.ids)}
+
+
+@dataclass(frozen=True)
+class ReinforceResult:
+    """A reinforcement: the write's txid and the memory's new reinforce_count."""
+
+    txid: int
+    reinforce_count: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"txid": self.txid, "reinforce_count": self.reinforce_count}
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    """Stored transcript turns: their ids, in input order, and the write's txid."""
+
+    ids: tuple[str, ...]
+    txid: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ids": list(self.ids), "txid": self.txid}
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    """An import: how many memories were added, how many reinforced existing ones."""
+
+    added: int
+    reinforced: int
+    # The txid of the last write; 0 when nothing was sent.
+    txid: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"added": self.added, "reinforced": self.reinforced, "txid": self.txid}
+
+
+@dataclass(frozen=True)
+class InitResult:
+    """What `init` returns: the vault's id and its recovery key (shown once)."""
+
+    vault_id: str
+    recovery_key: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"vault_id": self.vault_id, "recovery_key": self.recovery_key}
+
+
+@dataclass(frozen=True)
+class JoinResult:
+    vault_id: str
+    memory_count: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"vault_id": self.vault_id, "memory_count": self.memory_count}
