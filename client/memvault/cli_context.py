@@ -1,7 +1,7 @@
 """The one `Client` of a `memvault` command line, made on first use.
 
-Its own module so that the commands defined apart from `cli.py`
-(sync_commands, upkeep_commands) find the same object even when the CLI runs
+Its own module so that the commands defined apart from `cli.py` (every
+`*_commands` module) find the same object even when the CLI runs
 as `python -m memvault.cli`, where `cli.py` is `__main__` and importing
 `memvault.cli` again would create a second, empty copy of its classes.
 """
