@@ -28,7 +28,8 @@ import grpc
 
 from memvault import wire
 from memvault.connection import CONNECT_TIMEOUT_S as CONNECT_TIMEOUT_S
-from memvault.connection import START_HINT, Connection
+from memvault.connection import START_HINT as START_HINT
+from memvault.connection import Connection
 from memvault.errors import Unavailable
 from memvault.event_stream import EventStream
 from memvault.reads import ReadCalls
