@@ -4,7 +4,9 @@ real S3 server, the real model."""
 from __future__ import annotations
 
 import base64
+import random
 import shutil
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -252,6 +254,73 @@ def test_three_devices_converge(tmp_path: Path, server: tuple[ServerProcess, str
         assert not _has(clients[0], ids[3])
         for d in (a, b, c):
             d.stop()
+
+
+def _views(*clients: Client) -> list[list[str]]:
+    """Each device's memories as it would export them, access counts aside
+    (reads are counted per device until synced)."""
+    return [sorted(repr(sorted((m.to_dict() | {"access_count": 0, "last_accessed_at": 0})
+                               .items())) for m in cl.export()) for cl in clients]
+
+
+def test_writes_during_init_land_on_every_device(tmp_path: Path) -> None:
+    """`init` logs the whole vault in chunks and lets writes in between; the
+    ones that land there (new memories, updates, forgets of memories being
+    logged) must reach a joining device exactly as they stand on the first."""
+    remote = (tmp_path / "shared").as_uri()
+    rng = random.Random(7)
+
+    def vector() -> list[float]:
+        v = [rng.gauss(0, 1) for _ in range(384)]
+        norm = sum(x * x for x in v) ** 0.5
+        return [x / norm for x in v]
+
+    with _pair(tmp_path) as (a, b):
+        ca, cb = Client(socket=a.socket), Client(socket=b.socket)
+        ids = [r.id for r in ca.remember_batch(
+            [{"text": f"note {i} about the build cache", "topic": f"t{i}", "vector": vector()}
+             for i in range(3_000)])]
+        edited, forgotten, written = [], [], []
+        alive = list(ids)
+        done = threading.Event()
+
+        def edit() -> None:
+            with Client(socket=a.socket) as client:
+                while not done.is_set():
+                    target = alive[rng.randrange(len(alive))]
+                    if rng.random() < 0.3:
+                        client.forget(target)
+                        forgotten.append(target)
+                        alive.remove(target)
+                    else:
+                        client.update(target, category=f"edited {len(edited)}")
+                        edited.append(target)
+                    written.append(client.remember(f"written during init {len(written)}",
+                                                   topic=f"w{len(written)}",
+                                                   vector=vector()).id)
+
+        with ThreadPoolExecutor(1) as pool:
+            editor = pool.submit(edit)
+            try:
+                key = ca.init_sync(remote).recovery_key
+            finally:
+                done.set()
+            editor.result()
+        assert edited and forgotten and written
+        cb.join_sync(remote, key)
+
+        def same() -> bool:
+            ca.sync_now()
+            cb.sync_now()
+            views = _views(ca, cb)
+            return views[0] == views[1]
+
+        _eventually(same, timeout=60)
+        assert all(_has(cb, i) for i in written)
+        assert not any(_has(cb, i) for i in forgotten)
+        last = {i: n for n, i in enumerate(edited)}
+        for memory_id in set(edited) - set(forgotten):
+            assert cb.get(memory_id).category == f"edited {last[memory_id]}"
 
 
 def test_altered_remote_objects_are_refused_and_nothing_is_applied(tmp_path: Path) -> None:
