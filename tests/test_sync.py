@@ -212,6 +212,13 @@ def test_an_offline_device_catches_up(tmp_path: Path, server: tuple[ServerProces
         _eventually(lambda: all(_has(cb, i) for i in ids), timeout=30)
 
 
+def _views(*clients: Client) -> list[list[str]]:
+    """Each device's memories as it would export them, access counts aside
+    (reads are counted per device until synced)."""
+    return [sorted(repr(sorted((m.to_dict() | {"access_count": 0, "last_accessed_at": 0})
+                               .items())) for m in cl.export()) for cl in clients]
+
+
 def test_three_devices_converge(tmp_path: Path, server: tuple[ServerProcess, str]) -> None:
     proc, token = server
     remote = f"grpc://{proc.target}"
@@ -243,8 +250,7 @@ def test_three_devices_converge(tmp_path: Path, server: tuple[ServerProcess, str
         def same() -> bool:
             for client in clients:
                 client.sync_now()
-            views = [sorted((m.to_dict() | {"access_count": 0, "last_accessed_at": 0})
-                            .items().__repr__() for m in cl.export()) for cl in clients]
+            views = _views(*clients)
             return views[0] == views[1] == views[2]
 
         _eventually(same, timeout=30)
@@ -254,13 +260,6 @@ def test_three_devices_converge(tmp_path: Path, server: tuple[ServerProcess, str
         assert not _has(clients[0], ids[3])
         for d in (a, b, c):
             d.stop()
-
-
-def _views(*clients: Client) -> list[list[str]]:
-    """Each device's memories as it would export them, access counts aside
-    (reads are counted per device until synced)."""
-    return [sorted(repr(sorted((m.to_dict() | {"access_count": 0, "last_accessed_at": 0})
-                               .items())) for m in cl.export()) for cl in clients]
 
 
 def test_writes_during_init_land_on_every_device(tmp_path: Path) -> None:
