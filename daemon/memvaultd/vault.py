@@ -11,13 +11,15 @@ applied at once and written in one record per second by a background flush,
 so a recall never waits on the disk. A crash can lose the last second of
 access counts, never a memory.
 
+The class is joined from parts, a module each: `vault_core.py` (the shared
+state and `_commit`); `Vault` itself opens, loads and closes the vault.
+
 It knows nothing of gRPC; the servicer translates requests into
 `requests.py` terms and maps `memvault.errors` to status codes.
 """
 
 from __future__ import annotations
 
-import errno
 import gc
 import logging
 import shutil
@@ -26,15 +28,8 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from memvault.errors import (
-    InvalidArgument,
-    MemvaultError,
-    NotFound,
-    ResourceExhausted,
-    Unavailable,
-)
+from memvault.errors import InvalidArgument, MemvaultError
 
 from . import drafts
 from . import memory as m
@@ -43,10 +38,8 @@ from .crypto.entropy import new_id
 from .crypto.kdf import PURPOSE_LOG, PURPOSE_SNAPSHOT, derive_key
 from .embedder import Embedder
 from .events import EventBus
-from .hlc import Clock
 from .index import Vector
-from .keys import UnlockedKey, create_vault_key, load_vault_key
-from .layer import Layer
+from .keys import create_vault_key, load_vault_key
 from .memory import Memory
 from .merge import VaultState
 from .operations import (
@@ -71,25 +64,20 @@ from .state import State, collector_paused, decode_state, encode_state, encode_s
 from .upkeep import consolidation, summariser
 from .upkeep import sweep as sweeping
 from .upkeep.heat import BANDS, band, heat
+from .vault_core import MAX_BATCH, VaultCore, visible
 from .vault_info import VaultInfo
-
-if TYPE_CHECKING:
-    from .sync.worker import SyncWorker
 
 log = logging.getLogger("memvaultd.vault")
 
-MAX_BATCH = 10_000
 # Puts `genesis` logs under one hold of the write lock: ~70 ms at 100k.
 _GENESIS_CHUNK = 1_000
 _GENESIS_PAUSE_S = 0.001  # between chunks: 0.1 s in all at 100k
-# How long a request waits for start-up (snapshot load and replay) to finish,
-# and for `min_txid` to be applied.
-_LOAD_WAIT_S = 60.0
-_TXID_WAIT_S = 10.0
 # Up to this many memories of one topic are compared one by one (~2 µs
 # each); beyond it, the index's scan is cheaper.
 _SMALL_TOPIC = 2000
 _ACCESS_FLUSH_S = 1.0
+
+__all__ = ["MAX_BATCH", "Facet", "Recalled", "Vault"]
 
 
 @dataclass(frozen=True)
@@ -116,53 +104,7 @@ class Facet:
     last_activity: float
 
 
-class Vault:
-    def __init__(self, data_dir: Path, info: VaultInfo, key: UnlockedKey, config: Config,
-                 embedder: Embedder, events: EventBus) -> None:
-        self.data_dir = data_dir
-        self.info = info
-        self.key_storage = key.storage
-        self.key_detail = key.detail
-        self.vault_key = key.key
-        self.config = config
-        self.embedder = embedder
-        self.events = events
-        vault_id = info.vault_id_bytes
-        self.log = OperationLog(data_dir / "log", derive_key(key.key, purpose=PURPOSE_LOG),
-                                vault_id)
-        self.snapshots = SnapshotStore(data_dir / "snapshots",
-                                       derive_key(key.key, purpose=PURPOSE_SNAPSHOT), vault_id)
-        self.state = VaultState(info.dimension)
-        self.clock = Clock(info.device_id)
-        self.applied_txid = 0
-        self._snapshot_txid = 0
-        self._write_lock = threading.Lock()
-        # Guards the records' access marks: a recall's read-modify-write of
-        # access_count, and every write's apply, which would otherwise undo a
-        # mark (or be undone by one). Held for microseconds, never over I/O
-        # but a snapshot's flush: recalls no longer queue behind the write
-        # lock, which a remember holds across its log append and fsync.
-        # Order: the write lock first, then this one.
-        self._access_lock = threading.Lock()
-        self._snapshot_lock = threading.Lock()
-        self._loaded = threading.Event()
-        self._load_error = ""
-        self._applied = threading.Condition()
-        self._accessed: list[str] = []
-        self._closing = threading.Event()
-        # The sync worker, once sync is set up; it is told of every local write.
-        self.sync: SyncWorker | None = None
-        # The last log seq the remote holds: the log is never pruned past it.
-        self.prune_floor: int | None = None
-        # While above 0 (`genesis` logging a whole vault), no snapshot starts.
-        self._snapshots_held = 0
-        self._flusher = threading.Thread(target=self._flush_access_loop, name="access-flush",
-                                         daemon=True)
-
-    @property
-    def memories(self) -> Layer:
-        return self.state.memories
-
+class Vault(VaultCore):
     # -- opening -----------------------------------------------------------
 
     @classmethod
@@ -221,16 +163,6 @@ class Vault:
         log.info("loaded %d memories, %d turns (snapshot at %d, %d log records) in %.2f s",
                  len(self.memories), len(self.state.layers[TURNS]), self._snapshot_txid, replayed,
                  time.monotonic() - started)
-
-    @property
-    def loaded(self) -> bool:
-        return self._loaded.is_set() and not self._load_error
-
-    def _await_loaded(self) -> None:
-        if not self._loaded.wait(_LOAD_WAIT_S):
-            raise Unavailable("the vault is still loading; try again shortly")
-        if self._load_error:
-            raise Unavailable(self._load_error)
 
     # -- writes ------------------------------------------------------------
 
@@ -408,7 +340,7 @@ class Vault:
 
         def same_kind(old: Memory) -> bool:
             return (old.type == new.type and old.topic_key == new.topic_key
-                    and _visible(old, now))
+                    and visible(old, now))
 
         if self.memories.topic_size(new.topic_key) <= _SMALL_TOPIC:
             group = [old for i in self.memories.with_topic(new.topic_key)
@@ -426,30 +358,6 @@ class Vault:
                 best_id, best_cos = old_id, cos
         return best_id
 
-    def _commit(self, ops: list[Operation], *, notify_sync: bool = True) -> int:
-        """Append `ops` durably, then apply them. Returns the first txid."""
-        try:
-            last = self.log.append([encode(op) for op in ops])
-        except OSError as exc:
-            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-                raise ResourceExhausted("the data directory's disk is full; nothing was "
-                                        "written. Free space and try again") from exc
-            raise
-        with self._access_lock:
-            for op in ops:
-                self._apply(op)
-        with self._applied:
-            self.applied_txid = last
-            self._applied.notify_all()
-        for op in ops:
-            if op.kind not in (ACCESS, UPKEEP):
-                self.events.publish("forget" if op.kind == FORGET else "remember",
-                                    id=op.memory_id)
-        if notify_sync and self.sync is not None:
-            self.sync.poke()
-        self._snapshot_if_due()
-        return last - len(ops) + 1
-
     def _snapshot_if_due(self) -> None:
         # Not while one is being written: each commit until it finished
         # started a thread that gave up at once, and a thread start waits
@@ -458,10 +366,6 @@ class Vault:
                 self.applied_txid - self._snapshot_txid, len(self.memories),
                 self.config.snapshot_every):
             threading.Thread(target=self.snapshot, name="snapshot", daemon=True).start()
-
-    def _apply(self, op: Operation) -> bool:
-        self.clock.observe(op.stamp)
-        return self.state.apply(op)
 
     # -- reads -------------------------------------------------------------
 
@@ -493,14 +397,6 @@ class Vault:
         if query.mark_accessed and page.hits:
             self._mark_accessed([hit.scored.memory.id for hit in page.hits])
         return Recalled(page.hits, page.has_more, turns)
-
-    def _await_txid(self, txid: int) -> None:
-        if not txid:
-            return
-        with self._applied:
-            if not self._applied.wait_for(lambda: self.applied_txid >= txid, _TXID_WAIT_S):
-                raise Unavailable(f"min_txid: transaction {txid} is not applied here yet "
-                                  f"(applied: {self.applied_txid}); retry later")
 
     def _mark_accessed(self, ids: list[str]) -> None:
         now = time.time()
@@ -579,7 +475,7 @@ class Vault:
         counts: dict[str, list[float]] = {}
         for memory in self.memories.memories():
             name = getattr(memory, field)
-            if name and _visible(memory, now) and matches.matches(memory):
+            if name and visible(memory, now) and matches.matches(memory):
                 entry = counts.setdefault(name, [0, 0.0])
                 entry[0] += 1
                 entry[1] = max(entry[1], memory.created_at, memory.last_reinforced_at)
@@ -590,12 +486,6 @@ class Vault:
         self._await_loaded()
         memories, vectors = self.memories.index.export()
         yield from zip(memories, vectors, strict=True)
-
-    def _get(self, memory_id: str) -> Memory:
-        memory = self.memories.get(memory_id)
-        if memory is None:
-            raise NotFound(f"id: no memory {memory_id!r}")
-        return memory
 
     # -- upkeep (upkeep/: heat, sweep, consolidation) -----------------------
 
@@ -663,7 +553,7 @@ class Vault:
         now, half_life = time.time(), self.config.heat.half_life_days
         counts = dict.fromkeys(BANDS, 0)
         for memory in self.memories.memories():
-            if _visible(memory, now):
+            if visible(memory, now):
                 counts[band(heat(memory, now, half_life))] += 1
         return counts
 
@@ -893,8 +783,3 @@ class Vault:
             if ops:
                 self._commit(ops)
         return [p.memory.id for p in prepared]
-
-
-def _visible(memory: Memory, now: float) -> bool:
-    return not memory.superseded_by and not memory.is_expired(now) and memory.tier != m.ARCHIVED
-
