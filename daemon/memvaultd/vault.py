@@ -12,7 +12,8 @@ so a recall never waits on the disk. A crash can lose the last second of
 access counts, never a memory.
 
 The class is joined from parts, a module each: `vault_core.py` (the shared
-state and `_commit`); `Vault` itself opens, loads and closes the vault.
+state and `_commit`) and `vault_access.py`; `Vault` itself opens, loads and
+closes the vault.
 
 It knows nothing of gRPC; the servicer translates requests into
 `requests.py` terms and maps `memvault.errors` to status codes.
@@ -43,7 +44,6 @@ from .keys import create_vault_key, load_vault_key
 from .memory import Memory
 from .merge import VaultState
 from .operations import (
-    ACCESS,
     FORGET,
     PUT,
     REINFORCE,
@@ -64,7 +64,8 @@ from .state import State, collector_paused, decode_state, encode_state, encode_s
 from .upkeep import consolidation, summariser
 from .upkeep import sweep as sweeping
 from .upkeep.heat import BANDS, band, heat
-from .vault_core import MAX_BATCH, VaultCore, visible
+from .vault_access import VaultAccessMarks
+from .vault_core import MAX_BATCH, visible
 from .vault_info import VaultInfo
 
 log = logging.getLogger("memvaultd.vault")
@@ -75,7 +76,6 @@ _GENESIS_PAUSE_S = 0.001  # between chunks: 0.1 s in all at 100k
 # Up to this many memories of one topic are compared one by one (~2 µs
 # each); beyond it, the index's scan is cheaper.
 _SMALL_TOPIC = 2000
-_ACCESS_FLUSH_S = 1.0
 
 __all__ = ["MAX_BATCH", "Facet", "Recalled", "Vault"]
 
@@ -104,7 +104,7 @@ class Facet:
     last_activity: float
 
 
-class Vault(VaultCore):
+class Vault(VaultAccessMarks):
     # -- opening -----------------------------------------------------------
 
     @classmethod
@@ -397,47 +397,6 @@ class Vault(VaultCore):
         if query.mark_accessed and page.hits:
             self._mark_accessed([hit.scored.memory.id for hit in page.hits])
         return Recalled(page.hits, page.has_more, turns)
-
-    def _mark_accessed(self, ids: list[str]) -> None:
-        now = time.time()
-        with self._access_lock:
-            for memory_id in ids:
-                old = self.memories.get(memory_id)
-                if old is not None:
-                    self.memories.update(old.copy(access_count=old.access_count + 1,
-                                                  last_accessed_at=now))
-            self._accessed.extend(ids)
-
-    def _flush_access_loop(self) -> None:
-        while not self._closing.wait(_ACCESS_FLUSH_S):
-            self.flush_access()
-
-    def flush_access(self) -> None:
-        """Write the pending access marks as one record (already applied)."""
-        with self._write_lock:
-            self._flush_access_locked()
-
-    def _flush_access_locked(self) -> None:
-        """`flush_access` for a caller that holds the write lock."""
-        with self._access_lock:
-            ids = self._take_access_marks()
-        self._log_access(ids)
-
-    def _take_access_marks(self) -> list[str]:
-        """The marks not logged yet; the caller holds the access lock."""
-        ids, self._accessed = self._accessed, []
-        return ids
-
-    def _log_access(self, ids: list[str]) -> None:
-        """Log marks taken from `_accessed`; the caller holds the write lock."""
-        if ids:
-            op = Operation(new_id(), ACCESS, self.clock.now(), ids=tuple(ids),
-                           at=time.time())
-            self.state.seen.add(op.op_id)  # applied already, as each recall ran
-            try:
-                self.applied_txid = self.log.append([encode(op)])
-            except (OSError, MemvaultError) as exc:  # a full disk: ResourceExhausted
-                log.warning("could not record %d access marks: %s", len(ids), exc)
 
     def get(self, memory_id: str) -> tuple[Memory, Vector, list[Memory], list[Memory]]:
         """The memory, its vector, its supersession chain and, for a
