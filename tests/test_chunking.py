@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import random
+
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memvaultd.chunking import TARGET_CHARS, split
+from memvaultd.chunking import TARGET_CHARS, _sections, split
 from memvaultd.note_folder import glob_regex
 
 NOTE = """\
@@ -107,3 +110,84 @@ def test_glob_patterns() -> None:
     top = glob_regex("*.txt")
     assert top.fullmatch("a.txt") and not top.fullmatch("d/a.txt")
     assert glob_regex("journal/**/*.md").fullmatch("journal/2026/01.md")
+
+
+SETEXT = """\
+Project log
+===========
+
+Started in March.
+
+Storage
+-------
+
+Sealed segments.
+
+# Later
+
+A title that runs
+over two lines
+---
+
+wrapped text
+
+- a list item
+---
+
+after a thematic break
+
+***
+
+===
+
+```
+Not a heading
+---
+```
+"""
+
+
+def test_setext_headings_are_headings_too() -> None:
+    chunks = split(SETEXT, markdown=True)
+    assert [(c.heading, c.occurrence) for c in chunks] == [
+        ("Project log", 0),
+        ("Project log > Storage", 0),
+        ("Later > A title that runs over two lines", 0),
+    ]
+    assert chunks[0].text == "Project log\n===========\n\nStarted in March."
+    assert chunks[1].text == "Storage\n-------\n\nSealed segments."
+    last = chunks[2].text
+    assert last.startswith("A title that runs\nover two lines\n---\n\nwrapped text")
+    # An underline below a list item, after a blank line, or inside a fence
+    # is a thematic break or text, not a heading: it stays in the section.
+    for kept in ("- a list item\n---", "***\n\n===", "Not a heading\n---"):
+        assert kept in last
+
+
+def test_a_setext_heading_ends_the_section_before_it() -> None:
+    chunks = split("# Top\n\nintro\n\nNext\n====\n\nbody", markdown=True)
+    assert [(c.heading, c.text) for c in chunks] == [
+        ("Top", "# Top\n\nintro"), ("Next", "Next\n====\n\nbody")]
+
+
+# Lines that make CommonMark's block structure hard: headings of both kinds,
+# underlines of every length and indent, thematic breaks, fences, indented
+# code, tables. (Headings inside list items and quotes are not looked for:
+# docs/watch.md.)
+_LINES = ["Title", "two words", "===", "---", "", "", "text", "more text", "***", "- - -",
+          "  ---", "   ===", "    code", "\tindented", "```", "~~~", "# H1", "## H2 ##", "--",
+          "=", "#nospace", "| a | b |", "_ _ _"]
+
+
+def test_headings_agree_with_a_commonmark_parser() -> None:
+    markdown_it = pytest.importorskip("markdown_it")  # installed with rich
+    parser = markdown_it.MarkdownIt("commonmark")
+    rng = random.Random(20261126)
+    for _ in range(3_000):
+        text = "\n".join(rng.choice(_LINES) for _ in range(rng.randint(1, 12)))
+        tokens = parser.parse(text)
+        expected = [" ".join(tokens[i + 1].content.split()) for i, t in enumerate(tokens)
+                    if t.type == "heading_open"]
+        # Every heading opens a section (split() then drops the empty ones).
+        found = [" ".join(s.heading.split(" > ")[-1].split()) for s in _sections(text)[1:]]
+        assert found == expected, repr(text)
