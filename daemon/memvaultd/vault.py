@@ -12,8 +12,8 @@ so a recall never waits on the disk. A crash can lose the last second of
 access counts, never a memory.
 
 The class is joined from parts, a module each: `vault_core.py` (the shared
-state and `_commit`) and `vault_access.py`; `Vault` itself opens, loads and
-closes the vault.
+state and `_commit`), `vault_access.py` and `vault_snapshots.py`; `Vault`
+itself opens, loads and closes the vault.
 
 It knows nothing of gRPC; the servicer translates requests into
 `requests.py` terms and maps `memvault.errors` to status codes.
@@ -24,9 +24,8 @@ from __future__ import annotations
 import gc
 import logging
 import shutil
-import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -59,14 +58,13 @@ from .recall import engine
 from .recall.filters import parse_filter
 from .requests import MemoryDraft, RecallQuery, RememberOutcome, TurnDraft
 from .snapshot import SnapshotStore
-from .snapshot import due as snapshot_due
-from .state import State, collector_paused, decode_state, encode_state, encode_state_parts
+from .state import State, decode_state, encode_state
 from .upkeep import consolidation, summariser
 from .upkeep import sweep as sweeping
 from .upkeep.heat import BANDS, band, heat
-from .vault_access import VaultAccessMarks
 from .vault_core import MAX_BATCH, visible
 from .vault_info import VaultInfo
+from .vault_snapshots import VaultSnapshots
 
 log = logging.getLogger("memvaultd.vault")
 
@@ -104,7 +102,7 @@ class Facet:
     last_activity: float
 
 
-class Vault(VaultAccessMarks):
+class Vault(VaultSnapshots):
     # -- opening -----------------------------------------------------------
 
     @classmethod
@@ -358,15 +356,6 @@ class Vault(VaultAccessMarks):
                 best_id, best_cos = old_id, cos
         return best_id
 
-    def _snapshot_if_due(self) -> None:
-        # Not while one is being written: each commit until it finished
-        # started a thread that gave up at once, and a thread start waits
-        # for the new thread to run (0.9 s of remembers' time in one init).
-        if not self._snapshots_held and not self._snapshot_lock.locked() and snapshot_due(
-                self.applied_txid - self._snapshot_txid, len(self.memories),
-                self.config.snapshot_every):
-            threading.Thread(target=self.snapshot, name="snapshot", daemon=True).start()
-
     # -- reads -------------------------------------------------------------
 
     def recall(self, query: RecallQuery) -> Recalled:
@@ -515,54 +504,6 @@ class Vault(VaultAccessMarks):
             if visible(memory, now):
                 counts[band(heat(memory, now, half_life))] += 1
         return counts
-
-    # -- snapshots ---------------------------------------------------------
-
-    def snapshot(self, wait: bool = False) -> bool:
-        """Seal the whole state at the current txid, then drop the log
-        segments it covers. Returns False when there was nothing new, or
-        when one is being written and `wait` is False."""
-        if not self._snapshot_lock.acquire(blocking=wait):
-            return False  # one is already being written
-        try:
-            # The capture and the encoding allocate a few objects per memory,
-            # none of them garbage; collections they would trigger walk the
-            # whole heap with the lock held (see `collector_paused`).
-            with collector_paused():
-                with self._write_lock, self._access_lock:
-                    # Marks applied in memory but not yet logged would otherwise
-                    # be counted twice: once in the snapshot, once on replay. The
-                    # access lock keeps new ones out until the state is captured.
-                    self._log_access(self._take_access_marks())
-                    if self.applied_txid == self._snapshot_txid or not self.loaded:
-                        return False
-                    capture = self._capture()
-                    self.log.rotate()
-                state = capture()
-                parts = encode_state_parts(state)
-            self.snapshots.write(state.seq, parts)
-            self.snapshots.prune(keep=2)
-            # Records the remote does not hold yet stay, whatever the snapshot.
-            self.log.prune(state.seq if self.prune_floor is None
-                           else min(state.seq, self.prune_floor))
-            self._snapshot_txid = state.seq
-            log.info("snapshot at txid %d (%d memories)", state.seq, len(state.memories))
-            return True
-        finally:
-            self._snapshot_lock.release()
-
-    def _capture(self) -> Callable[[], State]:
-        """The whole state at `applied_txid`, in two steps: the cut now (the
-        caller holds the write lock), the copy of the vectors when the
-        returned function is called (outside the lock: `MemoryIndex.cut`)."""
-        memories, vectors = self.memories.index.cut()
-        turns, turn_vectors = self.state.layers[TURNS].index.cut()
-        seq, dimension, stamp = self.applied_txid, self.info.dimension, self.clock.last
-        tombstones, seen = frozenset(self.state.tombstones), frozenset(self.state.seen)
-        stamps = {k: dict(v) for k, v in self.state.stamps.items()}
-        upkeep = dict(self.state.upkeep)
-        return lambda: State(seq, dimension, stamp, memories, vectors(), tombstones, turns,
-                             turn_vectors(), seen, stamps, upkeep)
 
     # -- sync --------------------------------------------------------------
 
