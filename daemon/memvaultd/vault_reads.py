@@ -1,0 +1,124 @@
+"""Reads: recall, get, chains, facets, export and the heat band counts."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from memvault.errors import InvalidArgument
+
+from . import drafts
+from . import memory as m
+from .index import Vector
+from .memory import Memory
+from .operations import TURNS
+from .recall import engine
+from .recall.filters import parse_filter
+from .requests import RecallQuery
+from .upkeep.heat import BANDS, band, heat
+from .vault_access import VaultAccessMarks
+from .vault_core import visible
+
+
+@dataclass(frozen=True)
+class Recalled:
+    hits: list[engine.Hit]
+    has_more: bool
+    turns: list[engine.Hit]
+
+
+@dataclass(frozen=True)
+class Facet:
+    name: str
+    count: int
+    last_activity: float
+
+
+class VaultReads(VaultAccessMarks):
+    def recall(self, query: RecallQuery) -> Recalled:
+        engine.check(query)
+        now = time.time()
+        keep = engine.keeper(query, now, self.config.heat)
+        if query.vector:
+            vector = drafts.own_vector(query.vector, self.info.dimension, self.info.model,
+                                       "query_vector")
+        elif query.text.strip():
+            m.check_text(query.text, "query")
+            vector = self.embedder.embed_query(query.text)
+        else:
+            raise InvalidArgument("query: must not be empty")
+        self._await_loaded()
+        self._await_txid(query.min_txid)
+        settings = self.config.fusion
+        page = engine.recall(self.memories, query, vector, keep, now=now,
+                             half_lives=self.config.half_lives, settings=settings,
+                             heat_settings=self.config.heat)
+        turns: list[engine.Hit] = []
+        if query.include_turns:
+            turn_query = RecallQuery(text=query.text, top_k=query.top_k,
+                                     session_id=query.session_id, min_score=query.min_score)
+            turns = engine.recall(self.state.layers[TURNS], turn_query, vector,
+                                  engine.keeper(turn_query, now, self.config.heat), now=now,
+                                  half_lives=self.config.half_lives, settings=settings).hits
+        if query.mark_accessed and page.hits:
+            self._mark_accessed([hit.scored.memory.id for hit in page.hits])
+        return Recalled(page.hits, page.has_more, turns)
+
+    def get(self, memory_id: str) -> tuple[Memory, Vector, list[Memory], list[Memory]]:
+        """The memory, its vector, its supersession chain and, for a
+        consolidated memory, the (archived) memories it summarises."""
+        self._await_loaded()
+        memory = self._get(memory_id)
+        vector = self.memories.index.vector(memory_id)
+        assert vector is not None
+        sources = [s for i in memory.consolidated_from if (s := self.memories.get(i)) is not None]
+        return memory, vector, self.chain(memory), sources
+
+    def chain(self, memory: Memory) -> list[Memory]:
+        """The supersession chain through `memory`, oldest first."""
+        first, seen = memory, {memory.id}
+        while first.supersedes and first.supersedes not in seen:
+            older = self.memories.get(first.supersedes)
+            if older is None:
+                break
+            first = older
+            seen.add(first.id)
+        chain, current = [first], first
+        while current.superseded_by and current.superseded_by not in {c.id for c in chain}:
+            newer = self.memories.get(current.superseded_by)
+            if newer is None:
+                break
+            chain.append(newer)
+            current = newer
+        return chain
+
+    def facets(self, field: str, filter_json: str = "") -> list[Facet]:
+        """Counts and last activity per topic_key or entity (non-empty)."""
+        self._await_loaded()
+        matches = parse_filter(filter_json or None)
+        now = time.time()
+        counts: dict[str, list[float]] = {}
+        for memory in self.memories.memories():
+            name = getattr(memory, field)
+            if name and visible(memory, now) and matches.matches(memory):
+                entry = counts.setdefault(name, [0, 0.0])
+                entry[0] += 1
+                entry[1] = max(entry[1], memory.created_at, memory.last_reinforced_at)
+        return sorted((Facet(n, int(c), t) for n, (c, t) in counts.items()),
+                      key=lambda f: (-f.count, f.name))
+
+    def export(self) -> Iterator[tuple[Memory, Vector]]:
+        self._await_loaded()
+        memories, vectors = self.memories.index.export()
+        yield from zip(memories, vectors, strict=True)
+
+    def band_counts(self) -> dict[str, int]:
+        """Visible memories per heat band."""
+        self._await_loaded()
+        now, half_life = time.time(), self.config.heat.half_life_days
+        counts = dict.fromkeys(BANDS, 0)
+        for memory in self.memories.memories():
+            if visible(memory, now):
+                counts[band(heat(memory, now, half_life))] += 1
+        return counts
