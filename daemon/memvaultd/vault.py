@@ -13,8 +13,8 @@ access counts, never a memory.
 
 The class is joined from parts, a module each: `vault_core.py` (the shared
 state and `_commit`), `vault_access.py`, `vault_snapshots.py`,
-`vault_reads.py` and `vault_writes.py`; `Vault` itself opens, loads and
-closes the vault.
+`vault_reads.py`, `vault_writes.py` and `vault_upkeep.py`; `Vault` itself
+opens, loads and closes the vault.
 
 It knows nothing of gRPC; the servicer translates requests into
 `requests.py` terms and maps `memvault.errors` to status codes.
@@ -29,9 +29,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from memvault.errors import InvalidArgument, MemvaultError
+from memvault.errors import MemvaultError
 
-from . import memory as m
 from .config import Config
 from .crypto.entropy import new_id
 from .crypto.kdf import PURPOSE_LOG, PURPOSE_SNAPSHOT, derive_key
@@ -40,11 +39,8 @@ from .events import EventBus
 from .keys import create_vault_key, load_vault_key
 from .merge import VaultState
 from .operations import (
-    FORGET,
     PUT,
     TURNS,
-    UPDATE,
-    UPKEEP,
     Operation,
     decode,
     encode,
@@ -52,12 +48,11 @@ from .operations import (
 from .oplog import OperationLog
 from .snapshot import SnapshotStore
 from .state import State, decode_state, encode_state
-from .upkeep import consolidation, summariser
-from .upkeep import sweep as sweeping
 from .vault_core import MAX_BATCH
 from .vault_info import VaultInfo
 from .vault_reads import Facet, Recalled, VaultReads
 from .vault_snapshots import VaultSnapshots
+from .vault_upkeep import VaultUpkeep
 from .vault_writes import VaultWrites
 
 log = logging.getLogger("memvaultd.vault")
@@ -69,7 +64,7 @@ _GENESIS_PAUSE_S = 0.001  # between chunks: 0.1 s in all at 100k
 __all__ = ["MAX_BATCH", "Facet", "Recalled", "Vault"]
 
 
-class Vault(VaultWrites, VaultReads, VaultSnapshots):
+class Vault(VaultWrites, VaultReads, VaultUpkeep, VaultSnapshots):
     # -- opening -----------------------------------------------------------
 
     @classmethod
@@ -128,66 +123,6 @@ class Vault(VaultWrites, VaultReads, VaultSnapshots):
         log.info("loaded %d memories, %d turns (snapshot at %d, %d log records) in %.2f s",
                  len(self.memories), len(self.state.layers[TURNS]), self._snapshot_txid, replayed,
                  time.monotonic() - started)
-
-    # -- upkeep (upkeep/: heat, sweep, consolidation) -----------------------
-
-    def sweep(self, dry_run: bool, threshold: float | None = None
-              ) -> tuple[int, sweeping.SweepPlan]:
-        """Forget what the sweep plans (upkeep/sweep.py) in one durable
-        append; returns (last txid or 0, the plan)."""
-        if threshold is not None and not 0.0 <= threshold <= 1.0:
-            raise InvalidArgument(f"threshold: {threshold!r} is outside 0..1")
-        self._await_loaded()
-        with self._write_lock:
-            now = time.time()
-            plan = sweeping.plan(self.memories.memories(), now, self.config.sweep,
-                                 self.config.heat, threshold)
-            if dry_run:
-                return 0, plan
-            ops = [Operation(new_id(), FORGET, self.clock.now(), target=s.memory.id,
-                             at=now) for s in plan.swept]
-            return self._commit_upkeep("sweep", ops, now), plan
-
-    def consolidate(self, request: consolidation.Request, dry_run: bool
-                    ) -> tuple[int, list[consolidation.Consolidated], int]:
-        """Write one memory per cluster and archive its sources (upkeep/
-        consolidation.py); returns (last txid or 0, what was written, how many
-        memories were candidates)."""
-        request = consolidation.check(request)
-        settings = self.config.consolidation
-        summarise = summariser.load(settings.summariser)
-        self._await_loaded()
-        with self._write_lock:
-            now = time.time()
-            candidates = [
-                (mem, vector) for mem in self.memories.memories()
-                if consolidation.is_candidate(mem, now, request, settings, self.config.heat)
-                and (vector := self.memories.index.vector(mem.id)) is not None]
-            planned = consolidation.plan(
-                candidates, request, settings, summarise,
-                lambda found: summariser.checked(found, settings.summariser or "extractive"))
-            if dry_run:
-                return 0, planned, len(candidates)
-            ops = []
-            for done in planned:
-                # The put first: a crash between leaves sources unarchived
-                # (still found), never archived sources with no summary.
-                ops.append(Operation(new_id(), PUT, self.clock.now(),
-                                     memory=done.memory, vector=done.vector))
-                ops += [Operation(new_id(), UPDATE, self.clock.now(), target=s.id,
-                                  at=now, fields={"tier": m.ARCHIVED,
-                                                  "consolidated_into": done.memory.id})
-                        for s in done.sources]
-            return self._commit_upkeep("consolidate", ops, now), planned, len(candidates)
-
-    def _commit_upkeep(self, what: str, ops: list[Operation], now: float) -> int:
-        """`ops` and a record that `what` ran, in one append; the last txid."""
-        ops.append(Operation(new_id(), UPKEEP, self.clock.now(), target=what, at=now,
-                             fields={"count": len(ops)}))
-        return self._commit(ops) + len(ops) - 1
-
-    def last_upkeep(self, what: str) -> float:
-        return self.state.upkeep.get(what, 0.0)
 
     # -- sync --------------------------------------------------------------
 
