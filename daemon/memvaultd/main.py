@@ -37,7 +37,7 @@ from .live_config import ConfigWatcher, applier
 from .notify import notify
 from .server import DaemonServer
 from .socket_guard import claim_socket, prepare_socket_dir
-from .sync.devices import resume_sync
+from .sync.devices import keep_unpushed, resume_sync
 from .upkeep.schedule import SweepSchedule
 from .vault import Vault
 from .watcher import NoteWatcher
@@ -103,6 +103,7 @@ def run(config: Config, data_dir: Path, socket: Path, *, config_file: Path | Non
 
     def become_ready() -> None:
         try:
+            keep_unpushed(vault)
             vault.load()
             if resume_sync(vault) is not None:
                 notify("STATUS=syncing")

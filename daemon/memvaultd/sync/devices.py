@@ -111,6 +111,16 @@ def join_sync(vault: Vault, url: str, token: str | None, recovery_key: str) -> s
     return info.vault_id
 
 
+def keep_unpushed(vault: Vault) -> None:
+    """At start, before the vault loads: keep the log records the remote
+    lacks, as `resume_sync` does once it has loaded. In between, a write
+    could start a snapshot, which with no floor would drop the records
+    behind it, pushed or not; sync would then stop at "seq N is missing"."""
+    mark = MarkFile(vault.data_dir, vault.vault_key, vault.info.vault_id_bytes).load()
+    if mark is not None:
+        vault.prune_floor = mark.pushed_seq
+
+
 def resume_sync(vault: Vault) -> SyncWorker | None:
     """At start: pick up sync where this device left it, if it was set up."""
     key = vault.vault_key

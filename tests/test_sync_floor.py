@@ -1,0 +1,79 @@
+"""The log keeps what the remote lacks from the moment a daemon starts.
+
+`resume_sync` sets the vault's prune floor once the vault has loaded; a
+snapshot that ran before it (a write at start-up, with thousands of records
+since the last snapshot) used the floor of a vault without sync, and dropped
+log records never pushed: sync then stopped for good at "seq N is missing".
+`keep_unpushed`, which the daemon now runs before loading, closes that gap.
+These tests open a daemon's vault in this process, as `main.py` does.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from memvault import Client
+from memvault.errors import IntegrityError
+from memvaultd.config import Config
+from memvaultd.embedder import Embedder
+from memvaultd.events import EventBus
+from memvaultd.requests import MemoryDraft
+from memvaultd.sync.devices import keep_unpushed
+from memvaultd.sync.mark import Mark, MarkFile
+from memvaultd.vault import Vault
+
+from .daemon_process import PASSPHRASE, DaemonProcess
+
+WRITTEN = 50
+
+
+def _vector(rng: random.Random) -> list[float]:
+    v = [rng.gauss(0, 1) for _ in range(384)]
+    norm = sum(x * x for x in v) ** 0.5
+    return [x / norm for x in v]
+
+
+@pytest.fixture
+def unpushed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Vault]:
+    """A vault whose sync state says the remote holds none of its records."""
+    rng = random.Random(5)
+    with DaemonProcess(tmp_path / "home").start() as daemon:
+        Client(socket=daemon.socket).remember_batch(
+            [{"text": f"kept until pushed {i}", "topic": f"k{i}", "vector": _vector(rng)}
+             for i in range(WRITTEN)])
+        daemon.stop()
+    monkeypatch.setenv("MEMVAULT_PASSPHRASE", PASSPHRASE)
+    monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyring.backends.fail.Keyring")
+    events = EventBus()
+    embedder = Embedder(Config().model, cache_size=1, events=events)  # never started
+    vault = Vault.open(tmp_path / "home" / "data", Config(), embedder, events, prompt=False)
+    MarkFile(vault.data_dir, vault.vault_key, vault.info.vault_id_bytes).save(
+        Mark("memory://remote", pushed_seq=0))
+    yield vault
+    vault.close()
+
+
+def _write_then_snapshot(vault: Vault) -> None:
+    """What a write at start-up does when a snapshot is due."""
+    vault.load()
+    vault.remember([MemoryDraft("written at start-up", topic_key="s",
+                                vector=_vector(random.Random(6)))])
+    assert vault.snapshot(wait=True)
+
+
+def test_records_the_remote_lacks_survive_a_snapshot_at_start(unpushed: Vault) -> None:
+    keep_unpushed(unpushed)
+    _write_then_snapshot(unpushed)
+    ops, _ = unpushed.local_ops_after(0)
+    texts = {op.memory.text for _, op in ops if op.memory is not None}
+    assert {f"kept until pushed {i}" for i in range(WRITTEN)} <= texts
+
+
+def test_without_the_floor_that_snapshot_drops_them(unpushed: Vault) -> None:
+    _write_then_snapshot(unpushed)  # what start-up did before keep_unpushed
+    with pytest.raises(IntegrityError, match="missing"):
+        unpushed.local_ops_after(0)
