@@ -265,7 +265,10 @@ def test_three_devices_converge(tmp_path: Path, server: tuple[ServerProcess, str
 def test_writes_during_init_land_on_every_device(tmp_path: Path) -> None:
     """`init` logs the whole vault in chunks and lets writes in between; the
     ones that land there (new memories, updates, forgets of memories being
-    logged) must reach a joining device exactly as they stand on the first."""
+    logged) must reach a joining device exactly as they stand on the first.
+    The edits go to the memories logged last, whose puts are the likeliest
+    to be still unlogged when an edit of them is: the other device must not
+    meet the edit first (it would drop it)."""
     remote = (tmp_path / "shared").as_uri()
     rng = random.Random(7)
 
@@ -278,9 +281,9 @@ def test_writes_during_init_land_on_every_device(tmp_path: Path) -> None:
         ca, cb = Client(socket=a.socket), Client(socket=b.socket)
         ids = [r.id for r in ca.remember_batch(
             [{"text": f"note {i} about the build cache", "topic": f"t{i}", "vector": vector()}
-             for i in range(3_000)])]
+             for i in range(10_000)])]
         edited, forgotten, written = [], [], []
-        alive = list(ids)
+        alive = ids[len(ids) // 2 :]
         done = threading.Event()
 
         def edit() -> None:

@@ -50,6 +50,8 @@ class VaultAccessMarks(VaultCore):
 
     def _log_access(self, ids: list[str]) -> None:
         """Log marks taken from `_accessed`; the caller holds the write lock."""
+        if ids and self._genesis_rest:
+            self._genesis_ahead(ids)  # the marked memories' puts first
         if ids:
             op = Operation(new_id(), ACCESS, self.clock.now(), ids=tuple(ids),
                            at=time.time())

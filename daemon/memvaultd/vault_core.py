@@ -80,6 +80,9 @@ class VaultCore:
         self.prune_floor: int | None = None
         # While above 0 (`genesis` logging a whole vault), no snapshot starts.
         self._snapshots_held = 0
+        # The puts `genesis` has yet to log, by memory id, in order: a write
+        # that names one of them logs that put first (`_commit`).
+        self._genesis_rest: dict[str, Operation] = {}
         self._flusher = threading.Thread(target=self._flush_access_loop, name="access-flush",
                                          daemon=True)
 
@@ -119,8 +122,13 @@ class VaultCore:
             raise NotFound(f"id: no memory {memory_id!r}")
         return memory
 
-    def _commit(self, ops: list[Operation], *, notify_sync: bool = True) -> int:
-        """Append `ops` durably, then apply them. Returns the first txid."""
+    def _commit(self, ops: list[Operation], *, notify_sync: bool = True,
+                genesis: bool = False) -> int:
+        """Append `ops` durably, then apply them. Returns the first txid.
+        `genesis`: `ops` are genesis puts (which may name each other in any
+        order: a supersession reaches the older memory with its own put)."""
+        if not genesis and self._genesis_rest:
+            self._genesis_ahead([name for op in ops for name in _names(op)])
         try:
             last = self.log.append([encode(op) for op in ops])
         except OSError as exc:
@@ -146,6 +154,28 @@ class VaultCore:
     def _apply(self, op: Operation) -> bool:
         self.clock.observe(op.stamp)
         return self.state.apply(op)
+
+    def _genesis_ahead(self, names: list[str]) -> None:
+        """Log, now, the puts `genesis` has not logged yet of the memories a
+        write is about to name. Another device applies this device's
+        operations in log order and drops an update, a reinforce or an
+        access mark of a memory it does not hold yet (`merge.py`): the put
+        must come first. The caller holds the write lock."""
+        rest = self._genesis_rest
+        ahead = [rest.pop(name) for name in names if name in rest]
+        if ahead:
+            self._commit(ahead, notify_sync=False, genesis=True)
+
+
+def _names(op: Operation) -> tuple[str, ...]:
+    """The memories `op` names, but for a forget, whose tombstone wins over
+    the put in either order."""
+    if op.kind == ACCESS:
+        return tuple(op.ids or ())
+    if op.kind == FORGET:
+        return ()
+    supersedes = op.memory.supersedes if op.memory is not None else ""
+    return (op.memory_id, supersedes) if supersedes else (op.memory_id,)
 
 
 def visible(memory: Memory, now: float) -> bool:

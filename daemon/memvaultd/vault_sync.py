@@ -8,6 +8,7 @@ import logging
 import shutil
 import time
 from collections.abc import Sequence
+from itertools import islice
 
 from .crypto.entropy import new_id
 from .crypto.kdf import PURPOSE_LOG, PURPOSE_SNAPSHOT, derive_key
@@ -68,14 +69,15 @@ class VaultSync(VaultSnapshots):
         """Log a put of every memory and turn this device holds, so a remote
         that never saw them gets them; returns the log seq before them.
 
-        The puts are logged `_GENESIS_CHUNK` at a time, with the write lock
-        released in between: held throughout, it kept every write waiting
-        for 7.3 s at 100k memories. A write that lands between two chunks
-        changes nothing of the outcome, since operations merge without regard
-        to order (`merge.py`): a forget wins over the put, a later update
-        over its older stamps. Their stamps are all drawn in the first hold,
-        with the cut of what is logged, before any such write: only the
-        vectors' copy and the operations are made after it.
+        The puts are made in one hold of the write lock, then logged
+        `_GENESIS_CHUNK` at a time with the lock released in between: held
+        throughout, it kept every write waiting for 7.3 s at 100k memories.
+        Writes go on between two chunks. One that names a memory whose put
+        is not logged yet (an update, a reinforce, an access mark, a
+        supersession) logs that put just before itself (`_genesis_ahead`):
+        another device applies the operations in log order, and drops an
+        update of a memory it does not hold yet. The puts' stamps are drawn
+        before any such write, so the write's fields win over the put's.
 
         No snapshot is taken until the last chunk is in, then one if due,
         rather than one every tenth of the vault: none of these records can
@@ -83,23 +85,27 @@ class VaultSync(VaultSnapshots):
         writes back for ~1 s at 100k."""
         with self._write_lock:
             before = self.log.last_seq
-            cuts = [(name, *layer.index.cut()) for name, layer in self.state.layers.items()]
-            stamps = iter([self.clock.now() for _, memories, _ in cuts for _ in memories])
+            self._genesis_rest = {
+                memory.id: Operation(new_id(), PUT, self.clock.now(), memory=memory,
+                                     vector=vector, layer=name)
+                for name, layer in self.state.layers.items()
+                for memory, vector in zip(*layer.index.export(), strict=True)}
             self._snapshots_held += 1
         try:
-            ops = [Operation(new_id(), PUT, next(stamps), memory=memory, vector=vector,
-                             layer=name)
-                   for name, memories, vectors in cuts
-                   for memory, vector in zip(memories, vectors(), strict=True)]
-            for chunk in range(0, len(ops), _GENESIS_CHUNK):
+            while True:
                 with self._write_lock:
-                    self._commit(ops[chunk : chunk + _GENESIS_CHUNK], notify_sync=False)
+                    rest = self._genesis_rest
+                    chunk = [rest.pop(name) for name in list(islice(rest, _GENESIS_CHUNK))]
+                    if not chunk:
+                        break
+                    self._commit(chunk, notify_sync=False, genesis=True)
                 # Python's locks are not fair: released and taken again at
                 # once, the lock went back to this loop before a waiting
                 # write woke up (one remember waited 5.8 s of a 100k init).
                 time.sleep(_GENESIS_PAUSE_S)
         finally:
             with self._write_lock:
+                self._genesis_rest = {}
                 self._snapshots_held -= 1
                 self._snapshot_if_due()
         return before
