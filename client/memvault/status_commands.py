@@ -4,6 +4,7 @@ the daemon is and what it does."""
 from __future__ import annotations
 
 import itertools
+import signal
 import threading
 
 import click
@@ -93,7 +94,15 @@ def events(types: tuple[str, ...], as_json: bool) -> None:
     del as_json  # accepted for symmetry with the other commands
     try:
         with _client().events(types) as stream:
-            for event in stream:
-                output.echo_json(event.to_dict(), indent=None)
+            # Ctrl-C cancels the call, which ends the loop. Left to raise
+            # KeyboardInterrupt wherever the main thread stood, inside gRPC's
+            # iterator, it once left the process unable to exit (a test's
+            # 10 s wait after SIGINT ran out).
+            previous = signal.signal(signal.SIGINT, lambda signum, frame: stream.cancel())
+            try:
+                for event in stream:
+                    output.echo_json(event.to_dict(), indent=None)
+            finally:
+                signal.signal(signal.SIGINT, previous)
     except KeyboardInterrupt:
-        pass  # Ctrl-C is how this command ends
+        pass  # Ctrl-C before the call was open
