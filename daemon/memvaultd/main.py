@@ -103,9 +103,9 @@ def run(config: Config, data_dir: Path, socket: Path, *, config_file: Path | Non
 
     def become_ready() -> None:
         try:
-            keep_unpushed(vault)
+            mark = keep_unpushed(vault)
             vault.load()
-            if resume_sync(vault) is not None:
+            if resume_sync(vault, mark) is not None:
                 notify("STATUS=syncing")
             notify("STATUS=warming the model")
             embedder.wait_ready()

@@ -50,13 +50,14 @@ class VaultAccessMarks(VaultCore):
 
     def _log_access(self, ids: list[str]) -> None:
         """Log marks taken from `_accessed`; the caller holds the write lock."""
-        if ids and self._genesis_rest:
+        if not ids:
+            return
+        if self._genesis_rest:
             self._genesis_ahead(ids)  # the marked memories' puts first
-        if ids:
-            op = Operation(new_id(), ACCESS, self.clock.now(), ids=tuple(ids),
-                           at=time.time())
-            self.state.seen.add(op.op_id)  # applied already, as each recall ran
-            try:
-                self.applied_txid = self.log.append([encode(op)])
-            except (OSError, MemvaultError) as exc:  # a full disk: ResourceExhausted
-                log.warning("could not record %d access marks: %s", len(ids), exc)
+        op = Operation(new_id(), ACCESS, self.clock.now(), ids=tuple(ids),
+                       at=time.time())
+        self.state.seen.add(op.op_id)  # applied already, as each recall ran
+        try:
+            self.applied_txid = self.log.append([encode(op)])
+        except (OSError, MemvaultError) as exc:  # a full disk: ResourceExhausted
+            log.warning("could not record %d access marks: %s", len(ids), exc)

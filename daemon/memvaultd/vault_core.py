@@ -78,10 +78,9 @@ class VaultCore:
         self.sync: SyncWorker | None = None
         # The last log seq the remote holds: the log is never pruned past it.
         self.prune_floor: int | None = None
-        # While above 0 (`genesis` logging a whole vault), no snapshot starts.
-        self._snapshots_held = 0
         # The puts `genesis` has yet to log, by memory id, in order: a write
-        # that names one of them logs that put first (`_commit`).
+        # that names one of them logs that put first (`_commit`), and no
+        # snapshot starts while any is left (`_snapshot_if_due`).
         self._genesis_rest: dict[str, Operation] = {}
         self._flusher = threading.Thread(target=self._flush_access_loop, name="access-flush",
                                          daemon=True)

@@ -66,7 +66,7 @@ class VaultSnapshots(VaultAccessMarks):
         # Not while one is being written: each commit until it finished
         # started a thread that gave up at once, and a thread start waits
         # for the new thread to run (0.9 s of remembers' time in one init).
-        if not self._snapshots_held and not self._snapshot_lock.locked() and snapshot_due(
+        if not self._genesis_rest and not self._snapshot_lock.locked() and snapshot_due(
                 self.applied_txid - self._snapshot_txid, len(self.memories),
                 self.config.snapshot_every):
             threading.Thread(target=self.snapshot, name="snapshot", daemon=True).start()

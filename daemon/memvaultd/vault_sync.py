@@ -90,7 +90,6 @@ class VaultSync(VaultSnapshots):
                                      vector=vector, layer=name)
                 for name, layer in self.state.layers.items()
                 for memory, vector in zip(*layer.index.export(), strict=True)}
-            self._snapshots_held += 1
         try:
             while True:
                 with self._write_lock:
@@ -106,7 +105,6 @@ class VaultSync(VaultSnapshots):
         finally:
             with self._write_lock:
                 self._genesis_rest = {}
-                self._snapshots_held -= 1
                 self._snapshot_if_due()
         return before
 

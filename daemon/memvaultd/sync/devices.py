@@ -111,23 +111,25 @@ def join_sync(vault: Vault, url: str, token: str | None, recovery_key: str) -> s
     return info.vault_id
 
 
-def keep_unpushed(vault: Vault) -> None:
-    """At start, before the vault loads: keep the log records the remote
-    lacks, as `resume_sync` does once it has loaded. In between, a write
-    could start a snapshot, which with no floor would drop the records
-    behind it, pushed or not; sync would then stop at "seq N is missing"."""
+def keep_unpushed(vault: Vault) -> Mark | None:
+    """At start, before the vault loads: this device's sync state, if sync
+    was set up, and the log kept from its `pushed_seq` on. Set only once
+    sync resumed, after the load, a write in between could start a snapshot
+    that, with no floor, dropped the records the remote lacks; sync would
+    then stop at "seq N is missing"."""
     mark = MarkFile(vault.data_dir, vault.vault_key, vault.info.vault_id_bytes).load()
     if mark is not None:
         vault.prune_floor = mark.pushed_seq
+    return mark
 
 
-def resume_sync(vault: Vault) -> SyncWorker | None:
-    """At start: pick up sync where this device left it, if it was set up."""
-    key = vault.vault_key
-    marks = MarkFile(vault.data_dir, key, vault.info.vault_id_bytes)
-    mark = marks.load()
+def resume_sync(vault: Vault, mark: Mark | None) -> SyncWorker | None:
+    """At start, once the vault is loaded: pick up sync where this device
+    left it (`mark`, from `keep_unpushed`), if it was set up."""
     if mark is None:
         return None
+    key = vault.vault_key
+    marks = MarkFile(vault.data_dir, key, vault.info.vault_id_bytes)
     remote = open_remote(mark.remote, token=mark.token, vault_id=vault.info.vault_id)
     return _start(vault, remote, marks, mark, Envelope(key, vault.info.vault_id_bytes))
 

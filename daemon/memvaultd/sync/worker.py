@@ -147,9 +147,10 @@ class SyncWorker:
         # (number, sha256, last local seq) of the version being appended
         # until the remote answers: see `_own_version`.
         self._unanswered: tuple[int, bytes, int] | None = None
-        # (head, head_hash, monotonic time) when the mark was last known to
-        # match the remote: see `_check_mark`.
-        self._known: tuple[int, str, float] | None = None
+        # When (time.monotonic) the mark was last known to match the remote:
+        # checked in full, or moved to a version just pulled or appended.
+        # See `_check_mark`.
+        self._known_at: float | None = None
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -345,22 +346,20 @@ class SyncWorker:
         if head < self.mark.head:
             raise RollbackDetected(f"the remote's chain ends at version {head}, but this "
                                    f"device has seen version {self.mark.head}: rollback")
-        if not full and self._known is not None:
-            number, digest, when = self._known
-            if ((number, digest) == (self.mark.head, self.mark.head_hash)
-                    and time.monotonic() - when < _RECHECK_S):
-                return
+        if (not full and self._known_at is not None
+                and time.monotonic() - self._known_at < _RECHECK_S):
+            return
         seen = self.remote.versions_after(self.mark.head - 1, limit=1)
         if not seen or hashlib.sha256(seen[0][1]).hexdigest() != self.mark.head_hash:
             raise RollbackDetected(f"version {self.mark.head} on the remote is not the one "
                                    "this device saw: the history was forked or replaced")
-        self._known = (self.mark.head, self.mark.head_hash, time.monotonic())
+        self._known_at = time.monotonic()
 
     def _advance(self, number: int, digest: bytes, pushed_seq: int | None = None) -> None:
         """Move the mark to version `number`, which this device has just
         pulled or had acknowledged, so it is known to be on the remote."""
         if number != self.mark.head:
-            self._known = (number, digest.hex(), time.monotonic())
+            self._known_at = time.monotonic()
         self.mark = self.mark.advanced(number, digest, pushed_seq)
         self.marks.save(self.mark)
         self.vault.prune_floor = self.mark.pushed_seq
