@@ -94,6 +94,20 @@ def test_ivf_path_matches_the_exact_path() -> None:
         assert _same(index.search(query, 24, keep_even), index.search_exact(query, 24, keep_even))
 
 
+def test_a_search_reads_exactly_the_nearest_lists() -> None:
+    """The compiled loop (`ann.probed_lists`) returns the rows of the probed
+    lists, in list order, with their products as NumPy computes them."""
+    vectors = _clustered(3000, np.random.default_rng(11))
+    ivf = ann.build(vectors, len(vectors))
+    for query in _clustered(20, np.random.default_rng(12)):
+        rows, products = ivf.search(query, nprobe=5)
+        lists = np.sort(np.argpartition(-(ivf.centroids @ query), 4)[:5])
+        expected = np.concatenate([ivf.order[ivf.offsets[i] : ivf.offsets[i + 1]]
+                                   for i in lists])
+        assert np.array_equal(rows, expected)
+        assert np.allclose(products, vectors[rows] @ query, atol=1e-6)
+
+
 def test_ivf_follows_writes_removals_and_new_vectors() -> None:
     index, vectors = _filled(4000, seed=3, threshold=1000)
     assert index.wait_for_ivf()
@@ -144,7 +158,10 @@ def _reference_bm25(docs: dict[str, list[str]], query: str) -> dict[str, float]:
 def test_keyword_scores_match_plain_bm25() -> None:
     rng = np.random.default_rng(8)
     words = ["apple", "banana", "cherry", "deploy", "friday", "tests", "vitest", "jest"]
-    docs = {f"d{i}": [" ".join(rng.choice(words, size=int(rng.integers(1, 9)))), f"t{i % 3}"]
+    # z<k>: a rare word (6 documents each), so that a query of those takes the
+    # sparse summation rather than the dense one.
+    docs = {f"d{i}": [" ".join(rng.choice(words, size=int(rng.integers(1, 9)))), f"t{i % 3}",
+                      f"z{i % 500}"]
             for i in range(3000)}
     index = KeywordIndex()
     for doc_id, fields in docs.items():
@@ -155,7 +172,8 @@ def test_keyword_scores_match_plain_bm25() -> None:
     for i in range(0, 3000, 10):
         del docs[f"d{i}"]
         index.remove(f"d{i}")
-    for query in ("apple tests", "deploy friday", "cherry", "t1 jest", "nothing here"):
+    for query in ("apple tests", "deploy friday", "cherry", "t1 jest", "nothing here",
+                  "z1 z2 z33", "z3 z400 z10"):
         expected = _reference_bm25(docs, query)
         hits = index.search(query)
         assert len(hits) == len(expected)

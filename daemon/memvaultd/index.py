@@ -260,6 +260,8 @@ class MemoryIndex:
                 with self._lock:
                     epoch = self._epoch
                 view = self._view()
+                if view.ivf is None:
+                    ann.warm()  # compile its search before the first one needs it
                 started = time.monotonic()
                 ivf = view.ivf
                 if ivf is None or view.count >= 2 * ivf.trained_on:
