@@ -12,10 +12,10 @@ the socket the daemon bound without being told:
    `run/` when there is no runtime dir), `~/.cache/memvault/`.
 
 The cache holds only files derived from public inputs (the embedding model
-exported to ONNX), never user data, so it is plaintext and may be deleted at
-any time. `MEMVAULT_CACHE_DIR` moves it, under either rule: one cache shared
-by several homes (a test session, a benchmark's restarts) exports the model
-once.
+exported to ONNX, numba's compiled IVF loop in `numba/`), never user data, so
+it is plaintext and may be deleted at any time. `MEMVAULT_CACHE_DIR` moves
+it, under either rule: one cache shared by several homes (a test session, a
+benchmark's restarts) exports the model once.
 """
 
 from __future__ import annotations

@@ -9,9 +9,10 @@ times. A loop compiled here (numba, LLVM) does such work in one call, with
 the lock released, and faster than the NumPy it replaces (`ann.py`,
 docs/benchmarks.md).
 
-Compiled once per machine: numba keeps the machine code beside the module
-(`__pycache__`) or, where that is read-only, in the user's cache directory;
-where neither can be written it compiles at each start (~1 s a loop).
+Compiled once per machine: numba keeps the machine code in the daemon's
+cache directory (`<cache>/numba`, `NUMBA_CACHE_DIR` set by `main.py`; beside
+the module in `__pycache__` when imported elsewhere, as by the tests); where
+it cannot be written it compiles at each start (~1 s a loop).
 Importing numba costs ~65 MB of resident memory and loading a loop ~55 MB
 more, so callers import this module only when they need a loop.
 """
