@@ -54,14 +54,14 @@ _CHUNK = 16_384  # rows assigned per matrix product (16k x 1024 floats = 64 MB)
 
 
 def scores(rows: Matrix, query: Matrix) -> Matrix:
-    """`rows @ query`, with the interpreter lock released while it runs.
+    """`rows @ query`, with the interpreter lock released while it runs: the
+    centroids of a search, the unindexed tail, the exact scan.
 
     NumPy 2.4's `matmul` keeps the lock for a matrix-vector product under
-    ~500 rows; `dot` hands every one to BLAS without it. A search's products
-    are the probed lists, ~150 rows each at 100k, so with `@` two threads
-    doing them ran at 1.0x one thread (150 x 384 float32: 20 us a product),
-    and with `dot` at 1.9x: concurrent recalls overlap there instead of
-    queueing for the lock.
+    ~500 rows; `dot` hands every one to BLAS without it. With `@` two threads
+    doing 150 x 384 float32 products (20 us each) ran at 1.0x one thread,
+    with `dot` at 1.9x. (The probed lists themselves, ~26 such products a
+    search at 100k, are one compiled call: `probed_lists`.)
     """
     product: Matrix = np.dot(rows, query)
     return product
