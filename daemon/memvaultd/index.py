@@ -22,7 +22,6 @@ row numbers no longer hold) and the background thread builds a new one.
 from __future__ import annotations
 
 import logging
-import math
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -195,26 +194,21 @@ class MemoryIndex:
         # Fetch a window of nearest rows and test them in order; widen the
         # window (x4) only when the predicate rejected too many. A filter that
         # keeps half the vault needs one window of 2 x limit on average.
-        # Each window's indices, cosines and rows as Python lists, read once,
-        # rather than a NumPy scalar per element (cos[i], rows[i], np.sqrt):
-        # ~0.04 ms of a 1.4 ms hybrid recall at 100k, in process.
         found: list[tuple[Memory, float]] = []
         tested: set[int] = set()
-        records, ids = self._records, view.ids
         window = min(len(rows), max(limit * 2, 32))
         while True:
-            nearest = _nearest_rows(cos, window)
-            for i, c, row in zip(nearest.tolist(), cos[nearest].tolist(), rows[nearest].tolist(),
-                                 strict=True):
+            for i in _nearest_rows(cos, window).tolist():
                 if i in tested:
                     continue
                 tested.add(i)
-                if c == -math.inf:
+                if cos[i] == -np.inf:
                     return found
-                memory = records.get(ids[row])
+                memory = self._records.get(view.ids[rows[i]])
                 if memory is None or (keep is not None and not keep(memory)):
                     continue
-                found.append((memory, math.sqrt(max(0.0, 2.0 - 2.0 * c))))
+                distance = float(np.sqrt(max(0.0, 2.0 - 2.0 * float(cos[i]))))
+                found.append((memory, distance))
                 if len(found) == limit:
                     return found
             if window == len(rows):
