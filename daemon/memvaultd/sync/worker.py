@@ -60,10 +60,10 @@ _MAX_BACKOFF_S = 64.0
 # still there before a round that is not `sync now` downloads it again. Each
 # round used to: up to 3 MiB (a bulk version) for every write, notice and
 # 30 s tick; bench_sync's device received 130 KiB per new memory, 229 B now
-# (docs/benchmarks.md). A version this
-# device appended (the remote acknowledged it) or pulled (downloaded and
-# hashed) is known; a fork built on top of it cannot hide anyway, since the
-# next pulled version carries its parent's hash in its associated data.
+# (docs/benchmarks.md). A version this device appended (the remote
+# acknowledged it) or pulled (downloaded and hashed) is known; a fork built
+# on top of it cannot hide anyway, since the next pulled version carries its
+# parent's hash in its associated data.
 _RECHECK_S = 3600.0
 
 
