@@ -17,6 +17,11 @@ row dies), a removed row is only marked dead, and compaction builds new
 arrays and swaps them in — so a reader sees a state the vault really was in.
 The IVF is part of the view for the same reason: compaction drops it (its
 row numbers no longer hold) and the background thread builds a new one.
+
+Beside each row, `columns.py` keeps the fields recall filters and ranks by,
+written wherever the row's record is written: an update rewrites a row's
+columns in place, as it replaces the record, so a recall running meanwhile
+may read either version, as it would a record.
 """
 
 from __future__ import annotations
@@ -31,11 +36,13 @@ import numpy as np
 import numpy.typing as npt
 
 from . import ann
+from .columns import Columns
 from .memory import Memory
 
 log = logging.getLogger("memvaultd.index")
 
 Vector = npt.NDArray[np.float32]
+Rows = npt.NDArray[np.int64]
 Predicate = Callable[[Memory], bool]
 
 _INITIAL_CAPACITY = 1024
@@ -46,12 +53,17 @@ _SETTLE_S = 0.5
 
 
 @dataclass(frozen=True, slots=True)
-class _View:
+class View:
     matrix: Vector
     ids: list[str]
     alive: npt.NDArray[np.bool_]
     count: int
     ivf: ann.InvertedLists | None
+    columns: Columns
+
+
+# Which of some rows of a view a request may see (recall/columnar.py).
+RowMask = Callable[[View, Rows], npt.NDArray[np.bool_]]
 
 
 class MemoryIndex:
@@ -62,6 +74,7 @@ class MemoryIndex:
         self._row: dict[str, int] = {}
         self._matrix: Vector = np.zeros((_INITIAL_CAPACITY, dimension), dtype=np.float32)
         self._alive = np.zeros(_INITIAL_CAPACITY, dtype=bool)
+        self._columns = Columns(_INITIAL_CAPACITY)
         self._ids: list[str] = []
         self._dead = 0
         self._ivf: ann.InvertedLists | None = None
@@ -79,6 +92,11 @@ class MemoryIndex:
     def get(self, memory_id: str) -> Memory | None:
         return self._records.get(memory_id)
 
+    def rows_of(self, memory_ids: list[str], view: View) -> list[int]:
+        """The rows of those of `memory_ids` that `view` holds, in order."""
+        row_of, count = self._row.get, view.count
+        return [r for r in map(row_of, memory_ids) if r is not None and r < count]
+
     def vector(self, memory_id: str) -> Vector | None:
         row = self._row.get(memory_id)
         return None if row is None else self._matrix[row].copy()
@@ -92,6 +110,7 @@ class MemoryIndex:
             old = self._row.get(memory.id)
             if old is not None and np.array_equal(self._matrix[old], vector):
                 self._records[memory.id] = memory
+                self._columns.set(old, memory)
                 return
             if old is not None:  # a new vector: a new row, so views stay true
                 self._alive[old] = False
@@ -103,6 +122,7 @@ class MemoryIndex:
             self._row[memory.id] = row
             self._matrix[row] = vector
             self._alive[row] = True
+            self._columns.set(row, memory)
             self._records[memory.id] = memory
             stale = self._ivf_stale()
         if stale:
@@ -126,10 +146,12 @@ class MemoryIndex:
         alive = np.zeros(len(matrix), dtype=bool)
         alive[:count] = True
         ids = [memory.id for memory in memories]
+        columns = Columns.of(memories, len(matrix))
         with self._lock:
             if self._records:
                 raise ValueError("restore fills an empty index")
             self._matrix, self._alive, self._ids = matrix, alive, ids
+            self._columns = columns
             self._row = dict(zip(ids, range(count), strict=True))
             self._records = dict(zip(ids, memories, strict=True))
             stale = self._ivf_stale()
@@ -141,6 +163,7 @@ class MemoryIndex:
         with self._lock:
             if memory.id in self._records:
                 self._records[memory.id] = memory
+                self._columns.set(self._row[memory.id], memory)
 
     def remove(self, memory_id: str) -> Memory | None:
         with self._lock:
@@ -165,21 +188,45 @@ class MemoryIndex:
         view = self._view()
         if view.count == 0 or limit <= 0:
             return []
-        if view.ivf is None and view.count >= self.ivf_threshold and not self._maintaining:
-            self._maintain()
-        if view.ivf is not None:
-            rows, cos = view.ivf.search(query, self.nprobe)
-            if view.ivf.covered < view.count:  # the tail, not in any list yet
-                rows = np.concatenate([rows, np.arange(view.ivf.covered, view.count)])
-                cos = np.concatenate([cos, ann.scores(view.matrix[view.ivf.covered : view.count],
-                                                       query)])
-            found = self._walk(view, rows, cos, limit, keep)
+        scored = self._ivf_scored(view, query)
+        if scored is not None:
+            found = self._walk(view, *scored, limit, keep)
             if len(found) == limit:
                 return found
         return self.search_exact(query, limit, keep, view)
 
+    def nearest(self, view: View, query: Vector, limit: int, visible: RowMask
+                ) -> tuple[Rows, Vector]:
+        """`search` in rows: up to `limit` rows of `view` that `visible`
+        accepts, nearest first, and their cosines with `query`. `visible`
+        reads the rows' columns in one go rather than a record at a time."""
+        if view.count == 0 or limit <= 0:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        scored = self._ivf_scored(view, query)
+        if scored is not None:
+            rows, cos = _walk_rows(view, *scored, limit, visible)
+            if len(rows) == limit:
+                return rows, cos
+        every = np.arange(view.count)
+        return _walk_rows(view, every, ann.scores(view.matrix[: view.count], query), limit,
+                          visible)
+
+    def _ivf_scored(self, view: View, query: Vector) -> tuple[Rows, Vector] | None:
+        """The rows of the nearest IVF lists and the unindexed tail, with
+        their cosines; None while there is no IVF (scan every row)."""
+        if view.ivf is None and view.count >= self.ivf_threshold and not self._maintaining:
+            self._maintain()
+        if view.ivf is None:
+            return None
+        rows, cos = view.ivf.search(query, self.nprobe)
+        if view.ivf.covered < view.count:  # the tail, not in any list yet
+            rows = np.concatenate([rows, np.arange(view.ivf.covered, view.count)])
+            cos = np.concatenate([cos, ann.scores(view.matrix[view.ivf.covered : view.count],
+                                                   query)])
+        return rows, cos
+
     def search_exact(self, query: Vector, limit: int, keep: Predicate | None = None,
-                     view: _View | None = None) -> list[tuple[Memory, float]]:
+                     view: View | None = None) -> list[tuple[Memory, float]]:
         """The reference search: every row scored."""
         view = view or self._view()
         if view.count == 0 or limit <= 0:
@@ -187,7 +234,7 @@ class MemoryIndex:
         rows = np.arange(view.count)
         return self._walk(view, rows, ann.scores(view.matrix[: view.count], query), limit, keep)
 
-    def _walk(self, view: _View, rows: npt.NDArray[np.int64], cos: Vector, limit: int,
+    def _walk(self, view: View, rows: npt.NDArray[np.int64], cos: Vector, limit: int,
               keep: Predicate | None) -> list[tuple[Memory, float]]:
         """Test candidate `rows` (scored `cos`) nearest first until `limit` pass."""
         cos[~view.alive[rows]] = -np.inf
@@ -215,9 +262,10 @@ class MemoryIndex:
                 return found
             window = min(len(rows), window * 4)
 
-    def cosines(self, memory_ids: list[str], query: Vector) -> list[float | None]:
+    def cosines(self, memory_ids: list[str], query: Vector, view: View | None = None
+                ) -> list[float | None]:
         """Cosine of each memory's vector with `query` (None: not here), in one product."""
-        view = self._view()
+        view = view or self._view()
         rows = [self._row.get(i) for i in memory_ids]
         present = [r for r in rows if r is not None and r < view.count]
         if not present:
@@ -225,9 +273,14 @@ class MemoryIndex:
         values = iter(ann.scores(view.matrix[np.array(present)], query).tolist())
         return [next(values) if r is not None and r < view.count else None for r in rows]
 
-    def _view(self) -> _View:
+    def view(self) -> View:
+        """The rows as they are now; they read the same for as long as the view is held."""
+        return self._view()
+
+    def _view(self) -> View:
         with self._lock:
-            return _View(self._matrix, self._ids, self._alive, len(self._ids), self._ivf)
+            return View(self._matrix, self._ids, self._alive, len(self._ids), self._ivf,
+                         self._columns)
 
     def _ivf_stale(self) -> bool:
         """Whether the IVF should be built, rebuilt or extended (under `_lock`)."""
@@ -302,6 +355,7 @@ class MemoryIndex:
         alive = np.zeros(capacity, dtype=bool)
         alive[: len(self._alive)] = self._alive
         self._matrix, self._alive = matrix, alive
+        self._columns = self._columns.resized(capacity)
 
     def _compact(self) -> None:
         keep = np.flatnonzero(self._alive[: len(self._ids)])
@@ -312,6 +366,7 @@ class MemoryIndex:
         alive[: len(keep)] = True
         ids = [self._ids[row] for row in keep]
         self._matrix, self._alive, self._ids, self._dead = matrix, alive, ids, 0
+        self._columns = self._columns.taken(keep, capacity)
         self._ivf = None  # its row numbers are gone; rebuilt on the next write or search
         self._epoch += 1
         self._row = {memory_id: row for row, memory_id in enumerate(ids)}
@@ -348,6 +403,30 @@ def _capacity(count: int) -> int:
     while capacity < count:
         capacity *= 2
     return capacity
+
+
+def _walk_rows(view: View, rows: Rows, cos: Vector, limit: int, visible: RowMask
+               ) -> tuple[Rows, Vector]:
+    """`MemoryIndex._walk` a window at a time: the same rows in the same order."""
+    cos[~view.alive[rows]] = -np.inf
+    tested = np.zeros(len(rows), dtype=bool)
+    picked: list[npt.NDArray[np.intp]] = []
+    need = limit
+    window = min(len(rows), max(limit * 2, 32))
+    while True:
+        order = _nearest_rows(cos, window)
+        order = order[~tested[order]]
+        tested[order] = True
+        live = cos[order] != -np.inf  # nearest first: the dead rows come last
+        ended = not live.all()
+        order = order[live]
+        chosen = order[visible(view, rows[order])][:need]
+        picked.append(chosen)
+        need -= len(chosen)
+        if not need or ended or window == len(rows):
+            chosen = np.concatenate(picked)
+            return rows[chosen].astype(np.int64, copy=False), cos[chosen]
+        window = min(len(rows), window * 4)
 
 
 def _nearest_rows(cos: Vector, window: int) -> npt.NDArray[np.intp]:

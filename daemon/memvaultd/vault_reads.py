@@ -15,6 +15,7 @@ from .memory import Memory
 from .operations import TURNS
 from .recall import engine
 from .recall.filters import parse_filter
+from .recall.visibility import Visibility
 from .requests import RecallQuery
 from .upkeep.heat import BANDS, band, heat
 from .vault_access import VaultAccessMarks
@@ -39,7 +40,7 @@ class VaultReads(VaultAccessMarks):
     def recall(self, query: RecallQuery) -> Recalled:
         engine.check(query)
         now = time.time()
-        keep = engine.keeper(query, now, self.config.heat)
+        seen = Visibility.of(query, now, self.config.heat)  # a bad filter fails before embedding
         if query.vector:
             vector = drafts.own_vector(query.vector, self.info.dimension, self.info.model,
                                        "query_vector")
@@ -51,7 +52,7 @@ class VaultReads(VaultAccessMarks):
         self._await_loaded()
         self._await_txid(query.min_txid)
         settings = self.config.fusion
-        page = engine.recall(self.memories, query, vector, keep, now=now,
+        page = engine.recall(self.memories, query, vector, seen, now=now,
                              half_lives=self.config.half_lives, settings=settings,
                              heat_settings=self.config.heat)
         turns: list[engine.Hit] = []
@@ -59,7 +60,7 @@ class VaultReads(VaultAccessMarks):
             turn_query = RecallQuery(text=query.text, top_k=query.top_k,
                                      session_id=query.session_id, min_score=query.min_score)
             turns = engine.recall(self.state.layers[TURNS], turn_query, vector,
-                                  engine.keeper(turn_query, now, self.config.heat), now=now,
+                                  Visibility.of(turn_query, now, self.config.heat), now=now,
                                   half_lives=self.config.half_lives, settings=settings).hits
         if query.mark_accessed and page.hits:
             self._mark_accessed([hit.scored.memory.id for hit in page.hits])

@@ -1,14 +1,19 @@
 """One recall over one layer: visibility, filters, channels, ranking, pages.
 
-    query -> keep (visibility + filters) -> hybrid candidates (8 x what the
-    page needs) -> composite ranking -> min_score -> offset / top_k ->
+    query -> visibility + filters -> hybrid candidates (8 x what the page
+    needs) -> composite ranking -> min_score -> offset / top_k ->
     token budget -> hits, has_more
+
+Two paths compute the candidates and their ranking with the same answers:
+`columnar.ranked`, which recall uses, and the reference (`hybrid.candidates`
+then `ranking.rank`, one `Memory` at a time), which the equivalence test
+holds it to.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from memvault.errors import InvalidArgument
@@ -16,14 +21,13 @@ from memvault.errors import InvalidArgument
 from .. import memory as m
 from ..index import Vector
 from ..layer import Layer
-from ..memory import Memory
 from ..requests import RecallQuery
-from ..upkeep.heat import HeatSettings, band, check_band, heat
-from .filters import parse_filter
+from ..upkeep.heat import HeatSettings, check_band
+from . import columnar
 from .hybrid import HYBRID, MODES, Candidate, FusionSettings, candidates, explain
 from .ranking import MAX_TOP_K, OVERFETCH, Scored, check_top_k, rank
+from .visibility import Visibility
 
-DEFAULT_TIERS = frozenset({m.WORKING, m.LONG_TERM})
 # ~4 bytes of English per token for the BPE tokenizers agents budget with.
 BYTES_PER_TOKEN = 4
 
@@ -64,44 +68,18 @@ def check(query: RecallQuery) -> tuple[int, str]:
     return top_k, mode
 
 
-def keeper(query: RecallQuery, now: float, heat_settings: HeatSettings | None = None
-           ) -> Callable[[Memory], bool]:
-    """What this request may see: visibility rules, then its filters."""
-    matches = parse_filter(query.filter_json or None)
-    tiers = frozenset(query.tiers) or DEFAULT_TIERS
-    types = frozenset(m.normalize_type(t) for t in query.types)
-    topic, below = query.topic_key, query.topic_key + "."
-    half_life = (heat_settings or HeatSettings()).half_life_days
-
-    def keep(memory: Memory) -> bool:
-        return (not memory.is_expired(now)
-                and (query.include_superseded or not memory.superseded_by)
-                and memory.tier in tiers
-                and (not types or memory.type in types)
-                and (not topic or memory.topic_key == topic or memory.topic_key.startswith(below))
-                and (not query.session_id or memory.session_id == query.session_id)
-                and (not query.source or memory.source == query.source)
-                and matches.matches(memory)
-                and (not query.band or band(heat(memory, now, half_life)) == query.band))
-
-    return keep
-
-
-def recall(layer: Layer, query: RecallQuery, vector: Vector, keep: Callable[[Memory], bool], *,
-           now: float, half_lives: Mapping[str, float], settings: FusionSettings,
-           heat_settings: HeatSettings | None = None) -> Page:
+def recall(layer: Layer, query: RecallQuery, vector: Vector, seen: Visibility, *, now: float,
+           half_lives: Mapping[str, float], settings: FusionSettings,
+           heat_settings: HeatSettings | None = None, reference: bool = False) -> Page:
     top_k, mode = check(query)
     want = query.offset + top_k
-    found = candidates(layer, text=query.text, vector=vector, keep=keep,
-                       depth=OVERFETCH * want, mode=mode, topic_key=query.topic_key,
-                       settings=settings)
-    by_id = {c.memory.id: c for c in found}
-    ranked = rank([(c.memory, c.distance) for c in found], now=now, half_lives=half_lives,
-                  top_k=min(want + 1, MAX_TOP_K), min_score=query.min_score,
-                  relevance={c.memory.id: c.fusion for c in found},
-                  heat_settings=heat_settings)
-    has_more = len(ranked) > want or (want == MAX_TOP_K and len(found) > want)
-    hits = [Hit(s, by_id[s.memory.id]) for s in ranked[query.offset : want]]
+    path = _reference if reference else columnar.ranked
+    ranked, found = path(layer, query.text, vector, seen, depth=OVERFETCH * want, mode=mode,
+                         topic_key=query.topic_key, top_k=min(want + 1, MAX_TOP_K),
+                         min_score=query.min_score, now=now, half_lives=half_lives,
+                         settings=settings, heat_settings=heat_settings)
+    has_more = len(ranked) > want or (want == MAX_TOP_K and found > want)
+    hits = [Hit(scored, candidate) for scored, candidate in ranked[query.offset : want]]
     if query.max_tokens:
         spent, kept = 0, []
         for hit in hits:
@@ -114,3 +92,19 @@ def recall(layer: Layer, query: RecallQuery, vector: Vector, keep: Callable[[Mem
     for hit in hits:  # reasons for what is returned only
         explain(hit.candidate)
     return Page(hits, has_more)
+
+
+def _reference(layer: Layer, query_text: str, vector: Vector, seen: Visibility, *, depth: int,
+               mode: str, topic_key: str, top_k: int, min_score: float | None, now: float,
+               half_lives: Mapping[str, float], settings: FusionSettings,
+               heat_settings: HeatSettings | None = None
+               ) -> tuple[list[tuple[Scored, Candidate]], int]:
+    """`columnar.ranked` one memory at a time."""
+    found = candidates(layer, text=query_text, vector=vector, keep=seen.keep, depth=depth,
+                       mode=mode, topic_key=topic_key, settings=settings)
+    by_id = {c.memory.id: c for c in found}
+    ranked = rank([(c.memory, c.distance) for c in found], now=now, half_lives=half_lives,
+                  top_k=top_k, min_score=min_score,
+                  relevance={c.memory.id: c.fusion for c in found},
+                  heat_settings=heat_settings)
+    return [(scored, by_id[scored.memory.id]) for scored in ranked], len(found)

@@ -119,7 +119,7 @@ def candidates(layer: Layer, *, text: str, vector: Vector, keep: Callable[[Memor
                 add(hit, KEYWORD)
                 if len(keyword_rank) == depth:
                     break
-    topics = _asked_topics(text, topic_key, layer) if mode == HYBRID else set()
+    topics = asked_topics(text, topic_key, layer) if mode == HYBRID else set()
     for topic in topics:
         for memory_id in layer.with_topic(topic):
             on_topic = layer.get(memory_id)
@@ -147,7 +147,7 @@ def explain(item: Candidate) -> None:
     item.reasons = _reasons(item, item.matched)
 
 
-def _asked_topics(text: str, topic_key: str, layer: Layer) -> set[str]:
+def asked_topics(text: str, topic_key: str, layer: Layer) -> set[str]:
     asked = {topic_key} if topic_key else set()
     asked |= {t for t in _TOPIC_IN_QUERY.findall(text) if layer.topic_size(t)}
     return asked
@@ -171,7 +171,7 @@ def _weighted(layer: Layer, found: dict[str, Candidate], vector: Vector, text: s
     w_t = settings.topic if topic_asked else 0.0
     w_e = settings.entity if mode == HYBRID else 0.0
     total = w_v + w_k + w_t + w_e
-    query_words = _words(text)
+    query_words = words(text)
     neighbours_of = {i: layer.sessions.neighbours(i) if c and mode == HYBRID else ()
                      for i in found}
     # Every neighbour's cosine in one matrix product rather than one each,
@@ -183,14 +183,14 @@ def _weighted(layer: Layer, found: dict[str, Candidate], vector: Vector, text: s
         sim, kw = item.similarity, item.keyword
         neighbours = neighbours_of[item.memory.id]
         if neighbours:
-            sim = (1 - c) * sim + c * _mean_similarity(neighbours, cosines)
+            sim = (1 - c) * sim + c * mean_similarity(neighbours, cosines)
             kw = (1 - c) * kw + c * sum(around_bm25[n] for n in neighbours) / (
                 len(neighbours) * best_bm25)
-        item.entity = 1.0 if _names(query_words, item.memory.entity) else 0.0
+        item.entity = 1.0 if names(query_words, item.memory.entity) else 0.0
         item.fusion = (w_v * sim + w_k * kw + w_t * item.topic + w_e * item.entity) / total
 
 
-def _mean_similarity(ids: Sequence[str], cosines: dict[str, float | None]) -> float:
+def mean_similarity(ids: Sequence[str], cosines: dict[str, float | None]) -> float:
     sims = [similarity(math.sqrt(max(0.0, 2.0 - 2.0 * cos)))
             for memory_id in ids if (cos := cosines[memory_id]) is not None]
     return float(np.mean(sims)) if sims else 0.0
@@ -224,14 +224,14 @@ def _reasons(item: Candidate, matched: Sequence[str]) -> list[str]:
     return reasons
 
 
-def _words(text: str) -> frozenset[str]:
+def words(text: str) -> frozenset[str]:
     return frozenset(_WORDS.findall(text.lower()))
 
 
-def _names(query_words: frozenset[str], entity: str) -> bool:
+def names(query_words: frozenset[str], entity: str) -> bool:
     """Whether the query names `entity` (every word of it, any case)."""
-    words = _WORDS.findall(entity.lower())
-    return bool(words) and all(w in query_words for w in words)
+    named = _WORDS.findall(entity.lower())
+    return bool(named) and all(w in query_words for w in named)
 
 
 def _stems(memory: Memory) -> frozenset[str]:

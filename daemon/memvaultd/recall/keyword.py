@@ -104,8 +104,18 @@ class KeywordHits:
         return found.tolist()  # type: ignore[no-any-return]  # float64 -> list[float]
 
     def ranked(self) -> Iterator[str]:
-        """Document ids, best score first (ties: first indexed first), read in
-        growing windows so a caller that stops after 24 sorts ~64."""
+        """Document ids, best score first (ties: first indexed first)."""
+        for ordinals in self.ranked_windows():
+            yield from self.ids_of(ordinals.tolist())
+
+    def ids_of(self, ordinals: list[int]) -> list[str]:
+        """The ids of documents `ordinals`, leaving out those removed since."""
+        return [i for i in map(self._doc_ids.__getitem__, ordinals) if i is not None]
+
+    def ranked_windows(self) -> Iterator[npt.NDArray[np.int64]]:
+        """Document ordinals as `ranked` orders them, in growing windows (64,
+        then 4 x more each time, and every tie of a window's last score), so
+        a caller that stops after 24 sorts ~64."""
         scores, window, below = self.scores, 64, math.inf
         while True:
             pool = np.flatnonzero(scores < below)
@@ -115,10 +125,7 @@ class KeywordHits:
                 cut = scores[pool][np.argpartition(-scores[pool], window - 1)[window - 1]]
                 pool = pool[scores[pool] >= cut]
             pool = pool[np.lexsort((self.ords[pool], -scores[pool]))]
-            for i in pool.tolist():
-                doc_id = self._doc_ids[int(self.ords[i])]
-                if doc_id is not None:
-                    yield doc_id
+            yield self.ords[pool]
             below, window = float(scores[pool[-1]]), window * 4
 
 

@@ -42,6 +42,7 @@ __all__ = [
     "Scored",
     "check_top_k",
     "decay",
+    "half_life_of",
     "half_lives_from_env",
     "l2_from_cosine",
     "rank",
@@ -111,11 +112,15 @@ def decay(
     not make its memories outrank everyone else's. A type missing from
     `half_lives` decays as the default type, semantic.
     """
-    half_life = (
+    days = max(0.0, (now - last_reinforced_at) / SECONDS_PER_DAY)
+    return math.exp(-_LN2 * days / half_life_of(memory_type, half_lives))
+
+
+def half_life_of(memory_type: str, half_lives: Mapping[str, float]) -> float:
+    """The half-life in days of `memory_type`; semantic's for a type not in `half_lives`."""
+    return (
         half_lives.get(memory_type) or half_lives.get(SEMANTIC) or DEFAULT_HALF_LIVES_DAYS[SEMANTIC]
     )
-    days = max(0.0, (now - last_reinforced_at) / SECONDS_PER_DAY)
-    return math.exp(-_LN2 * days / half_life)
 
 
 def reinforcement(reinforce_count: int) -> float:

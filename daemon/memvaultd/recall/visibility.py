@@ -1,0 +1,98 @@
+"""What one recall request may see, one memory at a time or a batch of rows.
+
+A memory is visible when it has not expired, is not superseded (unless the
+request includes superseded memories), sits in one of the asked tiers
+(working and long-term by default) and, when types are asked, is of one of
+them. A request may narrow further by topic (the key or below it), session,
+source, a filter (`filters.py`) and a heat band.
+
+`keep` tests one `Memory`: the reference, and what the index's other
+searches use. `mask` gives the same answers for many index rows at once from
+the index's columns (`columns.py`); only the narrowing a column cannot
+answer (topic prefix, session, source, filter, band) reads the records, and
+only of the rows the columns let through.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from .. import memory as m
+from ..columns import TIER_CODES, TYPE_CODES
+from ..index import MemoryIndex, Rows, View
+from ..memory import Memory
+from ..requests import RecallQuery
+from ..upkeep.heat import HeatSettings, band, heat
+from .filters import MATCH_ALL, parse_filter
+
+DEFAULT_TIERS = frozenset({m.WORKING, m.LONG_TERM})
+
+
+@dataclass(frozen=True)
+class Visibility:
+    now: float
+    include_superseded: bool
+    tiers: frozenset[str]
+    types: frozenset[str]  # empty: any type
+    narrower: Callable[[Memory], bool] | None  # None: nothing beyond the above
+    # By column code (columns.py), with one more entry for unknown values.
+    _tier_ok: npt.NDArray[np.bool_]
+    _type_ok: npt.NDArray[np.bool_]
+
+    @classmethod
+    def of(cls, query: RecallQuery, now: float, heat_settings: HeatSettings | None = None
+           ) -> Visibility:
+        """Raises InvalidArgument for a filter that does not parse."""
+        tiers = frozenset(query.tiers) or DEFAULT_TIERS
+        types = frozenset(m.normalize_type(t) for t in query.types)
+        return cls(now, query.include_superseded, tiers, types,
+                   _narrower(query, now, heat_settings or HeatSettings()),
+                   np.array([t in tiers for t in TIER_CODES] + [False]),
+                   np.array([not types or t in types for t in TYPE_CODES] + [not types]))
+
+    def keep(self, memory: Memory) -> bool:
+        return (not memory.is_expired(self.now)
+                and (self.include_superseded or not memory.superseded_by)
+                and memory.tier in self.tiers
+                and (not self.types or memory.type in self.types)
+                and (self.narrower is None or self.narrower(memory)))
+
+    def mask(self, index: MemoryIndex, view: View, rows: Rows) -> npt.NDArray[np.bool_]:
+        """`keep` of the memory in each of `rows` (dead rows: False)."""
+        columns = view.columns
+        expires = columns.expires_at[rows]
+        ok: npt.NDArray[np.bool_] = (view.alive[rows] & ((expires <= 0) | (expires > self.now))
+                                     & self._tier_ok[columns.tier[rows]])
+        if not self.include_superseded:
+            ok &= ~columns.superseded[rows]
+        if self.types:
+            ok &= self._type_ok[columns.type[rows]]
+        if self.narrower is not None:
+            ids, narrower, row_list = view.ids, self.narrower, rows.tolist()
+            for i in np.flatnonzero(ok).tolist():
+                memory = index.get(ids[row_list[i]])
+                ok[i] = memory is not None and narrower(memory)
+        return ok
+
+
+def _narrower(query: RecallQuery, now: float, heat_settings: HeatSettings
+              ) -> Callable[[Memory], bool] | None:
+    matches = parse_filter(query.filter_json or None)
+    if not (query.topic_key or query.session_id or query.source or query.band
+            or matches is not MATCH_ALL):
+        return None
+    topic, below = query.topic_key, query.topic_key + "."
+    half_life = heat_settings.half_life_days
+
+    def narrower(memory: Memory) -> bool:
+        return ((not topic or memory.topic_key == topic or memory.topic_key.startswith(below))
+                and (not query.session_id or memory.session_id == query.session_id)
+                and (not query.source or memory.source == query.source)
+                and matches.matches(memory)
+                and (not query.band or band(heat(memory, now, half_life)) == query.band))
+
+    return narrower
