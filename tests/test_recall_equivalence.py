@@ -50,7 +50,9 @@ def _memory(i: int, r: random.Random) -> Memory:
     return Memory(
         id=f"m{i:05d}",
         text=" ".join(r.choices(WORDS, k=r.randint(2, 7))) + f" number {i}",
-        type=r.choice(m.TYPES),
+        # A type or tier this version does not know (a newer device wrote
+        # it) must read alike in both paths: never asked for, decays as semantic.
+        type=r.choice((*m.TYPES, *m.TYPES, "future-kind")),
         topic_key=r.choice(TOPICS),
         entity=r.choice(PEOPLE),
         tags=tuple(r.sample(WORDS, r.randint(0, 2))),
@@ -58,7 +60,7 @@ def _memory(i: int, r: random.Random) -> Memory:
         importance=r.choice((0.1, 0.5, 0.5, 0.7, 0.9, 1.0)),
         session_id=r.choice(SESSIONS),
         source=r.choice(("", "notes", "chat")),
-        tier=r.choice((m.WORKING, m.LONG_TERM, m.LONG_TERM, m.ARCHIVED)),
+        tier=r.choice((m.WORKING, m.LONG_TERM, m.LONG_TERM, m.ARCHIVED, "future-tier")),
         created_at=created,
         last_reinforced_at=created + r.uniform(0, 20) * DAY if count else 0.0,
         reinforce_count=count,
