@@ -185,7 +185,7 @@ class MemoryIndex:
         nearest IVF lists plus the unindexed tail, scored exactly, and the
         exact scan whenever those hold fewer than `limit` accepted memories
         (a filter that keeps few)."""
-        view = self._view()
+        view = self.view()
         if view.count == 0 or limit <= 0:
             return []
         scored = self._ivf_scored(view, query)
@@ -228,7 +228,7 @@ class MemoryIndex:
     def search_exact(self, query: Vector, limit: int, keep: Predicate | None = None,
                      view: View | None = None) -> list[tuple[Memory, float]]:
         """The reference search: every row scored."""
-        view = view or self._view()
+        view = view or self.view()
         if view.count == 0 or limit <= 0:
             return []
         rows = np.arange(view.count)
@@ -265,7 +265,7 @@ class MemoryIndex:
     def cosines(self, memory_ids: list[str], query: Vector, view: View | None = None
                 ) -> list[float | None]:
         """Cosine of each memory's vector with `query` (None: not here), in one product."""
-        view = view or self._view()
+        view = view or self.view()
         rows = [self._row.get(i) for i in memory_ids]
         present = [r for r in rows if r is not None and r < view.count]
         if not present:
@@ -275,9 +275,6 @@ class MemoryIndex:
 
     def view(self) -> View:
         """The rows as they are now; they read the same for as long as the view is held."""
-        return self._view()
-
-    def _view(self) -> View:
         with self._lock:
             return View(self._matrix, self._ids, self._alive, len(self._ids), self._ivf,
                          self._columns)
@@ -312,7 +309,7 @@ class MemoryIndex:
                 time.sleep(_SETTLE_S)
                 with self._lock:
                     epoch = self._epoch
-                view = self._view()
+                view = self.view()
                 if view.ivf is None:
                     ann.warm()  # compile its search before the first one needs it
                 started = time.monotonic()

@@ -189,11 +189,7 @@ def _weighted(layer: Layer, view: View, found: _Found, ids: list[str], vector: V
               settings: FusionSettings) -> Floats:
     """hybrid._weighted over arrays: the same sums in the same order."""
     c = settings.context
-    w_v = settings.vector if mode != KEYWORD else 0.0
-    w_k = settings.keyword if mode != VECTOR else 0.0
-    w_t = settings.topic if found.topic_asked else 0.0
-    w_e = settings.entity if mode == HYBRID else 0.0
-    total = w_v + w_k + w_t + w_e
+    w_v, w_k, w_t, w_e, total = hybrid.fusion_weights(settings, mode, found.topic_asked)
     if c and mode == HYBRID:
         similarity, keyword = _blended(layer, view, found, ids, vector, similarity, keyword,
                                        best_bm25, c)
@@ -211,14 +207,11 @@ def _blended(layer: Layer, view: View, found: _Found, ids: list[str], vector: Ve
     neighbours_of = {i: ns for i, ns in neighbours_of.items() if ns}
     if not neighbours_of:
         return similarity, keyword
-    around = list({n for ns in neighbours_of.values() for n in ns})
-    cosines = dict(zip(around, layer.index.cosines(around, vector, view), strict=True))
-    around_bm25 = dict(zip(around, found.bm25.scores_of(around), strict=True))
+    around = hybrid.Neighbours.of(layer, neighbours_of.values(), vector, found.bm25, view)
     similarity, keyword = similarity.copy(), keyword.copy()
     for i, neighbours in neighbours_of.items():
-        similarity[i] = (1 - c) * similarity[i] + c * hybrid.mean_similarity(neighbours, cosines)
-        keyword[i] = (1 - c) * keyword[i] + c * sum(around_bm25[n] for n in neighbours) / (
-            len(neighbours) * best_bm25)
+        similarity[i], keyword[i] = around.blended(similarity[i], keyword[i], neighbours,
+                                                   best_bm25, c)
     return similarity, keyword
 
 

@@ -44,12 +44,12 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..index import Vector
+from ..index import Vector, View
 from ..layer import Layer, keyword_fields
 from ..memory import Memory
 from .keyword import KeywordHits, tokens
@@ -166,28 +166,52 @@ def _weighted(layer: Layer, found: dict[str, Candidate], vector: Vector, text: s
               bm25: KeywordHits, best_bm25: float, mode: str, topic_asked: bool,
               settings: FusionSettings) -> None:
     c = settings.context
-    w_v = settings.vector if mode != KEYWORD else 0.0
-    w_k = settings.keyword if mode != VECTOR else 0.0
-    w_t = settings.topic if topic_asked else 0.0
-    w_e = settings.entity if mode == HYBRID else 0.0
-    total = w_v + w_k + w_t + w_e
+    w_v, w_k, w_t, w_e, total = fusion_weights(settings, mode, topic_asked)
     query_words = words(text)
     neighbours_of = {i: layer.sessions.neighbours(i) if c and mode == HYBRID else ()
                      for i in found}
-    # Every neighbour's cosine in one matrix product rather than one each,
-    # and their keyword scores in one search.
-    around = list({n for ns in neighbours_of.values() for n in ns})
-    cosines = dict(zip(around, layer.index.cosines(around, vector), strict=True))
-    around_bm25 = dict(zip(around, bm25.scores_of(around), strict=True))
+    around = Neighbours.of(layer, neighbours_of.values(), vector, bm25)
     for item in found.values():
         sim, kw = item.similarity, item.keyword
         neighbours = neighbours_of[item.memory.id]
         if neighbours:
-            sim = (1 - c) * sim + c * mean_similarity(neighbours, cosines)
-            kw = (1 - c) * kw + c * sum(around_bm25[n] for n in neighbours) / (
-                len(neighbours) * best_bm25)
+            sim, kw = around.blended(sim, kw, neighbours, best_bm25, c)
         item.entity = 1.0 if names(query_words, item.memory.entity) else 0.0
         item.fusion = (w_v * sim + w_k * kw + w_t * item.topic + w_e * item.entity) / total
+
+
+def fusion_weights(settings: FusionSettings, mode: str, topic_asked: bool
+                   ) -> tuple[float, float, float, float, float]:
+    """(w_v, w_k, w_t, w_e, their sum): each signal's weight in `mode`."""
+    w_v = settings.vector if mode != KEYWORD else 0.0
+    w_k = settings.keyword if mode != VECTOR else 0.0
+    w_t = settings.topic if topic_asked else 0.0
+    w_e = settings.entity if mode == HYBRID else 0.0
+    return w_v, w_k, w_t, w_e, w_v + w_k + w_t + w_e
+
+
+@dataclass(frozen=True)
+class Neighbours:
+    """The session neighbours of a recall's candidates: each one's cosine
+    with the query (None: gone) and BM25 score, read in one matrix product
+    and one keyword lookup rather than one each."""
+
+    cosines: dict[str, float | None]
+    bm25: dict[str, float]
+
+    @classmethod
+    def of(cls, layer: Layer, neighbourhoods: Iterable[Sequence[str]], vector: Vector,
+           bm25: KeywordHits, view: View | None = None) -> Neighbours:
+        around = list({n for ns in neighbourhoods for n in ns})
+        return cls(dict(zip(around, layer.index.cosines(around, vector, view), strict=True)),
+                   dict(zip(around, bm25.scores_of(around), strict=True)))
+
+    def blended(self, sim: float, kw: float, neighbours: Sequence[str], best_bm25: float,
+                c: float) -> tuple[float, float]:
+        """`sim` and `kw` blended with the mean of `neighbours`' (weight `c`)."""
+        return ((1 - c) * sim + c * mean_similarity(neighbours, self.cosines),
+                (1 - c) * kw + c * sum(self.bm25[n] for n in neighbours) / (
+                    len(neighbours) * best_bm25))
 
 
 def mean_similarity(ids: Sequence[str], cosines: dict[str, float | None]) -> float:
