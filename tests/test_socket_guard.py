@@ -151,6 +151,44 @@ def test_gate_relays_the_owners_bytes_both_ways(tmp_path: Path, echo_inner: Path
         gate.close()
 
 
+def test_closing_the_gate_delivers_what_the_inner_side_wrote_before_it_closed(
+        tmp_path: Path) -> None:
+    # What the daemon does on SIGTERM: grpc writes its last replies and
+    # closes, then the gate closes. The client, still reading slowly, must
+    # get every byte, or a committed write loses its reply.
+    inner = tmp_path / "inner.sock"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(inner))
+    listener.listen(1)
+    reply = os.urandom(4 * 1024 * 1024)  # far more than the sockets buffer
+    written = threading.Event()
+
+    def answer_and_close() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(16)
+            conn.sendall(reply)
+        written.set()
+
+    threading.Thread(target=answer_and_close, daemon=True).start()
+    gate = PeerGate(tmp_path / "s.sock", inner)
+    gate.open()
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
+            client.connect(str(tmp_path / "s.sock"))
+            client.sendall(b"request")
+            head = client.recv(65536)  # the reply is on its way, most of it still inside
+            closing = threading.Thread(target=gate.close)
+            closing.start()
+            received = head + _read_all(client)
+            closing.join(10)
+        assert written.is_set() and received == reply
+    finally:
+        listener.close()
+        if gate.public.exists():
+            gate.close()
+
+
 def test_gate_refuses_another_uid_with_a_reason(tmp_path: Path, echo_inner: Path) -> None:
     # The gate is told it serves some other uid: we are the stranger here.
     gate = PeerGate(tmp_path / "s.sock", echo_inner, owner=os.getuid() + 4242)
