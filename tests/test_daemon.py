@@ -9,7 +9,7 @@ import grpc
 import pytest
 
 from memvault import Client
-from memvault.errors import InvalidArgument, NotFound
+from memvault.errors import InvalidArgument, NotFound, Unavailable
 
 from .daemon_process import DaemonProcess
 
@@ -193,6 +193,51 @@ def test_a_cached_recall_is_not_blocked_by_a_large_embedding_batch(client: Clien
     assert hits and not batch_done.is_set(), "the cached recall must not wait for the batch"
     thread.join(60)
     assert batch_done.is_set()
+
+
+def test_a_recall_waiting_for_a_transaction_holds_up_no_other_call(client: Client) -> None:
+    # Cached recalls are answered on the server's event loop; one that has
+    # to wait (here for a transaction that never comes, 10 s) must wait on
+    # a worker, or every other call would wait with it.
+    query = "which port does the staging database listen on"
+    client.recall(query)  # now cached
+    waited: list[BaseException] = []
+
+    def wait_for_the_future() -> None:
+        with Client(socket=client.socket) as other:
+            try:
+                other.recall(query, min_txid=client.status().applied_txid + 10_000_000)
+            except Unavailable as exc:
+                waited.append(exc)
+
+    thread = threading.Thread(target=wait_for_the_future)
+    thread.start()
+    import time
+
+    time.sleep(0.3)
+    started = time.monotonic()
+    for _ in range(20):
+        client.recall(query)
+    client.status()
+    written = client.remember("the staging database listens on port 6543", topic="staging")
+    assert client.recall(query, topic="staging", min_txid=written.txid)[0].memory.id == written.id
+    assert time.monotonic() - started < 3.0 and thread.is_alive()
+    thread.join(30)
+    assert waited and "min_txid" in str(waited[0])
+
+
+def test_a_cached_recall_answers_as_the_first_did(client: Client) -> None:
+    # The first asking embeds the query on a worker; the second is answered
+    # on the loop from the cache: both must rank alike (marks aside).
+    for i in range(12):
+        client.remember(f"the coffee machine on floor {i} needs descaling every {i + 2} weeks",
+                        topic=f"office.floor{i}")
+    query = "how often should the coffee machine on floor 3 be descaled"
+    first = client.recall(query, top_k=8, mark_accessed=False)
+    second = client.recall(query, top_k=8, mark_accessed=False)
+    assert [h.memory.id for h in first] == [h.memory.id for h in second]
+    assert [h.score for h in first] == pytest.approx([h.score for h in second], abs=1e-6)
+    assert client.status().cache_hits >= 1
 
 
 def test_health_serving_and_reflection_lists_the_services(daemon: DaemonProcess) -> None:

@@ -157,14 +157,27 @@ class Embedder:
         if self.state != "ready":
             raise Unavailable(f"the embedding model failed to load: {self.error}")
 
-    def embed_query(self, text: str) -> Vector:
+    def cached_query(self, text: str, *, count: bool = True) -> Vector | None:
+        """The query's vector if it is cached, else None at once: nothing
+        waits for the model and no miss is counted. `count=False` leaves the
+        hit for `count_hit`, once the caller knows it will use the vector."""
         with self._cache_lock:
             cached = self._cache.get(text)
-            if cached is not None:
-                self._cache.move_to_end(text)
-                self.hits += 1
+            if cached is None:
+                return None
+            self._cache.move_to_end(text)
+        if count:
+            self.count_hit(text)
+        return cached
+
+    def count_hit(self, text: str) -> None:
+        with self._cache_lock:
+            self.hits += 1
+        self.events.publish("hit", query=text)
+
+    def embed_query(self, text: str) -> Vector:
+        cached = self.cached_query(text)
         if cached is not None:
-            self.events.publish("hit", query=text)
             return cached
         self.events.publish("miss", query=text)
         vector: Vector = self._run(self._encode, [text])[0]

@@ -7,13 +7,15 @@ then SERVING: readiness is reported, never guessed. Reflection lets
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
+import threading
 import time
-from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import AsyncIterator, Callable, Coroutine
+from concurrent.futures import Executor, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 from google.protobuf.message import DecodeError
@@ -24,16 +26,18 @@ from grpc_reflection.v1alpha import reflection  # type: ignore[import-untyped]
 
 from memvault.v1 import memory_pb2
 
+from . import aio_bridge
 from .events import EventBus
 from .peer_gate import PeerGate
 from .servicer import MemoryServicer
 from .socket_guard import claim_socket, prepare_socket_dir
 from .vault import Vault
 
+T = TypeVar("T")
 SERVICE = memory_pb2.DESCRIPTOR.services_by_name["Memory"].full_name
-# Worker threads: each Events stream holds one for its lifetime, and a
-# RememberBatch holds one while the model embeds; 32 leaves room for both
-# beside a dozen concurrent recalls.
+# Worker threads: an Events stream holds one while it waits for its next
+# event, and a RememberBatch one while the model embeds; 32 leaves room for
+# both beside a dozen concurrent calls.
 _WORKERS = 32
 _MAX_MESSAGE = 64 * 1024 * 1024  # a RememberBatch of 10k memories with vectors
 # In-flight calls get this long to finish on SIGTERM: a RememberBatch of 96
@@ -59,56 +63,78 @@ def _lenient(parse: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
     return deserialize
 
 
-def _refusing(behaviour: Callable[..., Any], streaming: bool) -> Callable[..., Any]:
+def _refusing(handler: Callable[[Any, Any], Any], streaming: bool) -> Callable[[Any, Any], Any]:
     message = "request: not a valid protobuf message (invalid UTF-8 in a string field?)"
     if streaming:
-        def stream(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
+        async def stream(request: Any, context: Any) -> AsyncIterator[Any]:
             if isinstance(request, _Undecodable):
-                context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{message}: {request.why}")
-            yield from behaviour(request, context)
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{message}: {request.why}")
+            async for item in handler(request, context):
+                yield item
         return stream
 
-    def unary(request: Any, context: grpc.ServicerContext) -> Any:
+    async def unary(request: Any, context: Any) -> Any:
         if isinstance(request, _Undecodable):
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{message}: {request.why}")
-        return behaviour(request, context)
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{message}: {request.why}")
+        return await handler(request, context)
     return unary
 
 
-def memory_handlers(servicer: MemoryServicer) -> grpc.GenericRpcHandler:
+def memory_handlers(servicer: MemoryServicer, pool: Executor) -> grpc.GenericRpcHandler:
     """The Memory service's handlers, like the generated ones, except that
     bytes which do not decode (invalid UTF-8, a corrupt message) get
     INVALID_ARGUMENT: the generated deserializer's failure is answered
     INTERNAL by grpc before any servicer code runs."""
     service = memory_pb2.DESCRIPTOR.services_by_name["Memory"]
+    at_once = {"Recall": servicer.recall_at_once}
     handlers = {}
     for method in service.methods:
         request = getattr(memory_pb2, method.input_type.name)
         reply = getattr(memory_pb2, method.output_type.name)
-        behaviour = _refusing(getattr(servicer, method.name), method.server_streaming)
-        make = (grpc.unary_stream_rpc_method_handler if method.server_streaming
-                else grpc.unary_unary_rpc_method_handler)
-        handlers[method.name] = make(behaviour, request_deserializer=_lenient(request.FromString),
+        behaviour = getattr(servicer, method.name)
+        if method.server_streaming:
+            handler = _refusing(aio_bridge.stream(behaviour, pool), streaming=True)
+            make = grpc.unary_stream_rpc_method_handler
+        else:
+            handler = _refusing(aio_bridge.unary(behaviour, pool, at_once.get(method.name)),
+                                streaming=False)
+            make = grpc.unary_unary_rpc_method_handler
+        handlers[method.name] = make(handler, request_deserializer=_lenient(request.FromString),
                                      response_serializer=reply.SerializeToString)
     return grpc.method_handlers_generic_handler(service.full_name, handlers)
 
 
 class DaemonServer:
+    """grpc's asyncio server on a loop thread of its own (`aio_bridge.py`
+    says why), behind the peer gate; its methods are called from other
+    threads."""
+
     def __init__(self, vault: Vault, events: EventBus, socket_path: Path) -> None:
         self.socket_path = socket_path
         self.inner_socket = socket_path.parent / "inner" / "grpc.sock"
         self.gate = PeerGate(socket_path, self.inner_socket)
-        self.health = health.HealthServicer()
-        self.server = grpc.server(
-            ThreadPoolExecutor(max_workers=_WORKERS, thread_name_prefix="rpc"),
-            options=[("grpc.max_receive_message_length", _MAX_MESSAGE),
-                     ("grpc.max_send_message_length", _MAX_MESSAGE)])
-        self.server.add_generic_rpc_handlers((memory_handlers(
-            MemoryServicer(vault, events, str(socket_path), time.time())),))
-        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
-        reflection.enable_server_reflection(
-            (SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME), self.server)
+        self._pool = ThreadPoolExecutor(max_workers=_WORKERS, thread_name_prefix="rpc")
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="rpc-loop",
+                                        daemon=True)
+        self._thread.start()
+        self.health = health.aio.HealthServicer()
+        servicer = MemoryServicer(vault, events, str(socket_path), time.time())
+        self.server: grpc.aio.Server = self._on_loop(self._build(servicer))
         self.set_serving(False)
+
+    async def _build(self, servicer: MemoryServicer) -> grpc.aio.Server:
+        # Made on the loop: the server binds itself to the running loop.
+        server = grpc.aio.server(options=[("grpc.max_receive_message_length", _MAX_MESSAGE),
+                                          ("grpc.max_send_message_length", _MAX_MESSAGE)])
+        server.add_generic_rpc_handlers((memory_handlers(servicer, self._pool),))
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
+        reflection.enable_server_reflection(
+            (SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
+        return server
+
+    def _on_loop(self, work: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(work, self._loop).result()
 
     def start(self) -> None:
         prepare_socket_dir(self.socket_path)
@@ -120,7 +146,7 @@ class DaemonServer:
         old_umask = os.umask(0o177)  # the socket is 0600 from the moment it exists
         try:
             self.server.add_insecure_port(f"unix:{self.inner_socket}")
-            self.server.start()
+            self._on_loop(self.server.start())
         finally:
             os.umask(old_umask)
         self.gate.open()
@@ -129,14 +155,17 @@ class DaemonServer:
         status = (health_pb2.HealthCheckResponse.SERVING if serving
                   else health_pb2.HealthCheckResponse.NOT_SERVING)
         for name in ("", SERVICE):
-            self.health.set(name, status)
+            self._on_loop(self.health.set(name, status))
 
     def stop(self, grace: float = _STOP_GRACE_S) -> None:
         """Refuse new calls, let in-flight ones finish for up to `grace` s."""
-        self.health.enter_graceful_shutdown()
+        self._on_loop(self.health.enter_graceful_shutdown())
         self.gate.stop_accepting()
-        self.server.stop(grace).wait()
+        self._on_loop(self.server.stop(grace))
         self.gate.close()  # removes the public socket file
         self.inner_socket.unlink(missing_ok=True)
         with contextlib.suppress(OSError):
             self.inner_socket.parent.rmdir()
+        self._pool.shutdown(wait=False)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=5.0)

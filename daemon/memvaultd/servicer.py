@@ -32,7 +32,7 @@ from .sync.devices import init_sync, join_sync
 from .upkeep import consolidation
 from .upkeep.heat import band
 from .upkeep.sweep import Swept
-from .vault import Facet, Vault
+from .vault import Facet, Recalled, Vault
 
 log = logging.getLogger("memvaultd.servicer")
 
@@ -180,7 +180,16 @@ class MemoryServicer(pb_grpc.MemoryServicer):
     @_translate_errors
     def Recall(self, request: pb.RecallRequest, context: grpc.ServicerContext
                ) -> pb.RecallReply:
-        recalled = self.vault.recall(query_from(request))
+        return self._recall_reply(request, self.vault.recall(query_from(request)))
+
+    @_translate_errors
+    def recall_at_once(self, request: pb.RecallRequest, context: grpc.ServicerContext
+                       ) -> pb.RecallReply | None:
+        """Recall's reply if it needs no wait (`VaultReads.recall_at_once`), else None."""
+        recalled = self.vault.recall_at_once(query_from(request))
+        return None if recalled is None else self._recall_reply(request, recalled)
+
+    def _recall_reply(self, request: pb.RecallRequest, recalled: Recalled) -> pb.RecallReply:
         return pb.RecallReply(
             hits=[hit_of(h, self.vault, request.include_vectors) for h in recalled.hits],
             has_more=recalled.has_more, turns=[turn_hit_of(h) for h in recalled.turns])

@@ -41,16 +41,44 @@ class VaultReads(VaultAccessMarks):
         engine.check(query)
         now = time.time()
         seen = Visibility.of(query, now, self.config.heat)  # a bad filter fails before embedding
-        if query.vector:
-            vector = drafts.own_vector(query.vector, self.info.dimension, self.info.model,
-                                       "query_vector")
-        elif query.text.strip():
-            m.check_text(query.text, "query")
-            vector = self.embedder.embed_query(query.text)
-        else:
-            raise InvalidArgument("query: must not be empty")
+        vector = self._query_vector(query, cached_only=False)
+        assert vector is not None
         self._await_loaded()
         self._await_txid(query.min_txid)
+        recalled = self._recalled(query, vector, seen, now, wait=True)
+        assert recalled is not None
+        return recalled
+
+    def recall_at_once(self, query: RecallQuery) -> Recalled | None:
+        """`recall`, when it can be answered without waiting: the vault is
+        loaded, `min_txid` is applied, the query's vector is given or cached
+        and the access marks' lock is free. None otherwise, having marked
+        nothing. Bad input fails here as in `recall`."""
+        engine.check(query)
+        now = time.time()
+        seen = Visibility.of(query, now, self.config.heat)
+        vector = self._query_vector(query, cached_only=True)
+        if (vector is None or not self._loaded.is_set() or self._load_error
+                or self.applied_txid < query.min_txid):
+            return None
+        recalled = self._recalled(query, vector, seen, now, wait=False)
+        if recalled is not None and not query.vector:
+            self.embedder.count_hit(query.text)  # counted once, by whichever path answers
+        return recalled
+
+    def _query_vector(self, query: RecallQuery, *, cached_only: bool) -> Vector | None:
+        if query.vector:
+            return drafts.own_vector(query.vector, self.info.dimension, self.info.model,
+                                     "query_vector")
+        if not query.text.strip():
+            raise InvalidArgument("query: must not be empty")
+        m.check_text(query.text, "query")
+        if cached_only:
+            return self.embedder.cached_query(query.text, count=False)
+        return self.embedder.embed_query(query.text)
+
+    def _recalled(self, query: RecallQuery, vector: Vector, seen: Visibility, now: float,
+                  *, wait: bool) -> Recalled | None:
         settings = self.config.fusion
         page = engine.recall(self.memories, query, vector, seen, now=now,
                              half_lives=self.config.half_lives, settings=settings,
@@ -62,8 +90,9 @@ class VaultReads(VaultAccessMarks):
             turns = engine.recall(self.state.layers[TURNS], turn_query, vector,
                                   Visibility.of(turn_query, now, self.config.heat), now=now,
                                   half_lives=self.config.half_lives, settings=settings).hits
-        if query.mark_accessed and page.hits:
-            self._mark_accessed([hit.scored.memory.id for hit in page.hits])
+        if query.mark_accessed and page.hits and not self._mark_accessed(
+                [hit.scored.memory.id for hit in page.hits], wait=wait):
+            return None
         return Recalled(page.hits, page.has_more, turns)
 
     def get(self, memory_id: str) -> tuple[Memory, Vector, list[Memory], list[Memory]]:
