@@ -93,6 +93,7 @@ SERVING_TIMEOUT_S = 1800.0
 RECALL_PROBES = 100  # query vectors whose daemon top 10 is compared with the exact top 10
 CLIENTS = 8
 MIXED_OPS = 200  # per client: 9 recalls for every remember
+CONCURRENCY_ROUNDS = 3
 EMBEDDED_INGEST = 256  # memories sent as text only, embedded by the daemon's model
 # LanceDB flat takes ~1.5 s a query at 1M rows: its samples stop at this many
 # above 100k rows (p99 of 30 samples is the slowest but one).
@@ -412,10 +413,43 @@ def memory_number(text: str) -> int:
 
 @dataclass
 class MixedLoad:
-    calls_per_s: float
+    calls: int
+    elapsed_s: float
     latencies: list[float]
-    daemon_cores: float  # the daemon's CPU seconds (user + system) per second
-    daemon_cpu_ms_per_call: float
+    daemon_cpu_s: float  # the daemon's CPU seconds (user + system) meanwhile
+
+    @property
+    def calls_per_s(self) -> float:
+        return self.calls / self.elapsed_s
+
+    @property
+    def daemon_cores(self) -> float:
+        return self.daemon_cpu_s / self.elapsed_s
+
+    @property
+    def daemon_cpu_ms_per_call(self) -> float:
+        return 1000.0 * self.daemon_cpu_s / self.calls
+
+    @classmethod
+    def pooled(cls, loads: Sequence[MixedLoad]) -> MixedLoad:
+        return cls(sum(x.calls for x in loads), sum(x.elapsed_s for x in loads),
+                   [t for x in loads for t in x.latencies], sum(x.daemon_cpu_s for x in loads))
+
+
+def concurrency(daemon: Daemon, cached: Sequence[str], inputs: Inputs, start: int
+                ) -> tuple[MixedLoad, MixedLoad, list[float]]:
+    """1 client, then CLIENTS, CONCURRENCY_ROUNDS times over: each pooled
+    over its rounds, and the ratio of each round. Alternating puts the
+    machine's drift (one client ranged 230-474 calls/s from minute to minute
+    on the same code) on both sides alike."""
+    ones: list[MixedLoad] = []
+    manys: list[MixedLoad] = []
+    for round_number in range(CONCURRENCY_ROUNDS):
+        first = start + round_number * (CLIENTS + 1) * MIXED_OPS
+        ones.append(mixed_load(daemon, 1, cached, inputs, first))
+        manys.append(mixed_load(daemon, CLIENTS, cached, inputs, first + MIXED_OPS))
+    return (MixedLoad.pooled(ones), MixedLoad.pooled(manys),
+            [m.calls_per_s / o.calls_per_s for o, m in zip(ones, manys, strict=True)])
 
 
 def mixed_load(daemon: Daemon, clients: int, cached: Sequence[str], inputs: Inputs,
@@ -452,8 +486,7 @@ def mixed_load(daemon: Daemon, clients: int, cached: Sequence[str], inputs: Inpu
         thread.join()
     elapsed = time.perf_counter() - started
     cpu = daemon.cpu_seconds() - cpu_before
-    calls = clients * MIXED_OPS
-    return MixedLoad(calls / elapsed, latencies, cpu / elapsed, 1000.0 * cpu / calls)
+    return MixedLoad(clients * MIXED_OPS, elapsed, latencies, cpu)
 
 
 def embedded_ingest(client: Client, texts: Sequence[str]) -> float:
@@ -636,12 +669,13 @@ def run(n: int, timed: int, uncached_count: int, batch_size: int, workdir: Path
             probes = inputs.query_vectors[CACHED_QUERIES:][:RECALL_PROBES]
             figures["recall_at_10_vs_exact"] = recall_at_10(client, probes, inputs.vectors)
             figures["rss_mb"] = daemon.rss_mb()
-            phase("mixed recall/remember load: 1 client, then 8")
-            one = mixed_load(daemon, 1, inputs.cached, inputs, n)
-            eight = mixed_load(daemon, CLIENTS, inputs.cached, inputs, 2 * n)
+            phase(f"mixed recall/remember load: 1 client, then {CLIENTS}, "
+                  f"{CONCURRENCY_ROUNDS} times")
+            one, eight, ratios = concurrency(daemon, inputs.cached, inputs, n)
             figures["concurrency_1_per_s"] = one.calls_per_s
             figures[f"concurrency_{CLIENTS}_per_s"] = eight.calls_per_s
             figures[f"concurrency_speedup_{CLIENTS}"] = eight.calls_per_s / one.calls_per_s
+            figures[f"concurrency_speedup_{CLIENTS}_rounds"] = [round(r, 3) for r in ratios]
             figures["daemon_cores_1"] = one.daemon_cores
             figures[f"daemon_cores_{CLIENTS}"] = eight.daemon_cores
             figures["daemon_cpu_ms_per_call_1"] = one.daemon_cpu_ms_per_call
@@ -721,6 +755,7 @@ def table(f: dict[str, Any]) -> str:
         f"{f['model_batch_per_s']:.0f}/s)",
         f"{CLIENTS} clients vs 1 (calls/s):      {f[f'concurrency_{CLIENTS}_per_s']:.0f} vs "
         f"{f['concurrency_1_per_s']:.0f} = {f[f'concurrency_speedup_{CLIENTS}']:.2f} x "
+        f"(rounds: {', '.join(f'{r:.2f}' for r in f[f'concurrency_speedup_{CLIENTS}_rounds'])}) "
         f"(daemon busy {f['daemon_cores_1']:.2f} / {f[f'daemon_cores_{CLIENTS}']:.2f} cores, "
         f"{f['daemon_cpu_ms_per_call_1']:.2f} / {f[f'daemon_cpu_ms_per_call_{CLIENTS}']:.2f} "
         "ms CPU a call)",
