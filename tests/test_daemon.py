@@ -168,6 +168,7 @@ def test_cache_lookups_stream_hit_and_miss_events(client: Client) -> None:
 
 def test_a_cached_recall_is_not_blocked_by_a_large_embedding_batch(client: Client) -> None:
     query = "where is the staging database"
+    client.remember("the staging database runs on db-stage-1", topic="infra.staging")
     client.recall(query)  # now cached
     batch_done = threading.Event()
 

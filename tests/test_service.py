@@ -248,6 +248,35 @@ def test_daemon_tells_the_service_manager_how_it_goes(home: Path, tmp_path: Path
     assert "STATUS=warming the model" in lines
 
 
+def test_sigterm_ends_an_open_event_stream_instead_of_waiting_for_it(home: Path) -> None:
+    # An agent's `memvault events` (or the MCP bridge) keeps a stream open
+    # for as long as it runs: stopping must end it, not wait out the 20 s
+    # grace that in-flight calls get.
+    with DaemonProcess(home).start() as proc:
+        ended = threading.Event()
+        received: list[str] = []
+
+        def listen() -> None:
+            with Client(socket=proc.socket) as listener:
+                for event in listener.events(types=["remember"]):
+                    received.append(event.id)
+            ended.set()
+
+        thread = threading.Thread(target=listen, daemon=True)
+        thread.start()
+        with Client(socket=proc.socket) as client:
+            for attempt in range(50):  # the stream registers a moment after the call starts
+                client.remember(f"the stream is open, take {attempt}")
+                if received:
+                    break
+                time.sleep(0.1)
+        assert received, "the stream never delivered an event"
+        started = time.monotonic()
+        assert proc.stop(timeout=30) == 0
+        assert time.monotonic() - started < 10.0
+        assert ended.wait(5), "the subscriber's stream did not end"
+
+
 def test_sigterm_lets_an_in_flight_batch_finish(home: Path) -> None:
     texts = [f"note {i}: the build of service {i} needs flag --opt-{i} and a warm cache "
              f"on machine {i % 7}, owned by team {i % 5}" for i in range(96)]

@@ -82,12 +82,33 @@ def unary(behaviour: Unary, pool: Executor, at_once: Unary | None = None
     return handle
 
 
-def stream(behaviour: Callable[[Any, WorkerContext], Iterator[Any]], pool: Executor
-           ) -> Callable[[Any, Any], AsyncIterator[Any]]:
+class OpenStreams:
+    """The server-streaming calls in progress (touched on the loop only), so
+    that a stopping daemon can end them: an `Events` subscriber would
+    otherwise hold the stop for its whole grace period (20 s)."""
+
+    def __init__(self) -> None:
+        self._calls: set[WorkerContext] = set()
+
+    def opened(self, call: WorkerContext) -> None:
+        self._calls.add(call)
+
+    def closed(self, call: WorkerContext) -> None:
+        self._calls.discard(call)
+
+    def end_all(self) -> None:
+        """Each open stream sees its call inactive and ends (`Events` within 0.5 s)."""
+        for call in self._calls:
+            call.finished = True
+
+
+def stream(behaviour: Callable[[Any, WorkerContext], Iterator[Any]], pool: Executor,
+           open_streams: OpenStreams) -> Callable[[Any, Any], AsyncIterator[Any]]:
     """A server-streaming handler: each item is produced on a worker (one
     `next` at a time) and sent from the loop."""
     async def handle(request: Any, context: Any) -> AsyncIterator[Any]:
         call = WorkerContext(context)
+        open_streams.opened(call)
         items = behaviour(request, call)
         end = object()
         pending: Future[Any] | None = None
@@ -106,6 +127,7 @@ def stream(behaviour: Callable[[Any, WorkerContext], Iterator[Any]], pool: Execu
             # being produced finish (Events wakes every 0.5 s and sees the
             # call finished), then run the generator's `finally`.
             call.finished = True
+            open_streams.closed(call)
             with contextlib.suppress(RuntimeError):  # the pool is shut: the daemon is stopping
                 pool.submit(_close_after, pending, items)
     return handle

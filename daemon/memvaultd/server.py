@@ -69,8 +69,9 @@ def _refusing(handler: Callable[[Any, Any], Any], streaming: bool) -> Callable[[
         async def stream(request: Any, context: Any) -> AsyncIterator[Any]:
             if isinstance(request, _Undecodable):
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{message}: {request.why}")
-            async for item in handler(request, context):
-                yield item
+            async with contextlib.aclosing(handler(request, context)) as items:
+                async for item in items:
+                    yield item
         return stream
 
     async def unary(request: Any, context: Any) -> Any:
@@ -80,7 +81,8 @@ def _refusing(handler: Callable[[Any, Any], Any], streaming: bool) -> Callable[[
     return unary
 
 
-def memory_handlers(servicer: MemoryServicer, pool: Executor) -> grpc.GenericRpcHandler:
+def memory_handlers(servicer: MemoryServicer, pool: Executor,
+                    open_streams: aio_bridge.OpenStreams) -> grpc.GenericRpcHandler:
     """The Memory service's handlers, like the generated ones, except that
     bytes which do not decode (invalid UTF-8, a corrupt message) get
     INVALID_ARGUMENT: the generated deserializer's failure is answered
@@ -93,7 +95,8 @@ def memory_handlers(servicer: MemoryServicer, pool: Executor) -> grpc.GenericRpc
         reply = getattr(memory_pb2, method.output_type.name)
         behaviour = getattr(servicer, method.name)
         if method.server_streaming:
-            handler = _refusing(aio_bridge.stream(behaviour, pool), streaming=True)
+            handler = _refusing(aio_bridge.stream(behaviour, pool, open_streams),
+                                streaming=True)
             make = grpc.unary_stream_rpc_method_handler
         else:
             handler = _refusing(aio_bridge.unary(behaviour, pool, at_once.get(method.name)),
@@ -114,6 +117,7 @@ class DaemonServer:
         self.inner_socket = socket_path.parent / "inner" / "grpc.sock"
         self.gate = PeerGate(socket_path, self.inner_socket)
         self._pool = ThreadPoolExecutor(max_workers=_WORKERS, thread_name_prefix="rpc")
+        self._streams = aio_bridge.OpenStreams()
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="rpc-loop",
                                         daemon=True)
@@ -127,7 +131,8 @@ class DaemonServer:
         # Made on the loop: the server binds itself to the running loop.
         server = grpc.aio.server(options=[("grpc.max_receive_message_length", _MAX_MESSAGE),
                                           ("grpc.max_send_message_length", _MAX_MESSAGE)])
-        server.add_generic_rpc_handlers((memory_handlers(servicer, self._pool),))
+        server.add_generic_rpc_handlers((memory_handlers(servicer, self._pool,
+                                                         self._streams),))
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         reflection.enable_server_reflection(
             (SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
@@ -161,6 +166,7 @@ class DaemonServer:
         """Refuse new calls, let in-flight ones finish for up to `grace` s."""
         self._on_loop(self.health.enter_graceful_shutdown())
         self.gate.stop_accepting()
+        self._loop.call_soon_threadsafe(self._streams.end_all)
         self._on_loop(self.server.stop(grace))
         self.gate.close()  # removes the public socket file
         self.inner_socket.unlink(missing_ok=True)

@@ -21,6 +21,19 @@ from .upkeep.heat import BANDS, band, heat
 from .vault_access import VaultAccessMarks
 from .vault_core import visible
 
+# `recall_at_once` answers only in a vault of up to this many memories. A
+# recall on the event loop never hands the interpreter lock between threads
+# (aio_bridge.py), but neither does its vector work, which runs without the
+# lock, overlap another call's. That work grows with the rows the IVF reads
+# (~N/25): at 100k it is ~0.3 ms of a ~2 ms call and the loop wins (8 mixed
+# clients 516-556 against 402-470 calls/s on worker threads); at 1M it is
+# several ms of ~9 and two recalls on workers at once win (1.38-1.46 x one
+# client in runs R, U, the daemon 1.48 cores busy, against 1.19 x and 1.02
+# cores on the loop in run W). At 300k the loop still made as many calls
+# (8 clients 302-342 against 241-327 calls/s, alternating): the cut is
+# between 300k and 1M (docs/benchmarks.md).
+AT_ONCE_MAX_MEMORIES = 500_000
+
 
 @dataclass(frozen=True)
 class Recalled:
@@ -52,8 +65,11 @@ class VaultReads(VaultAccessMarks):
     def recall_at_once(self, query: RecallQuery) -> Recalled | None:
         """`recall`, when it can be answered without waiting: the vault is
         loaded, `min_txid` is applied, the query's vector is given or cached
-        and the access marks' lock is free. None otherwise, having marked
-        nothing. Bad input fails here as in `recall`."""
+        and the access marks' lock is free; and the vault holds at most
+        AT_ONCE_MAX_MEMORIES. None otherwise, having marked nothing. Bad
+        input fails here as in `recall`."""
+        if len(self.memories) > AT_ONCE_MAX_MEMORIES:
+            return None
         engine.check(query)
         now = time.time()
         seen = Visibility.of(query, now, self.config.heat)
