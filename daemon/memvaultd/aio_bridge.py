@@ -5,7 +5,9 @@ so each call runs on a worker thread of a pool while the event loop only
 moves bytes. A method may also have an *at-once* variant, run on the loop
 itself: it answers when it can do so without waiting, or returns None and
 the call goes to the pool. Recall has one: a recall whose query vector is
-cached and whose vault is loaded is pure computing, ~2 ms at 100k memories.
+cached and whose vault is loaded is pure computing, ~2 ms at 100k memories
+(up to 500k memories; beyond, recalls overlap better on the workers:
+`vault_reads.AT_ONCE_MAX_MEMORIES`).
 
 Why not grpc's thread-pool server: on the 2-core machine of
 docs/benchmarks.md, with 8 clients mixing recalls and remembers against a
