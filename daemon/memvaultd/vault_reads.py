@@ -54,8 +54,9 @@ class VaultReads(VaultAccessMarks):
         engine.check(query)
         now = time.time()
         seen = Visibility.of(query, now, self.config.heat)  # a bad filter fails before embedding
-        vector = self._query_vector(query, cached_only=False)
-        assert vector is not None
+        vector = self._given_vector(query)
+        if vector is None:
+            vector = self.embedder.embed_query(query.text)
         self._await_loaded()
         self._await_txid(query.min_txid)
         recalled = self._recalled(query, vector, seen, now, wait=True)
@@ -73,25 +74,25 @@ class VaultReads(VaultAccessMarks):
         engine.check(query)
         now = time.time()
         seen = Visibility.of(query, now, self.config.heat)
-        vector = self._query_vector(query, cached_only=True)
-        if (vector is None or not self._loaded.is_set() or self._load_error
-                or self.applied_txid < query.min_txid):
+        vector = self._given_vector(query)
+        if vector is None:
+            vector = self.embedder.cached_query(query.text, count=False)
+        if vector is None or not self.loaded or self.applied_txid < query.min_txid:
             return None
         recalled = self._recalled(query, vector, seen, now, wait=False)
         if recalled is not None and not query.vector:
             self.embedder.count_hit(query.text)  # counted once, by whichever path answers
         return recalled
 
-    def _query_vector(self, query: RecallQuery, *, cached_only: bool) -> Vector | None:
+    def _given_vector(self, query: RecallQuery) -> Vector | None:
+        """The query's own vector, checked; None for a text query, its text checked."""
         if query.vector:
             return drafts.own_vector(query.vector, self.info.dimension, self.info.model,
                                      "query_vector")
         if not query.text.strip():
             raise InvalidArgument("query: must not be empty")
         m.check_text(query.text, "query")
-        if cached_only:
-            return self.embedder.cached_query(query.text, count=False)
-        return self.embedder.embed_query(query.text)
+        return None
 
     def _recalled(self, query: RecallQuery, vector: Vector, seen: Visibility, now: float,
                   *, wait: bool) -> Recalled | None:
