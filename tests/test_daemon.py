@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
 import grpc
@@ -187,8 +188,6 @@ def test_a_cached_recall_is_not_blocked_by_a_large_embedding_batch(client: Clien
 
     thread = threading.Thread(target=big_batch)
     thread.start()
-    import time
-
     time.sleep(0.3)  # the batch is on the model thread now (600 texts: ~2.5 s)
     hits = client.recall(query)
     assert hits and not batch_done.is_set(), "the cached recall must not wait for the batch"
@@ -213,8 +212,6 @@ def test_a_recall_waiting_for_a_transaction_holds_up_no_other_call(client: Clien
 
     thread = threading.Thread(target=wait_for_the_future)
     thread.start()
-    import time
-
     time.sleep(0.3)
     started = time.monotonic()
     for _ in range(20):
