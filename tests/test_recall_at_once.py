@@ -76,6 +76,20 @@ def test_what_would_wait_is_declined_without_a_trace(vault: Vault) -> None:
     assert _accesses(vault, ids) == 3
 
 
+def test_a_recall_is_ready_once_it_would_wait_for_nothing(vault: Vault) -> None:
+    # What sends a recall to the threads that only compute (server.py),
+    # rather than to the shared pool where it may wait.
+    query = RecallQuery(vector=_vector(1))
+    assert not vault.recall_ready(query)  # still loading
+    _fill(vault)
+    assert vault.recall_ready(query)
+    assert vault.recall_ready(RecallQuery(vector=_vector(1), min_txid=vault.applied_txid))
+    assert not vault.recall_ready(RecallQuery(vector=_vector(1),
+                                              min_txid=vault.applied_txid + 1))
+    assert not vault.recall_ready(RecallQuery(text="a query the model never saw"))
+    assert vault.embedder.hits == 0
+
+
 def test_a_large_vault_recalls_on_the_workers(vault: Vault, monkeypatch: pytest.MonkeyPatch
                                               ) -> None:
     _fill(vault, count=5)

@@ -7,7 +7,9 @@ itself: it answers when it can do so without waiting, or returns None and
 the call goes to the pool. Recall has one: a recall whose query vector is
 cached and whose vault is loaded is pure computing, ~2 ms at 100k memories
 (up to 500k memories; beyond, recalls overlap better on the workers:
-`vault_reads.AT_ONCE_MAX_MEMORIES`).
+`vault_reads.AT_ONCE_MAX_MEMORIES`). A recall sent to the workers that
+will wait for nothing runs on threads of its own, one per core
+(`Computing`, server.py).
 
 Why not grpc's thread-pool server: on the 2-core machine of
 docs/benchmarks.md, with 8 clients mixing recalls and remembers against a
@@ -33,6 +35,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import Executor, Future
+from dataclasses import dataclass
 from typing import Any
 
 import grpc
@@ -64,10 +67,22 @@ class WorkerContext:
 Unary = Callable[[Any, WorkerContext], Any]
 
 
-def unary(behaviour: Unary, pool: Executor, at_once: Unary | None = None
-          ) -> Callable[[Any, Any], Any]:
+@dataclass(frozen=True)
+class Computing:
+    """Where a method's calls go that will only compute, waiting for
+    nothing: a pool of their own, one thread per core (server.py says why),
+    and how to tell them (`ready`). A call that may wait goes to the shared
+    pool, so that it holds none of these threads while it waits."""
+
+    pool: Executor
+    ready: Callable[[Any], bool]
+
+
+def unary(behaviour: Unary, pool: Executor, at_once: Unary | None = None,
+          computing: Computing | None = None) -> Callable[[Any, Any], Any]:
     """A unary handler: `at_once` on the loop if given and it answers, else
-    `behaviour` on a worker."""
+    `behaviour` on a worker: of `computing`'s pool if the call is ready
+    there, else of `pool`."""
     async def handle(request: Any, context: Any) -> Any:
         call = WorkerContext(context)
         try:
@@ -75,7 +90,10 @@ def unary(behaviour: Unary, pool: Executor, at_once: Unary | None = None
                 reply = at_once(request, call)
                 if reply is not None:
                     return reply
-            return await asyncio.get_running_loop().run_in_executor(pool, behaviour, request,
+            chosen = pool
+            if computing is not None and computing.ready(request):
+                chosen = computing.pool
+            return await asyncio.get_running_loop().run_in_executor(chosen, behaviour, request,
                                                                     call)
         except _Aborted as aborted:
             await context.abort(aborted.code, aborted.details)

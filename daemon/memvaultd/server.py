@@ -39,6 +39,29 @@ SERVICE = memory_pb2.DESCRIPTOR.services_by_name["Memory"].full_name
 # event, and a RememberBatch one while the model embeds; 32 leaves room for
 # both beside a dozen concurrent calls.
 _WORKERS = 32
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS
+        return os.cpu_count() or 1
+
+
+# Recalls that go to workers (in a vault above 500k memories) and will wait
+# for nothing (`VaultReads.recall_ready`: no load, transaction or model
+# call) have threads of their own, one per core: more only queue on the
+# interpreter lock, with the kernel free to preempt whichever thread holds
+# it, while a recall's vector work, which runs without the lock, needs no
+# more than the cores. At 1M memories, 8 mixed clients made 167-185 calls/s
+# with every recall on the shared pool (the daemon 1.44-1.47 of 2 cores
+# busy, 50-59 voluntary thread switches a call), 187-198 calls/s on two
+# threads of their own (1.53-1.56 cores, 31-41 switches), 171-192 on three;
+# the same runs alternating (docs/benchmarks.md). A semaphore letting two of
+# the shared pool's threads compute at once gave no gain (162-168 calls/s):
+# the other threads still took turns on the lock. A recall that may wait
+# stays on the shared pool, holding none of these threads meanwhile.
+RECALL_THREADS = max(2, _cores())
 _MAX_MESSAGE = 64 * 1024 * 1024  # a RememberBatch of 10k memories with vectors
 # In-flight calls get this long to finish on SIGTERM: a RememberBatch of 96
 # texts took 4.9 s on a busy 2-core machine (test_service.py), so 5 s was
@@ -81,7 +104,7 @@ def _refusing(handler: Callable[[Any, Any], Any], streaming: bool) -> Callable[[
     return unary
 
 
-def memory_handlers(servicer: MemoryServicer, pool: Executor,
+def memory_handlers(servicer: MemoryServicer, pool: Executor, recall_pool: Executor,
                     open_streams: aio_bridge.OpenStreams) -> grpc.GenericRpcHandler:
     """The Memory service's handlers, like the generated ones, except that
     bytes which do not decode (invalid UTF-8, a corrupt message) get
@@ -89,6 +112,7 @@ def memory_handlers(servicer: MemoryServicer, pool: Executor,
     INTERNAL by grpc before any servicer code runs."""
     service = memory_pb2.DESCRIPTOR.services_by_name["Memory"]
     at_once = {"Recall": servicer.recall_at_once}
+    computing = {"Recall": aio_bridge.Computing(recall_pool, servicer.recall_ready)}
     handlers = {}
     for method in service.methods:
         request = getattr(memory_pb2, method.input_type.name)
@@ -99,7 +123,8 @@ def memory_handlers(servicer: MemoryServicer, pool: Executor,
                                 streaming=True)
             make = grpc.unary_stream_rpc_method_handler
         else:
-            handler = _refusing(aio_bridge.unary(behaviour, pool, at_once.get(method.name)),
+            handler = _refusing(aio_bridge.unary(behaviour, pool, at_once.get(method.name),
+                                                 computing.get(method.name)),
                                 streaming=False)
             make = grpc.unary_unary_rpc_method_handler
         handlers[method.name] = make(handler, request_deserializer=_lenient(request.FromString),
@@ -117,6 +142,8 @@ class DaemonServer:
         self.inner_socket = socket_path.parent / "inner" / "grpc.sock"
         self.gate = PeerGate(socket_path, self.inner_socket)
         self._pool = ThreadPoolExecutor(max_workers=_WORKERS, thread_name_prefix="rpc")
+        self._recall_pool = ThreadPoolExecutor(max_workers=RECALL_THREADS,
+                                               thread_name_prefix="recall")
         self._streams = aio_bridge.OpenStreams()
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="rpc-loop",
@@ -132,7 +159,7 @@ class DaemonServer:
         server = grpc.aio.server(options=[("grpc.max_receive_message_length", _MAX_MESSAGE),
                                           ("grpc.max_send_message_length", _MAX_MESSAGE)])
         server.add_generic_rpc_handlers((memory_handlers(servicer, self._pool,
-                                                         self._streams),))
+                                                         self._recall_pool, self._streams),))
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         reflection.enable_server_reflection(
             (SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
@@ -173,5 +200,6 @@ class DaemonServer:
         with contextlib.suppress(OSError):
             self.inner_socket.parent.rmdir()
         self._pool.shutdown(wait=False)
+        self._recall_pool.shutdown(wait=False)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=5.0)

@@ -189,6 +189,10 @@ class MemoryServicer(pb_grpc.MemoryServicer):
         recalled = self.vault.recall_at_once(query_from(request))
         return None if recalled is None else self._recall_reply(request, recalled)
 
+    def recall_ready(self, request: pb.RecallRequest) -> bool:
+        """Whether Recall would wait for nothing (`VaultReads.recall_ready`)."""
+        return self.vault.recall_ready(query_from(request))
+
     def _recall_reply(self, request: pb.RecallRequest, recalled: Recalled) -> pb.RecallReply:
         return pb.RecallReply(
             hits=[hit_of(h, self.vault, request.include_vectors) for h in recalled.hits],

@@ -30,8 +30,9 @@ from .vault_core import visible
 # several ms of ~9 and two recalls on workers at once win (1.38-1.46 x one
 # client in runs R, U, the daemon 1.48 cores busy, against 1.19 x and 1.02
 # cores on the loop in run W). At 300k the loop still made as many calls
-# (8 clients 302-342 against 241-327 calls/s, alternating): the cut is
-# between 300k and 1M (docs/benchmarks.md).
+# (8 clients 302-342 against 241-327 calls/s, alternating; 309-366 against
+# 346-395 once the workers' recalls had a thread per core, server.py): the
+# cut is between 300k and 1M (docs/benchmarks.md).
 AT_ONCE_MAX_MEMORIES = 500_000
 
 
@@ -77,12 +78,25 @@ class VaultReads(VaultAccessMarks):
         vector = self._given_vector(query)
         if vector is None:
             vector = self.embedder.cached_query(query.text, count=False)
-        if vector is None or not self.loaded or self.applied_txid < query.min_txid:
+        if vector is None or not self._caught_up(query.min_txid):
             return None
         recalled = self._recalled(query, vector, seen, now, wait=False)
         if recalled is not None and not query.vector:
             self.embedder.count_hit(query.text)  # counted once, by whichever path answers
         return recalled
+
+    def recall_ready(self, query: RecallQuery) -> bool:
+        """Whether `recall(query)` would wait for nothing (the access marks'
+        lock, held for microseconds, aside): the vault is loaded, `min_txid`
+        applied, and the query's vector given or cached, so that no model
+        call queues behind a batch being embedded."""
+        if not self._caught_up(query.min_txid):
+            return False
+        return bool(query.vector) or (
+            self.embedder.cached_query(query.text, count=False) is not None)
+
+    def _caught_up(self, min_txid: int) -> bool:
+        return self.loaded and self.applied_txid >= min_txid
 
     def _given_vector(self, query: RecallQuery) -> Vector | None:
         """The query's own vector, checked; None for a text query, its text checked."""
