@@ -86,10 +86,10 @@ class VaultReads(VaultAccessMarks):
         return recalled
 
     def recall_ready(self, query: RecallQuery) -> bool:
-        """Whether `recall(query)` would wait for nothing (the access marks'
-        lock, held for microseconds, aside): the vault is loaded, `min_txid`
-        applied, and the query's vector given or cached, so that no model
-        call queues behind a batch being embedded."""
+        """Whether `recall(query)` would wait for nothing but, briefly, the
+        access marks' lock (a commit or a snapshot's capture holds it): the
+        vault is loaded, `min_txid` applied, and the query's vector given or
+        cached, so that no model call queues behind a batch being embedded."""
         if not self._caught_up(query.min_txid):
             return False
         return bool(query.vector) or (
