@@ -49,20 +49,20 @@ def _cores() -> int:
 
 
 # Recalls that go to workers (every recall in a vault above 500k memories;
-# below, one the loop declined only because the access marks' lock was
-# busy) and will wait for nothing else (`VaultReads.recall_ready`: no load,
+# below, one the loop declined only because the access marks' lock was busy)
+# and will wait for nothing else (`VaultReads.recall_ready`: no load,
 # transaction or model call) have threads of their own, one per core: more
 # only queue on the interpreter lock, with the kernel free to preempt
 # whichever thread holds it, while a recall's vector work, which runs
 # without the lock, needs no more than the cores. At 1M memories, 8 mixed
 # clients made 167-185 calls/s with every recall on the shared pool (the
-# daemon 1.44-1.47 of 2 cores
-# busy, 50-59 voluntary thread switches a call), 187-198 calls/s on two
-# threads of their own (1.53-1.56 cores, 31-41 switches), 171-192 on three;
-# the same runs alternating (docs/benchmarks.md). A semaphore letting two of
-# the shared pool's threads compute at once gave no gain (162-168 calls/s):
-# the other threads still took turns on the lock. A recall that may wait
-# stays on the shared pool, holding none of these threads meanwhile.
+# daemon 1.44-1.47 of 2 cores busy, 50-59 voluntary thread switches a call),
+# 187-198 calls/s on two threads of their own (1.53-1.56 cores, 31-41
+# switches), 171-192 on three; the same runs alternating
+# (docs/benchmarks.md). A semaphore letting two of the shared pool's threads
+# compute at once gave no gain (162-168 calls/s): the other threads still
+# took turns on the lock. A recall that may wait stays on the shared pool,
+# holding none of these threads meanwhile.
 RECALL_THREADS = max(2, _cores())
 _MAX_MESSAGE = 64 * 1024 * 1024  # a RememberBatch of 10k memories with vectors
 # In-flight calls get this long to finish on SIGTERM: a RememberBatch of 96
