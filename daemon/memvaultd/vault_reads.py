@@ -31,8 +31,9 @@ from .vault_core import visible
 # client in runs R, U, the daemon 1.48 cores busy, against 1.19 x and 1.02
 # cores on the loop in run W). At 300k the loop still made as many calls
 # (8 clients 302-342 against 241-327 calls/s, alternating; 309-366 against
-# 346-395 once the workers' recalls had a thread per core, server.py): the
-# cut is between 300k and 1M (docs/benchmarks.md).
+# 346-395 once the workers' recalls had a thread per core, server.py); at
+# 500k the recall threads won (255-286 against 229-249 calls/s with the loop
+# answering): the cut is between 300k and 500k (docs/benchmarks.md).
 AT_ONCE_MAX_MEMORIES = 500_000
 
 
