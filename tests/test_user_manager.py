@@ -1,0 +1,197 @@
+"""The unit as users run it: `memvault service install` under a real systemd
+user manager (`user_manager.py`), then what the manager does with the daemon:
+readiness (`Type=notify`), the socket in the runtime directory where clients
+look, a restart after a crash that keeps acknowledged writes, a clean stop
+that writes a snapshot, no restart loop for a daemon that cannot start.
+
+Hardening options this machine's kernel or container cannot set up are
+turned off in a drop-in (found by probing each one, see `_unsupported`), so
+the unit file itself is exactly what `install` writes; the test prints which
+ones it turned off.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from memvault.service_templates import UNIT_NAME, UNIT_TEMPLATE
+
+from .user_manager import UserManager, why_not
+
+PASSPHRASE = "a passphrase for the user manager test"
+
+
+@pytest.fixture(scope="module")
+def manager() -> Iterator[UserManager]:
+    reason = why_not()
+    if reason is not None:
+        if os.environ.get("MEMVAULT_REQUIRE_USER_MANAGER") == "1":
+            pytest.fail(f"a systemd user manager is required: {reason}")
+        pytest.skip(reason)
+    # Not under /tmp: `PrivateTmp=yes` gives the unit a /tmp of its own, where
+    # its data directory and the runtime directory would not be.
+    manager = UserManager(Path(f"/run/memvault-test-{os.getpid()}"))
+    try:
+        manager.start()
+        # What a login passes to its manager; no Secret Service is reachable
+        # from it here, so the key file's passphrase comes from the environment.
+        done = manager.systemctl("set-environment", f"MEMVAULT_PASSPHRASE={PASSPHRASE}",
+                                 "PYTHON_KEYRING_BACKEND=keyring.backends.fail.Keyring")
+        assert done.returncode == 0, done.stderr
+        yield manager
+    finally:
+        manager.stop()
+
+
+def _memvault(manager: UserManager, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "memvault.cli", *args], env=manager.env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def _hardening() -> list[str]:
+    """The unit's sandboxing settings that take yes or a value, as `Key=value`."""
+    keys = ("NoNewPrivileges", "ProtectSystem", "PrivateTmp", "PrivateDevices", "Protect",
+            "Restrict", "LockPersonality", "SystemCall")
+    return [line for line in UNIT_TEMPLATE.splitlines()
+            if line.startswith(keys) and not line.endswith("=")]
+
+
+def _unsupported(manager: UserManager) -> list[str]:
+    """The hardening settings a unit cannot run with here: a probe unit with
+    just that setting must start and must still see the manager's notify
+    socket (readiness goes through it). In a container without systemd as
+    PID 1, ProtectKernelTunables and ProtectKernelLogs fail with status
+    226/NAMESPACE, and ProtectControlGroups hides the notify socket."""
+    notify = manager.runtime_dir / "systemd" / "notify"
+    failing = []
+    for setting in _hardening():
+        probe = subprocess.run(
+            ["systemd-run", "--user", "--wait", "--quiet", f"--property={setting}",
+             "sh", "-c", 'test -S "$0"', str(notify)],
+            env=manager.env, capture_output=True, text=True, timeout=30)
+        if probe.returncode != 0:
+            failing.append(setting)
+    return failing
+
+
+def _turned_off(setting: str) -> str:
+    """The drop-in line that undoes `setting`: an empty value resets a list
+    or a string, but leaves a boolean as it was."""
+    key, value = setting.split("=", 1)
+    return f"{key}=no" if value == "yes" else f"{key}="
+
+
+def _drop_in(manager: UserManager, lines: list[str]) -> None:
+    directory = manager.home / ".config/systemd/user" / f"{UNIT_NAME}.d"
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "test.conf").write_text("[Service]\n" + "".join(f"{x}\n" for x in lines))
+
+
+def _log(manager: UserManager) -> str:
+    path = manager.root / "daemon.log"
+    return path.read_text() if path.exists() else "(no output)"
+
+
+def _wait_for(manager: UserManager, check: Callable[[], bool], what: str,
+              timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"{what} within {timeout:.0f} s; log:\n{_log(manager)}"
+        time.sleep(0.2)
+
+
+@pytest.fixture(scope="module")
+def unsupported(manager: UserManager) -> list[str]:
+    off = _unsupported(manager)
+    print(f"hardening this machine cannot run, turned off in a drop-in: {off or 'none'}")
+    assert len(off) < len(_hardening()) // 2, f"most hardening fails here: {off}"
+    return off
+
+
+def test_the_unit_runs_the_daemon_under_a_real_user_manager(manager: UserManager,
+                                                            unsupported: list[str]) -> None:
+    off = unsupported
+    # No journald here: the daemon's output goes to a file for the failure messages.
+    _drop_in(manager, [_turned_off(s) for s in off]
+             + [f"StandardOutput=append:{manager.root}/daemon.log",
+                f"StandardError=append:{manager.root}/daemon.log"])
+
+    started = time.monotonic()
+    done = _memvault(manager, "service", "install")
+    assert done.returncode == 0, f"{done.stderr}\nlog:\n{_log(manager)}"
+    # Type=notify: `enable --now` returned once the daemon said READY=1, which
+    # it says once its socket is bound, before the memories load.
+    print(f"install returned after {time.monotonic() - started:.1f} s")
+    shown = manager.show(UNIT_NAME, "ActiveState", "MainPID", "NRestarts")
+    assert shown["ActiveState"] == "active", _log(manager)
+    socket = manager.runtime_dir / "memvault" / "memvault.sock"
+    assert socket.is_socket() and socket.stat().st_mode & 0o777 == 0o600
+
+    # The CLI finds the socket from XDG_RUNTIME_DIR alone, where the unit's
+    # RuntimeDirectory put it.
+    done = _memvault(manager, "remember", "the user manager keeps this memory", "--json")
+    assert done.returncode == 0, f"{done.stderr}\nlog:\n{_log(manager)}"
+    _wait_for(manager, lambda: manager.show(UNIT_NAME, "StatusText")["StatusText"].startswith(
+        "ready"), "the daemon's status reads ready")
+
+    # A crash: the manager restarts it (Restart=on-failure, RestartSec=2), and
+    # the acknowledged remember is there.
+    first = int(shown["MainPID"])
+    os.kill(first, signal.SIGKILL)
+    _wait_for(manager, lambda: manager.show(UNIT_NAME, "NRestarts", "ActiveState") == {
+        "NRestarts": "1", "ActiveState": "active"}, "a restart after SIGKILL")
+    assert int(manager.show(UNIT_NAME, "MainPID")["MainPID"]) not in (0, first)
+    done = _memvault(manager, "recall", "what does the user manager keep", "--json")
+    assert done.returncode == 0, done.stderr
+    assert [hit["text"] for hit in json.loads(done.stdout)][:1] == [
+        "the user manager keeps this memory"]
+
+    status = json.loads(_memvault(manager, "service", "status", "--json").stdout)
+    assert status["installed"] and status["current"]
+    assert status["manager"] == ["active", "enabled"]
+
+    # `systemctl --user stop`: SIGTERM, a snapshot, exit 0, the runtime
+    # directory (and the socket in it) removed by the manager.
+    done = manager.systemctl("stop", UNIT_NAME)
+    assert done.returncode == 0, done.stderr
+    assert manager.show(UNIT_NAME, "ActiveState", "Result", "ExecMainStatus") == {
+        "ActiveState": "inactive", "Result": "success", "ExecMainStatus": "0"}
+    assert "snapshot at txid" in _log(manager).split("received SIGTERM")[-1]
+    assert not socket.parent.exists()
+
+    done = _memvault(manager, "service", "uninstall")
+    assert done.returncode == 0, done.stderr
+    assert not (manager.home / ".config/systemd/user" / UNIT_NAME).exists()
+    assert manager.show(UNIT_NAME, "LoadState")["LoadState"] == "not-found"
+
+
+def test_a_daemon_that_cannot_start_is_not_restarted(manager: UserManager,
+                                                     unsupported: list[str]) -> None:
+    """Exit status 2 (a bad config here) is RestartPreventExitStatus: the unit
+    fails once, with the reason in its output, instead of looping."""
+    off = unsupported
+    _drop_in(manager, [_turned_off(s) for s in off]
+             + [f"StandardError=append:{manager.root}/daemon.log"])
+    config = manager.home / ".config/memvault/config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text("this is = not [valid toml\n")
+    try:
+        done = _memvault(manager, "service", "install")
+        assert done.returncode == 1
+        assert "enable --now memvaultd.service` failed" in done.stderr
+        time.sleep(3)  # longer than RestartSec: a restart would have happened
+        assert manager.show(UNIT_NAME, "ActiveState", "NRestarts", "ExecMainStatus") == {
+            "ActiveState": "failed", "NRestarts": "0", "ExecMainStatus": "2"}
+        assert "bad configuration" in _log(manager) and "not valid TOML" in _log(manager)
+    finally:
+        config.unlink()
+        _memvault(manager, "service", "uninstall")
