@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from memvault import Client, RememberResult
-from memvault.service import find_daemon
+from memvault.service import find_daemon, plan
 from memvault.service_templates import agent_plist, systemd_quote
 
 from .daemon_process import DaemonProcess
@@ -84,13 +84,37 @@ def test_unit_settings() -> None:
     assert daemon.is_absolute() and daemon.name == "memvaultd" and os.access(daemon, os.X_OK)
     for expected in ("Type=notify", "RuntimeDirectory=memvault", "RuntimeDirectoryMode=0700",
                      "UMask=0077", "NoNewPrivileges=yes", "ProtectSystem=strict",
-                     "PrivateTmp=yes", "Restart=on-failure", "Environment=HF_HUB_OFFLINE=1",
+                     "Restart=on-failure", "Environment=HF_HUB_OFFLINE=1",
                      "RestartPreventExitStatus=2", "WantedBy=default.target"):
         assert expected in unit
     # torch's CPU kernels need writable+executable pages.
     assert not any(line.startswith("MemoryDenyWriteExecute") for line in unit)
     # With ProtectSystem=strict, the data directory must be given back.
     assert any(line.startswith("ReadWritePaths=/") for line in unit)
+
+
+@pytest.mark.parametrize(("daemon", "home", "hidden"), [
+    ("/usr/bin/memvaultd", None, None),
+    ("/tmp/venv/bin/memvaultd", None, "/tmp/venv/bin/memvaultd"),
+    ("/usr/bin/memvaultd", "/var/tmp/memory", "/var/tmp/memory"),
+    ("/usr/bin/memvaultd", "/tmpfoo/memory", None),
+])
+def test_private_tmp_only_where_it_hides_nothing_the_daemon_needs(
+        daemon: str, home: str | None, hidden: str | None,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """With PrivateTmp=yes a daemon under /tmp fails to start (203/EXEC) and
+    data under /tmp fails the sandbox (226/NAMESPACE): seen under a real user
+    manager, test_user_manager.py."""
+    monkeypatch.delenv("MEMVAULT_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_DATA_HOME", "/home/someone/.local/share")
+    monkeypatch.setenv("XDG_CACHE_HOME", "/home/someone/.cache")
+    unit = plan("linux", daemon=Path(daemon), home=home,
+                user_home=Path("/home/someone")).content.decode().splitlines()
+    if hidden is None:
+        assert "PrivateTmp=yes" in unit
+    else:
+        assert "PrivateTmp=yes" not in unit
+        assert f"# PrivateTmp=yes is left out: it would hide {hidden} from the daemon" in unit
 
 
 def test_dry_run_prints_the_unit_and_the_commands_and_writes_nothing(tmp_path: Path) -> None:

@@ -20,6 +20,9 @@ Why these hardening options and not others (systemd 252 user manager):
   call outside the set fails with EPERM instead of killing the daemon.
   `systemd-analyze security --offline=true` rates the unit 2.6 ("OK"); it
   was 6.0 ("MEDIUM") without the options from `ProtectHostname=` to this one.
+- `PrivateTmp=yes` is left out, with a comment saying why, when the daemon
+  or a directory it writes is under /tmp or /var/tmp: a /tmp of its own
+  would hide it (a virtualenv made in /tmp fails with status 203/EXEC).
 - Exit status 2 means "cannot start" (bad config, key locked, socket in use):
   restarting cannot fix it, so `RestartPreventExitStatus=2`.
 """
@@ -82,12 +85,24 @@ def systemd_quote(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+# What `PrivateTmp=yes` replaces with directories of the unit's own.
+PRIVATE_TMP = ("/tmp", "/var/tmp")
+
+
 def render_unit(exec_start: str, writable: list[str], environment: dict[str, str]) -> str:
     lines = "".join(f"Environment={systemd_quote(f'{key}={value}')}\n"
                     for key, value in environment.items())
     paths = "".join(f"ReadWritePaths={systemd_quote(path)}\n" for path in writable)
-    return UNIT_TEMPLATE.format(exec_start=systemd_quote(exec_start), writable=paths,
+    unit = UNIT_TEMPLATE.format(exec_start=systemd_quote(exec_start), writable=paths,
                                 environment=lines)
+    hidden = [path for path in (exec_start, *writable)
+              if any(path == top or path.startswith(top + "/") for top in PRIVATE_TMP)]
+    if hidden:
+        # The daemon would not find itself (status 203/EXEC) or its data
+        # (226/NAMESPACE) in a /tmp of its own.
+        unit = unit.replace("PrivateTmp=yes\n", "# PrivateTmp=yes is left out: it would hide "
+                            f"{hidden[0]} from the daemon\n")
+    return unit
 
 
 def agent_plist(exec_start: str, log_file: str, environment: dict[str, str]) -> dict[str, Any]:
