@@ -112,9 +112,14 @@ def test_private_tmp_only_where_it_hides_nothing_the_daemon_needs(
                 user_home=Path("/home/someone")).content.decode().splitlines()
     if hidden is None:
         assert "PrivateTmp=yes" in unit
+        assert not any(line.startswith("Environment=TMPDIR=") for line in unit)
     else:
         assert "PrivateTmp=yes" not in unit
         assert f"# PrivateTmp=yes is left out: it would hide {hidden} from the daemon" in unit
+        # The shared /tmp is read-only to the unit: temporary files go to the cache.
+        cache = "/var/tmp/memory/cache" if home else "/home/someone/.cache/memvault"
+        assert f"Environment=TMPDIR={cache}" in unit
+        assert f"ReadWritePaths={cache}" in unit or f"ReadWritePaths={home}" in unit
 
 
 def test_dry_run_prints_the_unit_and_the_commands_and_writes_nothing(tmp_path: Path) -> None:

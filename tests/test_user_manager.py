@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -50,6 +51,16 @@ def manager() -> Iterator[UserManager]:
         yield manager
     finally:
         manager.stop()
+
+
+@pytest.fixture(autouse=True)
+def no_unit_left(manager: UserManager) -> Iterator[None]:
+    """Whatever a test leaves (an installed unit, a failed one, a drop-in)
+    is gone before the next."""
+    yield
+    _memvault(manager, "service", "uninstall")
+    manager.systemctl("reset-failed")
+    shutil.rmtree(manager.home / ".config/systemd/user" / f"{UNIT_NAME}.d", ignore_errors=True)
 
 
 def _memvault(manager: UserManager, *args: str) -> subprocess.CompletedProcess[str]:
@@ -194,4 +205,3 @@ def test_a_daemon_that_cannot_start_is_not_restarted(manager: UserManager,
         assert "bad configuration" in _log(manager) and "not valid TOML" in _log(manager)
     finally:
         config.unlink()
-        _memvault(manager, "service", "uninstall")

@@ -98,15 +98,17 @@ class UserManager:
         join = "".join(f'echo $$ > "{cgroup}/cgroup.procs" && ' for cgroup in self._cgroups)
         env = {"HOME": str(self.home), "XDG_RUNTIME_DIR": str(self.runtime_dir),
                "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
-        self._proc = subprocess.Popen(
-            ["sh", "-c", f"{join}exec unshare --mount --propagation private sh -c "
-                         f"'{_NAMESPACED}' {SYSTEMD}"],
-            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            start_new_session=True)
+        log = self.root / "manager.log"
+        with log.open("wb") as output:
+            self._proc = subprocess.Popen(
+                ["sh", "-c", f"{join}exec unshare --mount --propagation private sh -c "
+                             f"'{_NAMESPACED}' {SYSTEMD}"],
+                env=env, stdout=output, stderr=output, start_new_session=True)
         deadline = time.monotonic() + timeout
         while self.systemctl("show-environment").returncode != 0:
             if self._proc.poll() is not None:
-                raise RuntimeError(f"systemd --user exited with {self._proc.returncode}")
+                raise RuntimeError(f"systemd --user exited with {self._proc.returncode}: "
+                                   f"{log.read_text(errors='replace').strip()}")
             if time.monotonic() > deadline:
                 raise RuntimeError(f"systemd --user did not answer within {timeout:.0f} s")
             time.sleep(0.1)

@@ -33,6 +33,7 @@ from .service_templates import (
     SERVICE_ENVIRONMENT,
     UNIT_NAME,
     agent_plist,
+    in_private_tmp,
     render_unit,
 )
 
@@ -103,7 +104,11 @@ def _systemd_plan(daemon: Path, environment: dict[str, str], user_home: Path) ->
     cache = paths.resolve(home).cache_dir
     if not cache.is_relative_to(writable[0]):
         writable.append(cache)
-    unit = render_unit(str(daemon), [str(path) for path in writable], environment)
+    # A private /tmp would hide a daemon or data under /tmp (service_templates.py).
+    hidden = next((str(path) for path in (daemon, *writable) if in_private_tmp(str(path))), None)
+    if hidden:
+        environment = environment | {"TMPDIR": str(cache)}
+    unit = render_unit(str(daemon), [str(path) for path in writable], environment, hidden)
     systemctl = ["systemctl", "--user"]
     return ServicePlan(
         platform="linux",

@@ -22,7 +22,10 @@ Why these hardening options and not others (systemd 252 user manager):
   was 6.0 ("MEDIUM") without the options from `ProtectHostname=` to this one.
 - `PrivateTmp=yes` is left out, with a comment saying why, when the daemon
   or a directory it writes is under /tmp or /var/tmp: a /tmp of its own
-  would hide it (a virtualenv made in /tmp fails with status 203/EXEC).
+  would hide it (a virtualenv made in /tmp fails with status 203/EXEC). The
+  shared /tmp is then read-only (`ProtectSystem=strict`), so `TMPDIR` points
+  at the model cache: exporting the model needs a temporary directory, and
+  without one the daemon fell back to torch and failed to start.
 - Exit status 2 means "cannot start" (bad config, key locked, socket in use):
   restarting cannot fix it, so `RestartPreventExitStatus=2`.
 """
@@ -89,19 +92,22 @@ def systemd_quote(value: str) -> str:
 PRIVATE_TMP = ("/tmp", "/var/tmp")
 
 
-def render_unit(exec_start: str, writable: list[str], environment: dict[str, str]) -> str:
+def in_private_tmp(path: str) -> bool:
+    return any(path == top or path.startswith(top + "/") for top in PRIVATE_TMP)
+
+
+def render_unit(exec_start: str, writable: list[str], environment: dict[str, str],
+                tmp_hidden: str | None = None) -> str:
+    """The unit; `tmp_hidden` names what a private /tmp would hide from the
+    daemon, and leaves `PrivateTmp=yes` out."""
     lines = "".join(f"Environment={systemd_quote(f'{key}={value}')}\n"
                     for key, value in environment.items())
     paths = "".join(f"ReadWritePaths={systemd_quote(path)}\n" for path in writable)
     unit = UNIT_TEMPLATE.format(exec_start=systemd_quote(exec_start), writable=paths,
                                 environment=lines)
-    hidden = [path for path in (exec_start, *writable)
-              if any(path == top or path.startswith(top + "/") for top in PRIVATE_TMP)]
-    if hidden:
-        # The daemon would not find itself (status 203/EXEC) or its data
-        # (226/NAMESPACE) in a /tmp of its own.
+    if tmp_hidden:
         unit = unit.replace("PrivateTmp=yes\n", "# PrivateTmp=yes is left out: it would hide "
-                            f"{hidden[0]} from the daemon\n")
+                            f"{tmp_hidden} from the daemon\n")
     return unit
 
 
