@@ -8,6 +8,7 @@ reuses `FakeMemory` through `running_fake`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import subprocess
@@ -926,6 +927,47 @@ def test_refusing_socket_is_unavailable_at_once(short_dir: Path) -> None:
     with Client(path) as c, pytest.raises(Unavailable, match=r"not running.*memvaultd"):
         c.status()
     assert time.monotonic() - started < 2.0
+
+
+def _slow_relay(public: Path, upstream: Path, delay: float) -> None:
+    """Accept one connection on `public` and relay it to `upstream`, but only
+    after `delay` s: a daemon busy at start (its model loading, the machine
+    loaded) that has not yet answered gRPC's handshake."""
+    import socket as sockets
+
+    listener = sockets.socket(sockets.AF_UNIX)
+    listener.bind(str(public))
+    listener.listen(1)
+
+    def pump(source: sockets.socket, sink: sockets.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := source.recv(65536):
+                sink.sendall(data)
+        with contextlib.suppress(OSError):
+            sink.shutdown(sockets.SHUT_WR)
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        listener.close()
+        time.sleep(delay)
+        back = sockets.socket(sockets.AF_UNIX)
+        back.connect(str(upstream))
+        threading.Thread(target=pump, args=(conn, back), daemon=True).start()
+        pump(back, conn)
+
+    threading.Thread(target=serve, daemon=True).start()
+
+
+def test_a_daemon_slow_to_answer_a_new_connection_is_waited_for(
+        fake_daemon: FakeDaemon, short_dir: Path) -> None:
+    """Not "not running": gRPC gave up on a connection after 100 ms while the
+    reconnect backoff's minimum was 100 ms (it is also the connect timeout),
+    and a daemon started by systemd, busy importing its model, failed its
+    first client that way (tests/test_user_manager.py, cold page cache)."""
+    relay = short_dir / "slow.sock"
+    _slow_relay(relay, fake_daemon.socket, delay=0.5)
+    with Client(relay, timeout=5.0) as c:
+        assert c.status().ready
 
 
 def test_client_finds_socket_from_home(short_dir: Path) -> None:

@@ -108,8 +108,11 @@ def _drop_in(manager: UserManager, lines: list[str]) -> None:
 
 
 def _log(manager: UserManager) -> str:
+    """The daemon's output and what the manager says of it, for failure messages."""
     path = manager.root / "daemon.log"
-    return path.read_text() if path.exists() else "(no output)"
+    shown = manager.show(UNIT_NAME, "ActiveState", "Result", "ExecMainCode", "ExecMainStatus",
+                         "NRestarts")
+    return f"{shown}\n" + (path.read_text() if path.exists() else "(no output)")
 
 
 def _wait_for(manager: UserManager, check: Callable[[], bool], what: str,
@@ -134,7 +137,8 @@ def test_the_unit_runs_the_daemon_under_a_real_user_manager(manager: UserManager
     # No journald here: the daemon's output goes to a file for the failure messages.
     _drop_in(manager, [_turned_off(s) for s in off]
              + [f"StandardOutput=append:{manager.root}/daemon.log",
-                f"StandardError=append:{manager.root}/daemon.log"])
+                f"StandardError=append:{manager.root}/daemon.log",
+                "Environment=PYTHONFAULTHANDLER=1"])  # a crash in native code shows where
 
     started = time.monotonic()
     done = _memvault(manager, "service", "install")

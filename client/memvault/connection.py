@@ -37,8 +37,12 @@ _CHANNEL_OPTIONS: list[tuple[str, Any]] = [
     ("grpc.max_receive_message_length", 64 * 1024 * 1024),
     # gRPC's default reconnect backoff grows to 120 s. A local daemon that was
     # restarted should be found again within a second, not minutes later.
+    # Not `grpc.min_reconnect_backoff_ms`: gRPC core also uses it as the time
+    # a connection has to answer its handshake (default 20 s). At 100 ms a
+    # daemon just started by systemd, importing its model on a cold page
+    # cache, failed its first client as "not running" (tests/test_user_manager.py);
+    # `_connect` bounds the wait instead (CONNECT_TIMEOUT_S).
     ("grpc.initial_reconnect_backoff_ms", 100),
-    ("grpc.min_reconnect_backoff_ms", 100),
     ("grpc.max_reconnect_backoff_ms", 1000),
 ]
 
