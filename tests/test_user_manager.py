@@ -38,8 +38,8 @@ def manager() -> Iterator[UserManager]:
         if os.environ.get("MEMVAULT_REQUIRE_USER_MANAGER") == "1":
             pytest.fail(f"a systemd user manager is required: {reason}")
         pytest.skip(reason)
-    # Not under /tmp: `PrivateTmp=yes` gives the unit a /tmp of its own, where
-    # its data directory and the runtime directory would not be.
+    # Not under /tmp: a home there makes `install` leave `PrivateTmp=yes` out
+    # (service_templates.py), and the unit should run as most users get it.
     manager = UserManager(Path(f"/run/memvault-test-{os.getpid()}"))
     try:
         manager.start()
