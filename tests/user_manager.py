@@ -7,7 +7,8 @@ things there, both worked around for the manager alone:
 - "not booted with systemd": it checks for `/run/systemd/system`. The
   manager runs in a mount namespace of its own (`unshare --mount`) with a
   tmpfs on `/run/systemd` that holds that directory; the host never sees it
-  (a host that did would have apt's scripts start services through it).
+  (a host that did would have apt's scripts start services through it), only
+  an empty `/run/systemd` where there was none, to mount on.
 - a cgroup it may create children in: it is started in a cgroup made for it
   under each hierarchy the test process belongs to (cgroup2 and, on a hybrid
   layout, `name=systemd`), removed with its children when it stops.
