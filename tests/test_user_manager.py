@@ -70,8 +70,7 @@ def _memvault(manager: UserManager, *args: str) -> subprocess.CompletedProcess[s
 
 def _hardening() -> list[str]:
     """The unit's sandboxing settings that take yes or a value, as `Key=value`."""
-    keys = ("NoNewPrivileges", "ProtectSystem", "PrivateTmp", "PrivateDevices", "Protect",
-            "Restrict", "LockPersonality", "SystemCall")
+    keys = ("NoNewPrivileges", "Private", "Protect", "Restrict", "LockPersonality", "SystemCall")
     return [line for line in UNIT_TEMPLATE.splitlines()
             if line.startswith(keys) and not line.endswith("=")]
 
