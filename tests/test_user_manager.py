@@ -71,8 +71,8 @@ def _memvault(manager: UserManager, *args: str) -> subprocess.CompletedProcess[s
 def _hardening() -> list[str]:
     """The unit's sandboxing settings that take yes or a value, as `Key=value`."""
     keys = ("NoNewPrivileges", "Private", "Protect", "Restrict", "LockPersonality", "SystemCall")
-    return [line for line in UNIT_TEMPLATE.splitlines()
-            if line.startswith(keys) and not line.endswith("=")]
+    lines = [line.rsplit("}", 1)[-1] for line in UNIT_TEMPLATE.splitlines()]  # past {writable}
+    return [line for line in lines if line.startswith(keys) and not line.endswith("=")]
 
 
 def _unsupported(manager: UserManager) -> list[str]:
