@@ -100,7 +100,14 @@ def _turned_off(setting: str) -> str:
     return f"{key}=no" if value == "yes" else f"{key}="
 
 
-def _drop_in(manager: UserManager, lines: list[str]) -> None:
+def _drop_in(manager: UserManager, off: list[str]) -> None:
+    """A drop-in beside the unit `install` writes: `off` turned off, and the
+    daemon's output in a file (no journald here) for the failure messages,
+    with a traceback if native code crashes."""
+    lines = [_turned_off(s) for s in off] + [
+        f"StandardOutput=append:{manager.root}/daemon.log",
+        f"StandardError=append:{manager.root}/daemon.log",
+        "Environment=PYTHONFAULTHANDLER=1"]
     directory = manager.home / ".config/systemd/user" / f"{UNIT_NAME}.d"
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "test.conf").write_text("[Service]\n" + "".join(f"{x}\n" for x in lines))
@@ -132,12 +139,7 @@ def unsupported(manager: UserManager) -> list[str]:
 
 def test_the_unit_runs_the_daemon_under_a_real_user_manager(manager: UserManager,
                                                             unsupported: list[str]) -> None:
-    off = unsupported
-    # No journald here: the daemon's output goes to a file for the failure messages.
-    _drop_in(manager, [_turned_off(s) for s in off]
-             + [f"StandardOutput=append:{manager.root}/daemon.log",
-                f"StandardError=append:{manager.root}/daemon.log",
-                "Environment=PYTHONFAULTHANDLER=1"])  # a crash in native code shows where
+    _drop_in(manager, unsupported)
 
     started = time.monotonic()
     done = _memvault(manager, "service", "install")
@@ -192,9 +194,7 @@ def test_a_daemon_that_cannot_start_is_not_restarted(manager: UserManager,
                                                      unsupported: list[str]) -> None:
     """Exit status 2 (a bad config here) is RestartPreventExitStatus: the unit
     fails once, with the reason in its output, instead of looping."""
-    off = unsupported
-    _drop_in(manager, [_turned_off(s) for s in off]
-             + [f"StandardError=append:{manager.root}/daemon.log"])
+    _drop_in(manager, unsupported)
     config = manager.home / ".config/memvault/config.toml"
     config.parent.mkdir(parents=True, exist_ok=True)
     config.write_text("this is = not [valid toml\n")
