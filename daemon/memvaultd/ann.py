@@ -5,18 +5,26 @@ reads the whole matrix (150 MB at 100k x 384 float32, about 9 ms on the
 development machine; 1.5 GB and ~100 ms at 1M). The IVF partitions the rows
 by their nearest of `nlist` centroids (k-means, in NumPy, on a sample) and a
 search reads only the `nprobe` lists whose centroids are nearest the query.
-The candidates are then scored exactly, in float32, from the matrix itself:
-the index only chooses which rows to read, it never approximates a score.
+
+The lists are read from an 8-bit copy of the vectors (`codes`, one byte per
+dimension, scaled per dimension), which ranks a probed row by an
+approximate product; the index then only chooses which rows to read: the
+caller scores the best of them exactly, in float32, from the matrix itself
+(`exact`), and every score a recall returns is exact. Why 8 bits: the probed
+lists are read from memory once a search (~3,800 rows at 100k, ~40,000 at
+1M), and a quarter of the bytes took 0.13 ms against 0.29 ms for float32 at
+100k; the copy costs 38 MB rather than 150 MB at 100k (384 MB rather than
+1.5 GB at 1M). Rounding moves a product by at most sum_j |q_j| / (2 s_j)
+(~0.01 here), far less than the gap between a query's 24th and 256th
+neighbour that the caller's refinement relies on (`index.py`).
 
 The structure is immutable once built: the lists are one array of row
-numbers grouped by list (`order`), where each list starts (`offsets`), and a
-copy of the vectors in that order (`packed`), covering rows [0, covered).
-The copy costs a second matrix (150 MB at 100k) and buys contiguous reads:
-scoring the probed lists as slices of it took 0.97 ms p50 at 100k against
-2.76 ms for gathering the same rows out of the matrix by number. Rows
-appended later form the tail, which every search scans exactly until an
-`extended` copy assigns them to their lists; the owner swaps the new object
-in, so readers never see a half-built index.
+numbers grouped by list (`order`), where each list starts (`offsets`), and
+the codes in that order, covering rows [0, covered); contiguous reads of
+them beat gathering the rows by number (0.97 ms against 2.76 ms p50 at 100k
+when both were float32). Rows appended later form the tail, which every
+search scans exactly until an `extended` copy assigns them to their lists;
+the owner swaps the new object in, so readers never see a half-built index.
 """
 
 from __future__ import annotations
@@ -67,18 +75,22 @@ def scores(rows: Matrix, query: Matrix) -> Matrix:
     return product
 
 
-def _probed_lists(packed: Matrix, order: Rows, starts: Rows, ends: Rows, query: Matrix
+Codes = npt.NDArray[np.int8]
+
+
+def _probed_lists(codes: Codes, order: Rows, starts: Rows, ends: Rows, query: Matrix
                   ) -> tuple[Rows, Matrix]:
-    """The rows of `packed[starts[i]:ends[i]]` for every i, as matrix row
-    numbers (`order`), and their inner products with `query`: every probed
-    list of a search in one compiled call that holds no interpreter lock
-    (`probed_lists`).
+    """The rows of `codes[starts[i]:ends[i]]` for every i, as matrix row
+    numbers (`order`), and their inner products with `query` (already divided
+    by the codes' scale): every probed list of a search in one compiled call
+    that holds no interpreter lock (`probed_lists`).
 
     Why compiled: with one `np.dot` per list (26 at 100k, ~150 rows each) a
     search took and released the lock 26 times and spent ~0.7 ms, a third of
     it in Python between the products. This loop, which LLVM turns into SIMD
     multiply-adds (`fastmath` lets it reorder the float32 sum, as BLAS does),
-    reads the same 5.8 MB in ~0.3 ms (docs/benchmarks.md).
+    read the same rows in float32, 5.8 MB, in ~0.3 ms; their 1.4 MB of codes
+    take ~0.13 ms (docs/benchmarks.md).
     """
     total = 0
     for i in range(len(starts)):
@@ -90,15 +102,27 @@ def _probed_lists(packed: Matrix, order: Rows, starts: Rows, ends: Rows, query: 
         for r in range(starts[i], ends[i]):
             acc = np.float32(0.0)
             for j in range(query.shape[0]):
-                acc += packed[r, j] * query[j]
+                acc += np.float32(codes[r, j]) * query[j]
             products[k] = acc
             rows[k] = order[r]
             k += 1
     return rows, products
 
 
+def _exact(matrix: Matrix, rows: Rows, query: Matrix) -> Matrix:
+    """`matrix[rows] @ query` without the copy of the rows or the lock: the
+    candidates an IVF search refines, scored from the matrix itself."""
+    products = np.empty(len(rows), np.float32)
+    for k in range(len(rows)):
+        acc = np.float32(0.0)
+        for j in range(query.shape[0]):
+            acc += matrix[rows[k], j] * query[j]
+        products[k] = acc
+    return products
+
+
 @functools.cache
-def probed_lists() -> Callable[[Matrix, Rows, Rows, Rows, Matrix], tuple[Rows, Matrix]]:
+def probed_lists() -> Callable[[Codes, Rows, Rows, Rows, Matrix], tuple[Rows, Matrix]]:
     """`_probed_lists` compiled. Compiled only once a vault has an IVF (20k
     memories and more): numba and LLVM add ~100 MB to the daemon's resident
     memory, which a small vault, scanned exactly, has no use for."""
@@ -107,12 +131,26 @@ def probed_lists() -> Callable[[Matrix, Rows, Rows, Rows, Matrix], tuple[Rows, M
     return nogil(fastmath=True)(_probed_lists)
 
 
+@functools.cache
+def _exact_compiled() -> Callable[[Matrix, Rows, Matrix], Matrix]:
+    from .compiled import nogil
+
+    return nogil(fastmath=True)(_exact)
+
+
+def exact(matrix: Matrix, rows: Rows, query: Matrix) -> Matrix:
+    """The exact products of `matrix[rows]` with `query` (`_exact`)."""
+    return _exact_compiled()(matrix, rows, np.ascontiguousarray(query, np.float32))
+
+
 def warm() -> None:
-    """Compile `probed_lists` now (the IVF thread, before its first index is
-    used): ~0.3 s from numba's on-disk cache, ~1 s without it."""
+    """Compile `probed_lists` and `exact` now (the IVF thread, before its
+    first index is used): ~0.3 s each from numba's on-disk cache, ~1 s
+    without it."""
     rows = np.ones((2, 384), dtype=np.float32)
-    probed_lists()(rows, np.arange(2, dtype=np.int64), np.zeros(1, dtype=np.int64),
-                   np.ones(1, dtype=np.int64), rows[0])
+    probed_lists()(np.ones((2, 384), dtype=np.int8), np.arange(2, dtype=np.int64),
+                   np.zeros(1, dtype=np.int64), np.ones(1, dtype=np.int64), rows[0])
+    exact(rows, np.arange(2, dtype=np.int64), rows[0])
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +159,8 @@ class InvertedLists:
     labels: npt.NDArray[np.int32]  # list of each covered row
     order: Rows  # covered rows grouped by list
     offsets: Rows  # list l is order[offsets[l]:offsets[l + 1]]
-    packed: Matrix  # the matrix rows in `order`
+    codes: Codes  # the matrix rows in `order`, as round(value * scale)
+    scale: Matrix  # per dimension
     covered: int
     trained_on: int  # rows when the centroids were trained
     nprobe: int
@@ -136,19 +175,21 @@ class InvertedLists:
 
     def search(self, query: Matrix, nprobe: int | None = None) -> tuple[Rows, Matrix]:
         """The covered rows in the `nprobe` lists nearest `query`, and their
-        exact inner products with it."""
+        approximate inner products with it (from the codes)."""
         probe = min(self.nlist, nprobe or self.nprobe)
         if probe == self.nlist:
-            return self.order, scores(self.packed, query)
-        lists = np.sort(np.argpartition(-scores(self.centroids, query), probe - 1)[:probe])
-        return probed_lists()(self.packed, self.order, self.offsets[lists],
-                              self.offsets[lists + 1], np.ascontiguousarray(query, np.float32))
+            lists = np.arange(self.nlist)
+        else:
+            lists = np.sort(np.argpartition(-scores(self.centroids, query), probe - 1)[:probe])
+        return probed_lists()(self.codes, self.order, self.offsets[lists],
+                              self.offsets[lists + 1],
+                              np.ascontiguousarray(query / self.scale, np.float32))
 
     def extended(self, matrix: Matrix, count: int) -> InvertedLists:
         """A copy that also covers rows [covered, count) of `matrix`."""
         new = assign(self.centroids, matrix[self.covered : count])
         return _lists(matrix, self.centroids, np.concatenate([self.labels, new]),
-                      self.trained_on, self.nprobe)
+                      self.trained_on, self.nprobe, self.scale)
 
 
 def build(matrix: Matrix, count: int, seed: int = 0) -> InvertedLists:
@@ -170,7 +211,7 @@ def build(matrix: Matrix, count: int, seed: int = 0) -> InvertedLists:
         sums[empty] = sample[rng.choice(sample_size, size=int(empty.sum()))]
         centroids = _normalised(sums)
     nprobe = max(MIN_PROBE, int(np.ceil(nlist * PROBE_FRACTION)))
-    return _lists(matrix, centroids, assign(centroids, data), count, nprobe)
+    return _lists(matrix, centroids, assign(centroids, data), count, nprobe, _scale(data))
 
 
 def assign(centroids: Matrix, rows: Matrix) -> npt.NDArray[np.int32]:
@@ -182,13 +223,34 @@ def assign(centroids: Matrix, rows: Matrix) -> npt.NDArray[np.int32]:
     return labels
 
 
+def _scale(data: Matrix) -> Matrix:
+    """Per dimension, what maps the largest magnitude of `data` to 127.
+    Rows added later are clipped to it: they only rank less exactly."""
+    largest = np.zeros(data.shape[1], dtype=np.float32)
+    for start in range(0, len(data), _CHUNK):
+        np.maximum(largest, np.abs(data[start : start + _CHUNK]).max(axis=0), out=largest)
+    largest[largest == 0] = 1.0
+    scale: Matrix = (127.0 / largest).astype(np.float32)
+    return scale
+
+
+def _codes(matrix: Matrix, rows: Rows, scale: Matrix) -> Codes:
+    """`matrix[rows]` rounded to 8 bits, a chunk at a time: at 1M rows the
+    float32 copy would be 1.5 GB at once."""
+    codes = np.empty((len(rows), matrix.shape[1]), dtype=np.int8)
+    for start in range(0, len(rows), _CHUNK):
+        part = matrix[rows[start : start + _CHUNK]] * scale
+        codes[start : start + _CHUNK] = np.clip(np.rint(part), -127, 127)
+    return codes
+
+
 def _lists(matrix: Matrix, centroids: Matrix, labels: npt.NDArray[np.int32], trained_on: int,
-           nprobe: int) -> InvertedLists:
+           nprobe: int, scale: Matrix) -> InvertedLists:
     order = np.argsort(labels, kind="stable").astype(np.int64)
     offsets = np.zeros(len(centroids) + 1, dtype=np.int64)
     np.cumsum(np.bincount(labels, minlength=len(centroids)), out=offsets[1:])
-    return InvertedLists(centroids, labels, order, offsets, matrix[order], len(labels),
-                         trained_on, nprobe)
+    return InvertedLists(centroids, labels, order, offsets, _codes(matrix, order, scale), scale,
+                         len(labels), trained_on, nprobe)
 
 
 def _normalised(vectors: Matrix) -> Matrix:

@@ -50,6 +50,14 @@ _INITIAL_CAPACITY = 1024
 # then at most a third on top, and compaction (one copy) stays rare.
 _COMPACT_DEAD_FRACTION = 0.25
 _SETTLE_S = 0.5
+# An IVF search scores exactly the best REFINE x limit probed rows by their
+# 8-bit products, and at least REFINE_MIN (`_candidates`). On the benchmark's
+# vectors at 140k memories (20 queries, the worst one), the exact 24 nearest
+# of the probed rows were among the best 27 by code, the nearest 48 among
+# the best 52; a filter keeping half needs ~2 x limit candidates. Scoring
+# 128 rows exactly takes ~0.05 ms (docs/benchmarks.md).
+REFINE = 4
+REFINE_MIN = 128
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,19 +189,17 @@ class MemoryIndex:
         """Up to `limit` (memory, L2 distance) pairs nearest to the unit vector
         `query`, among the memories `keep` accepts, nearest first.
 
-        Exact below `ann.IVF_THRESHOLD` rows; above it, the rows of the
-        nearest IVF lists plus the unindexed tail, scored exactly, and the
-        exact scan whenever those hold fewer than `limit` accepted memories
-        (a filter that keeps few)."""
+        Exact below `ann.IVF_THRESHOLD` rows; above it, the candidates of
+        `_candidates`, each set walked until one holds `limit` accepted
+        memories, the last being every row (a filter that keeps few)."""
         view = self.view()
         if view.count == 0 or limit <= 0:
             return []
-        scored = self._ivf_scored(view, query)
-        if scored is not None:
-            found = self._walk(view, *scored, limit, keep)
+        for rows, cos in self._candidates(view, query, limit):
+            found = self._walk(view, rows, cos, limit, keep)
             if len(found) == limit:
-                return found
-        return self.search_exact(query, limit, keep, view)
+                break
+        return found
 
     def nearest(self, view: View, query: Vector, limit: int, visible: RowMask
                 ) -> tuple[Rows, Vector]:
@@ -202,27 +208,43 @@ class MemoryIndex:
         reads the rows' columns in one go rather than a record at a time."""
         if view.count == 0 or limit <= 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
-        scored = self._ivf_scored(view, query)
-        if scored is not None:
-            rows, cos = _walk_rows(view, *scored, limit, visible)
-            if len(rows) == limit:
-                return rows, cos
-        every = np.arange(view.count)
-        return _walk_rows(view, every, ann.scores(view.matrix[: view.count], query), limit,
-                          visible)
+        for rows, cos in self._candidates(view, query, limit):
+            found = _walk_rows(view, rows, cos, limit, visible)
+            if len(found[0]) == limit:
+                break
+        return found
 
-    def _ivf_scored(self, view: View, query: Vector) -> tuple[Rows, Vector] | None:
-        """The rows of the nearest IVF lists and the unindexed tail, with
-        their cosines; None while there is no IVF (scan every row)."""
+    def _candidates(self, view: View, query: Vector, limit: int
+                    ) -> Iterator[tuple[Rows, Vector]]:
+        """Rows to walk for `limit` nearest, with their exact cosines: each
+        set holds the one before it, and the last is every row.
+
+        With an IVF: first the best `REFINE x limit` (at least `REFINE_MIN`)
+        of the probed lists by their 8-bit products, and the unindexed tail;
+        then every probed row and the tail; then every row. The first set is
+        all a recall needs unless its filter keeps under ~1 in 8 of the
+        memories."""
         if view.ivf is None and view.count >= self.ivf_threshold and not self._maintaining:
             self._maintain()
-        if view.ivf is None:
-            return None
-        rows, cos = view.ivf.search(query, self.nprobe)
-        if view.ivf.covered < view.count:  # the tail, not in any list yet
-            rows = np.concatenate([rows, np.arange(view.ivf.covered, view.count)])
-            cos = np.concatenate([cos, ann.scores(view.matrix[view.ivf.covered : view.count],
-                                                   query)])
+        ivf = view.ivf
+        if ivf is not None:
+            rows, approximate = ivf.search(query, self.nprobe)
+            best = max(REFINE_MIN, REFINE * limit)
+            if best < len(rows):
+                # In list order, as the whole set: ties then fall alike.
+                chosen = np.sort(np.argpartition(-approximate, best - 1)[:best])
+                yield self._scored(view, rows[chosen], ivf.covered, query)
+            yield self._scored(view, rows, ivf.covered, query)
+        every = np.arange(view.count)
+        yield every, ann.scores(view.matrix[: view.count], query)
+
+    @staticmethod
+    def _scored(view: View, rows: Rows, covered: int, query: Vector) -> tuple[Rows, Vector]:
+        """`rows` and the tail past `covered`, scored exactly."""
+        cos = ann.exact(view.matrix, rows, query)
+        if covered < view.count:  # the tail, not in any list yet
+            rows = np.concatenate([rows, np.arange(covered, view.count)])
+            cos = np.concatenate([cos, ann.scores(view.matrix[covered : view.count], query)])
         return rows, cos
 
     def search_exact(self, query: Vector, limit: int, keep: Predicate | None = None,
