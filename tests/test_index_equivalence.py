@@ -164,7 +164,7 @@ def _reference_bm25(docs: dict[str, list[str]], query: str) -> dict[str, float]:
     return scores
 
 
-def test_keyword_scores_match_plain_bm25() -> None:
+def _keyword_docs() -> tuple[KeywordIndex, dict[str, list[str]]]:
     rng = np.random.default_rng(8)
     words = ["apple", "banana", "cherry", "deploy", "friday", "tests", "vitest", "jest"]
     # z<k>: a rare word (6 documents each), so that a query of those takes the
@@ -181,8 +181,20 @@ def test_keyword_scores_match_plain_bm25() -> None:
     for i in range(0, 3000, 10):
         del docs[f"d{i}"]
         index.remove(f"d{i}")
-    for query in ("apple tests", "deploy friday", "cherry", "t1 jest", "nothing here",
-                  "z1 z2 z33", "z3 z400 z10"):
+    return index, docs
+
+
+_KEYWORD_QUERIES = ("apple tests", "deploy friday", "cherry", "t1 jest", "nothing here",
+                    "z1 z2 z33", "z3 z400 z10", "apple banana cherry deploy ops z7 t2",
+                    "deploy friday ops", "ops deploy friday z1 z4 t1")
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_keyword_scores_match_plain_bm25(compiled: bool) -> None:
+    index, docs = _keyword_docs()
+    if compiled:
+        index._compile()  # what a vault of keyword.COMPILED_FROM documents does on a thread
+    for query in _KEYWORD_QUERIES:
         expected = _reference_bm25(docs, query)
         hits = index.search(query)
         assert len(hits) == len(expected)
@@ -194,6 +206,27 @@ def test_keyword_scores_match_plain_bm25() -> None:
         ranked = list(hits.ranked())
         assert sorted(ranked) == sorted(expected)
         assert all(expected[a] >= expected[b] for a, b in itertools.pairwise(ranked))
+
+
+def test_compiled_keyword_sums_are_numpys_to_the_bit() -> None:
+    """Both ways of summing (dense and merged, one term and many) give the
+    same documents and the same float64 scores, so a vault's answers do not
+    change when it grows past keyword.COMPILED_FROM."""
+    plain, _ = _keyword_docs()
+    fast, _ = _keyword_docs()
+    fast._compile()
+    # Three rare words in the same 60 documents, repeated 1-4 times: the
+    # merged sum then adds three scores of different sizes per document.
+    rng = np.random.default_rng(9)
+    for index in (plain, fast):
+        for i in range(3000):
+            index.put(f"r{i}", [" ".join(f"{w}{i % 50} " * int(rng.integers(1, 5))
+                                         for w in ("q", "r", "s")), "filler words"])
+        rng = np.random.default_rng(9)
+    for query in (*_KEYWORD_QUERIES, "q1 r1 s1", "q7 s7 r7 z7"):
+        a, b = plain.search(query), fast.search(query)
+        assert np.array_equal(a.ords, b.ords)
+        assert a.scores.tobytes() == b.scores.tobytes(), query
 
 
 def test_threshold_constant_is_what_the_docs_say() -> None:

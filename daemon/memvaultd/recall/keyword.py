@@ -20,7 +20,7 @@ import math
 import re
 import threading
 from array import array
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import chain, count, repeat
 
 import numpy as np
@@ -97,7 +97,7 @@ class KeywordHits:
         and one `searchsorted` each was ~0.1 ms of it."""
         if not len(self.ords) or not doc_ids:
             return [0.0] * len(doc_ids)
-        wanted = np.fromiter((self._ordinals.get(i, -1) for i in doc_ids), dtype=np.int64,
+        wanted = np.fromiter(map(self._ordinals.get, doc_ids, repeat(-1)), dtype=np.int64,
                              count=len(doc_ids))
         at = np.minimum(np.searchsorted(self.ords, wanted), len(self.ords) - 1)
         found = self.scores[at] * (self.ords[at] == wanted)
@@ -187,6 +187,8 @@ class KeywordIndex:
         self._terms: dict[str, tuple[str, ...]] = {}  # of documents `put`
         self._restored = _RestoredTerms([], np.zeros(0, dtype=np.int64), np.zeros(0, np.int64))
         self._total = 0
+        self._compiled: _Sums | None = None  # `_bm25_sums`, once a thread has compiled it
+        self._compiling = False
 
     def __len__(self) -> int:
         return len(self._ordinals)
@@ -218,6 +220,7 @@ class KeywordIndex:
             self._alive[ordinal] = True
             self._terms[doc_id] = tuple(counts)
             self._total += length
+            self._compile_when_large()
 
     def restore(self, doc_ids: Sequence[str], fields: Iterable[Iterable[str]]) -> None:
         """Index many documents (distinct ids) into an empty index at once:
@@ -271,6 +274,7 @@ class KeywordIndex:
             self._alive[:n] = True
             self._restored = restored
             self._total = int(lengths.sum())
+            self._compile_when_large()
 
     def remove(self, doc_id: str) -> None:
         with self._lock:
@@ -301,25 +305,49 @@ class KeywordIndex:
             if not n:
                 return KeywordHits.empty()
             average = self._total / n or 1.0
-            matched, ords, scores = [], [], []
-            for term in terms:
-                postings = self._postings.get(term)
-                if postings is None:
-                    continue
-                matched.append(term)
-                df = postings.live
-                idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
-                o = np.frombuffer(postings.ords, dtype=np.int64)
-                tf = np.frombuffer(postings.tfs, dtype=np.float64)
-                norm = K1 * (1 - B + B * self._lengths[o] / average)
-                ords.append(o.copy())
-                scores.append(idf * tf * (K1 + 1) / (tf + norm) * self._alive[o])
-                del o, tf  # the buffers must be free before the next append
-            if not ords:
+            found = [(term, p) for term in terms if (p := self._postings.get(term)) is not None]
+            if not found:
                 return KeywordHits.empty()
+            idfs = [math.log(1 + (n - p.live + 0.5) / (p.live + 0.5)) for _, p in found]
+            postings = [p for _, p in found]
             ordinal_count = len(self._doc_ids)
-            hits = _summed(np.concatenate(ords), np.concatenate(scores), ordinal_count)
-            return KeywordHits(*hits, self._doc_ids, self._ordinals, sorted(matched))
+            if self._compiled is not None:
+                hits = _compiled_sums(self._compiled, postings, idfs, self._lengths,
+                                      self._alive, average, ordinal_count)
+            else:
+                hits = self._sums(postings, idfs, average, ordinal_count)
+            return KeywordHits(*hits, self._doc_ids, self._ordinals,
+                               sorted(term for term, _ in found))
+
+    def _sums(self, postings: list[_Postings], idfs: list[float], average: float,
+              ordinal_count: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+        """Each posting's BM25 score, summed per document, in NumPy; the
+        caller holds the lock."""
+        ords, scores = [], []
+        for entry, idf in zip(postings, idfs, strict=True):
+            o = np.frombuffer(entry.ords, dtype=np.int64)
+            tf = np.frombuffer(entry.tfs, dtype=np.float64)
+            norm = K1 * (1 - B + B * self._lengths[o] / average)
+            ords.append(o.copy())
+            scores.append(idf * tf * (K1 + 1) / (tf + norm) * self._alive[o])
+            del o, tf  # the buffers must be free before the next append
+        return _summed(np.concatenate(ords), np.concatenate(scores), ordinal_count)
+
+    def _compile_when_large(self) -> None:
+        """From COMPILED_FROM documents on, have a thread compile
+        `_bm25_sums`, which searches then use; the caller holds the lock."""
+        if self._compiling or len(self._ordinals) < COMPILED_FROM:
+            return
+        self._compiling = True
+        threading.Thread(target=self._compile, name="bm25-compile", daemon=True).start()
+
+    def _compile(self) -> None:
+        sums = compiled_sums()
+        one = np.ones(1)
+        sums(np.zeros(1, dtype=np.int64), one, np.array([0, 1], dtype=np.int64), one, one,
+             np.ones(1, dtype=bool), 1.0, 1)  # the first call compiles or loads it
+        with self._lock:
+            self._compiled = sums
 
 
 def _capacity(count: int) -> int:
@@ -353,8 +381,12 @@ def _summed(ords: npt.NDArray[np.int64], scores: npt.NDArray[np.float64], ordina
     """Scores summed per ordinal, ordinals ascending, dead (zero) ones dropped.
 
     `ords` is one ascending run per query term. A stable sort of such runs is
-    a merge (timsort), and `reduceat` then sums each ordinal's postings in
-    the order `bincount` would, so both branches give the same bits. Measured
+    a merge (timsort), and `bincount` over each ordinal's position among the
+    distinct ones then sums its postings in term order, as the dense branch
+    does, so both give the same bits. (`np.add.reduceat` would not: it adds
+    the first term's score to the pairwise sum of the others, which rounds
+    differently for a document matching three terms or more; it was also
+    slower, 0.11 against 0.09 ms for 3 x 3,300 postings.) Measured
     (3 terms, random ordinals): at 100k documents, 10k postings 0.14 ms
     merged against 0.39 ms for `unique` + `bincount` and 0.35 ms dense; the
     dense pass wins from ~0.3 x the ordinals on (0.74 against 1.77 ms at half
@@ -366,7 +398,88 @@ def _summed(ords: npt.NDArray[np.int64], scores: npt.NDArray[np.float64], ordina
         return found, total[found].astype(np.float64)
     order = np.argsort(ords, kind="stable")
     merged = ords[order]
-    starts = np.flatnonzero(np.concatenate(([True], merged[1:] != merged[:-1])))
-    total = np.add.reduceat(scores[order], starts)
+    first = np.concatenate(([True], merged[1:] != merged[:-1]))
+    total = np.bincount(np.cumsum(first) - 1, weights=scores[order])
     live = total != 0
-    return merged[starts][live], total[live]
+    return merged[first][live], total[live]
+
+
+_Sums = Callable[..., tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]]
+# Vaults of this many documents and more sum their postings in one compiled
+# loop (`_bm25_sums`); the IVF loads numba from the same size on
+# (`ann.IVF_THRESHOLD`), so a small vault still never loads it (+~120 MB).
+COMPILED_FROM = 20_000
+
+
+def _bm25_sums(ords: npt.NDArray[np.int64], tfs: npt.NDArray[np.float64],
+               bounds: npt.NDArray[np.int64], idfs: npt.NDArray[np.float64],
+               lengths: npt.NDArray[np.float64], alive: npt.NDArray[np.bool_], average: float,
+               ordinal_count: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+    """`KeywordIndex._sums` in one loop without the interpreter lock: term t's
+    postings are ords[bounds[t]:bounds[t + 1]]; each posting's score is the
+    same float64 operations in the same order, and each document's sum adds
+    its terms' scores in term order, as `np.bincount` does.
+
+    Why: NumPy's version makes ~8 array passes and temporaries per query
+    term, all of them holding the interpreter lock. On the benchmark's
+    queries a search took 0.15 ms at 100k memories and 1.6 ms at 1M, against
+    0.10 and 1.1 ms here (docs/benchmarks.md)."""
+    count = len(ords)
+    scores = np.empty(count, np.float64)
+    for t in range(len(idfs)):
+        idf = idfs[t]
+        for i in range(bounds[t], bounds[t + 1]):
+            o = ords[i]
+            tf = tfs[i]
+            norm = K1 * (1 - B + B * lengths[o] / average)
+            scores[i] = idf * tf * (K1 + 1) / (tf + norm) * alive[o]
+    if count * 3 > ordinal_count:  # dense, as `_summed` decides
+        total = np.zeros(ordinal_count, np.float64)
+        for i in range(count):
+            total[ords[i]] += scores[i]
+        dense = np.flatnonzero(total)
+        return dense.astype(np.int64), total[dense]
+    # Merge the terms' ascending runs: the smallest head ordinal, summed
+    # over the terms holding it in term order. (numba's stable sort, O(n log
+    # n), took longer than NumPy's whole version.)
+    heads = bounds[:-1].copy()
+    found = np.empty(count, np.int64)
+    sums = np.empty(count, np.float64)
+    m = 0
+    while True:
+        low = -1
+        for t in range(len(idfs)):
+            if heads[t] < bounds[t + 1] and (low < 0 or ords[heads[t]] < low):
+                low = ords[heads[t]]
+        if low < 0:
+            return found[:m], sums[:m]
+        acc = 0.0
+        for t in range(len(idfs)):
+            if heads[t] < bounds[t + 1] and ords[heads[t]] == low:
+                acc += scores[heads[t]]
+                heads[t] += 1
+        if acc != 0:
+            found[m], sums[m] = low, acc
+            m += 1
+
+
+@functools.cache
+def compiled_sums() -> _Sums:
+    """`_bm25_sums` compiled (numba: `compiled.py`), without `fastmath`: the
+    scores must stay the NumPy version's, bit for bit."""
+    from ..compiled import nogil
+
+    return nogil()(_bm25_sums)
+
+
+def _compiled_sums(sums: _Sums, postings: list[_Postings], idfs: list[float],
+                   lengths: npt.NDArray[np.float64], alive: npt.NDArray[np.bool_],
+                   average: float, ordinal_count: int
+                   ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+    """The postings' arrays joined (copies: the buffers are free again when
+    this returns) and summed by `sums`."""
+    bounds = np.zeros(len(postings) + 1, dtype=np.int64)
+    np.cumsum([len(p.ords) for p in postings], out=bounds[1:])
+    ords = np.concatenate([np.frombuffer(p.ords, dtype=np.int64) for p in postings])
+    tfs = np.concatenate([np.frombuffer(p.tfs, dtype=np.float64) for p in postings])
+    return sums(ords, tfs, bounds, np.array(idfs), lengths, alive, average, ordinal_count)
