@@ -115,18 +115,24 @@ class KeywordHits:
     def ranked_windows(self) -> Iterator[npt.NDArray[np.int64]]:
         """Document ordinals as `ranked` orders them, in growing windows (64,
         then 4 x more each time, and every tie of a window's last score), so
-        a caller that stops after 24 sorts ~64."""
-        scores, window, below = self.scores, 64, math.inf
-        while True:
-            pool = np.flatnonzero(scores < below)
-            if not len(pool):
-                return
+        a caller that stops after 24 sorts ~64.
+
+        `ords` ascend, and so does every pool of positions here: a stable
+        sort by score alone then puts ties in ordinal order. That, and the
+        window's last score read by `np.partition` rather than located by
+        `argpartition`, took the first window from 0.10 to 0.07-0.09 ms on
+        the benchmark's queries at 100k (1k-15k hits, ~330 ties in a
+        window). The partition is of the negated scores with a small `kth`:
+        the same selection as the `len - window`th of the scores took 0.29."""
+        scores, window = self.scores, 64
+        pool = np.arange(len(scores))
+        while len(pool):
             if len(pool) > window:
-                cut = scores[pool][np.argpartition(-scores[pool], window - 1)[window - 1]]
-                pool = pool[scores[pool] >= cut]
-            pool = pool[np.lexsort((self.ords[pool], -scores[pool]))]
+                part = -scores[pool]
+                pool = pool[part <= np.partition(part, window - 1)[window - 1]]
+            pool = pool[np.argsort(-scores[pool], kind="stable")]
             yield self.ords[pool]
-            below, window = float(scores[pool[-1]]), window * 4
+            pool, window = np.flatnonzero(scores < scores[pool[-1]]), window * 4
 
 
 class _Postings:
