@@ -230,7 +230,8 @@ def test_compiled_keyword_sums_are_numpys_to_the_bit() -> None:
             index.put(f"r{i}", [" ".join(f"{w}{i % 50} " * int(rng.integers(1, 5))
                                          for w in ("q", "r", "s")), "filler words"])
         rng = np.random.default_rng(9)
-    for query in (*_KEYWORD_QUERIES, "q1 r1 s1", "q7 s7 r7 z7"):
+    long_query = "apple banana cherry deploy friday tests vitest jest ops t1 z1 q1"  # > 8 terms
+    for query in (*_KEYWORD_QUERIES, "q1 r1 s1", "q7 s7 r7 z7", long_query):
         a, b = plain.search(query), fast.search(query)
         assert np.array_equal(a.ords, b.ords)
         assert a.scores.tobytes() == b.scores.tobytes(), query

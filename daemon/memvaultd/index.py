@@ -222,8 +222,8 @@ class MemoryIndex:
         With an IVF: first the best `REFINE x limit` (at least `REFINE_MIN`)
         of the probed lists by their 8-bit products, and the unindexed tail;
         then every probed row and the tail; then every row. The first set is
-        all a recall needs unless its filter keeps under ~1 in 8 of the
-        memories."""
+        all a recall needs unless its filter keeps under ~1 in 4 of the
+        memories (1 in 5 at the default `limit` of 24, 128 rows)."""
         if view.ivf is None and view.count >= self.ivf_threshold and not self._maintaining:
             self._maintain()
         ivf = view.ivf

@@ -16,6 +16,7 @@ would keep a second copy of every record and re-index on writes.
 from __future__ import annotations
 
 import functools
+import logging
 import math
 import re
 import threading
@@ -25,6 +26,8 @@ from itertools import chain, count, repeat
 
 import numpy as np
 import numpy.typing as npt
+
+log = logging.getLogger("memvaultd.keyword")
 
 K1 = 1.2
 B = 0.75
@@ -317,7 +320,7 @@ class KeywordIndex:
             idfs = [math.log(1 + (n - p.live + 0.5) / (p.live + 0.5)) for _, p in found]
             postings = [p for _, p in found]
             ordinal_count = len(self._doc_ids)
-            if self._compiled is not None:
+            if self._compiled is not None and len(postings) <= MERGED_TERMS_MAX:
                 hits = _compiled_sums(self._compiled, postings, idfs, self._lengths,
                                       self._alive, average, ordinal_count)
             else:
@@ -348,10 +351,14 @@ class KeywordIndex:
         threading.Thread(target=self._compile, name="bm25-compile", daemon=True).start()
 
     def _compile(self) -> None:
-        sums = compiled_sums()
-        one = np.ones(1)
-        sums(np.zeros(1, dtype=np.int64), one, np.array([0, 1], dtype=np.int64), one, one,
-             np.ones(1, dtype=bool), 1.0, 1)  # the first call compiles or loads it
+        try:
+            sums = compiled_sums()
+            one = np.ones(1)
+            sums(np.zeros(1, dtype=np.int64), one, np.array([0, 1], dtype=np.int64), one, one,
+                 np.ones(1, dtype=bool), 1.0, 1)  # the first call compiles or loads it
+        except Exception as exc:  # NumPy's sums stay: the same answers, slower
+            log.warning("keyword sums not compiled (%s); searches use NumPy", exc)
+            return
         with self._lock:
             self._compiled = sums
 
@@ -415,6 +422,10 @@ _Sums = Callable[..., tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]]
 # loop (`_bm25_sums`); the IVF loads numba from the same size on
 # (`ann.IVF_THRESHOLD`), so a small vault still never loads it (+~120 MB).
 COMPILED_FROM = 20_000
+# The compiled merge reads every term's head for each document it emits:
+# O(postings x terms). NumPy's stable sort of the runs is O(postings x log):
+# past this many matched terms (a long query), NumPy's sums answer.
+MERGED_TERMS_MAX = 8
 
 
 def _bm25_sums(ords: npt.NDArray[np.int64], tfs: npt.NDArray[np.float64],
