@@ -26,7 +26,9 @@ from .vault_core import visible
 # (aio_bridge.py), but neither does its vector work, which runs without the
 # lock, overlap another call's. That work grows with the rows the IVF reads
 # (~N/25): at 100k it is ~0.3 ms of a ~2 ms call and the loop wins (8 mixed
-# clients 516-556 against 402-470 calls/s on worker threads); at 1M it is
+# clients 516-556 against 402-470 calls/s on worker threads; 412-566 against
+# 379-413 once the IVF read 8-bit codes and BM25 summed without the lock,
+# leaving ~1.2 ms a recall); at 1M it is
 # several ms of ~9 and two recalls on workers at once win (1.38-1.46 x one
 # client in runs R, U, the daemon 1.48 cores busy, against 1.19 x and 1.02
 # cores on the loop in run W). At 300k the loop still made as many calls
