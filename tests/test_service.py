@@ -20,10 +20,12 @@ import pytest
 from memvault import Client, RememberResult
 from memvault.service import find_daemon, plan
 from memvault.service_templates import agent_plist, systemd_quote
+from memvaultd.server import _STOP_GRACE_S
 
 from .daemon_process import DaemonProcess
 
 ROOT = Path(__file__).resolve().parent.parent
+_SNAPSHOT_1M_S = 21  # the slowest stop of a 1M vault measured (runs AC, AF, AH)
 
 
 def _memvault(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -91,6 +93,11 @@ def test_unit_settings() -> None:
     assert not any(line.startswith("MemoryDenyWriteExecute") for line in unit)
     # With ProtectSystem=strict, the data directory must be given back.
     assert any(line.startswith("ReadWritePaths=/") for line in unit)
+    # A stop gives in-flight calls their grace, then writes the final
+    # snapshot: 15-21 s at 1M memories (docs/benchmarks.md). The manager must
+    # not kill the daemon before both, with room for a slower disk.
+    stop = next(line for line in unit if line.startswith("TimeoutStopSec="))
+    assert int(stop.removeprefix("TimeoutStopSec=")) >= _STOP_GRACE_S + 2 * _SNAPSHOT_1M_S
 
 
 @pytest.mark.parametrize(("daemon", "home", "hidden"), [
@@ -150,6 +157,7 @@ def test_plist_round_trips_with_the_expected_keys(tmp_path: Path) -> None:
     assert agent["StandardOutPath"] == agent["StandardErrorPath"] == log
     assert agent["EnvironmentVariables"]["HF_HUB_OFFLINE"] == "1"
     assert agent["Umask"] == 0o077
+    assert agent["ExitTimeOut"] >= _STOP_GRACE_S + 2 * _SNAPSHOT_1M_S  # as TimeoutStopSec
     assert plistlib.loads(plistlib.dumps(agent)) == agent
     assert agent == agent_plist(str(find_daemon()), log, agent["EnvironmentVariables"])
     assert plan["install"] == [f"launchctl bootstrap gui/{os.getuid()} {plan['path']}"]

@@ -47,7 +47,7 @@ ExecStart={exec_start}
 {environment}Restart=on-failure
 RestartSec=2
 RestartPreventExitStatus=2
-TimeoutStopSec=30
+TimeoutStopSec=90
 RuntimeDirectory=memvault
 RuntimeDirectoryMode=0700
 UMask=0077
@@ -124,6 +124,6 @@ def agent_plist(exec_start: str, log_file: str, environment: dict[str, str]) -> 
         "StandardOutPath": log_file,
         "StandardErrorPath": log_file,
         "Umask": 0o077,
-        "ExitTimeOut": 30,
+        "ExitTimeOut": 90,  # as the systemd unit's TimeoutStopSec (service.md says why)
         "ProcessType": "Interactive",  # recall latency matters: no background throttling
     }

@@ -67,7 +67,8 @@ RECALL_THREADS = max(2, _cores())
 _MAX_MESSAGE = 64 * 1024 * 1024  # a RememberBatch of 10k memories with vectors
 # In-flight calls get this long to finish on SIGTERM: a RememberBatch of 96
 # texts took 4.9 s on a busy 2-core machine (test_service.py), so 5 s was
-# too tight; the unit's TimeoutStopSec=30 leaves 10 s for the snapshot.
+# too tight. The unit's TimeoutStopSec=90 leaves 70 s for the final snapshot,
+# which took 15-21 s at 1M memories (runs AC, AF, AH; ~1.5 s at 100k).
 _STOP_GRACE_S = 20.0
 
 
