@@ -318,22 +318,20 @@ class KeywordIndex:
             if not found:
                 return KeywordHits.empty()
             idfs = [math.log(1 + (n - p.live + 0.5) / (p.live + 0.5)) for _, p in found]
-            postings = [p for _, p in found]
-            ordinal_count = len(self._doc_ids)
-            if self._compiled is not None and (
-                    len(postings) <= MERGED_TERMS_MAX
-                    or _dense(sum(len(p.ords) for p in postings), ordinal_count)):
-                hits = _compiled_sums(self._compiled, postings, idfs, self._lengths,
-                                      self._alive, average, ordinal_count)
-            else:
-                hits = self._sums(postings, idfs, average, ordinal_count)
+            hits = self._sums([p for _, p in found], idfs, average, len(self._doc_ids))
             return KeywordHits(*hits, self._doc_ids, self._ordinals,
                                sorted(term for term, _ in found))
 
     def _sums(self, postings: list[_Postings], idfs: list[float], average: float,
               ordinal_count: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
-        """Each posting's BM25 score, summed per document, in NumPy; the
-        caller holds the lock."""
+        """Each posting's BM25 score, summed per document: in the compiled
+        loop once there is one, unless a long query's sum is a merge
+        (MERGED_TERMS_MAX), else in NumPy. The caller holds the lock."""
+        counts = [len(p.ords) for p in postings]
+        if self._compiled is not None and (len(postings) <= MERGED_TERMS_MAX
+                                           or _dense(sum(counts), ordinal_count)):
+            return _summed_compiled(self._compiled, postings, counts, idfs, self._lengths,
+                                    self._alive, average, ordinal_count)
         ords, scores = [], []
         for entry, idf in zip(postings, idfs, strict=True):
             o = np.frombuffer(entry.ords, dtype=np.int64)
@@ -501,14 +499,14 @@ def compiled_sums() -> _Sums:
     return nogil()(_bm25_sums)
 
 
-def _compiled_sums(sums: _Sums, postings: list[_Postings], idfs: list[float],
-                   lengths: npt.NDArray[np.float64], alive: npt.NDArray[np.bool_],
-                   average: float, ordinal_count: int
-                   ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
-    """The postings' arrays joined (copies: the buffers are free again when
-    this returns) and summed by `sums`."""
+def _summed_compiled(sums: _Sums, postings: list[_Postings], counts: list[int],
+                     idfs: list[float], lengths: npt.NDArray[np.float64],
+                     alive: npt.NDArray[np.bool_], average: float, ordinal_count: int
+                     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+    """The postings' arrays (`counts` entries each) joined, as copies so the
+    buffers are free again when this returns, and summed by `sums`."""
     bounds = np.zeros(len(postings) + 1, dtype=np.int64)
-    np.cumsum([len(p.ords) for p in postings], out=bounds[1:])
+    np.cumsum(counts, out=bounds[1:])
     ords = np.concatenate([np.frombuffer(p.ords, dtype=np.int64) for p in postings])
     tfs = np.concatenate([np.frombuffer(p.tfs, dtype=np.float64) for p in postings])
     return sums(ords, tfs, bounds, np.array(idfs), lengths, alive, average, ordinal_count)
