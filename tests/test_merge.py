@@ -4,16 +4,18 @@ put before anything that refers to it)."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memvaultd.hlc import Stamp
 from memvaultd.memory import Memory
 from memvaultd.merge import VaultState
-from memvaultd.operations import FORGET, PUT, REINFORCE, UPDATE, Operation, decode, encode
+from memvaultd.operations import ACCESS, FORGET, PUT, REINFORCE, UPDATE, Operation, decode, encode
 
 DIM = 4
 DEVICES = ("dev-a", "dev-b", "dev-c")
@@ -119,6 +121,38 @@ def test_reinforcements_are_counted_once_per_operation() -> None:
         state.apply(Operation(op_id, REINFORCE, Stamp(2, 0, device), target="m", at=5.0))
     got = state.memories.get("m")
     assert got is not None and got.reinforce_count == 2 and got.last_reinforced_at == 5.0
+
+
+def test_counted_memories_keep_their_place_in_every_map() -> None:
+    """Reinforcements and access marks change counts and times alone
+    (`Layer.recount`): the memory is still found by its words, topic and
+    session, and the columns the ranking reads have the new counts."""
+    state = VaultState(DIM)
+    memory = Memory(id="m", text="kestrel migration notes", topic_key="birds", session_id="s1",
+                    payload={"seen": 3}, tags=("field",), created_at=1.0, last_reinforced_at=1.0)
+    state.apply(Operation("p", PUT, Stamp(1, 0, "a"), memory=memory, vector=_vector(1)))
+    later = Memory(id="n", text="heron", session_id="s1", created_at=2.0)
+    state.apply(Operation("q", PUT, Stamp(1, 1, "a"), memory=later, vector=_vector(2)))
+    state.apply(Operation("r", REINFORCE, Stamp(2, 0, "a"), target="m", at=5.0))
+    state.apply(Operation("x", ACCESS, Stamp(3, 0, "a"), ids=("m",), at=7.0))
+    assert state.memories.get("m") == dataclasses.replace(
+        memory, reinforce_count=1, last_reinforced_at=5.0, access_count=1, last_accessed_at=7.0)
+    assert list(state.memories.keywords.search("kestrel migration").ranked()) == ["m"]
+    assert state.memories.with_topic("birds") == {"m"}
+    assert state.memories.sessions.neighbours("m") == ("n",)
+    view = state.memories.index.view()
+    row = view.ids.index("m")
+    assert view.columns.reinforce_count[row] == 1 and view.columns.since[row] == 5.0
+
+
+def test_memory_copy_is_dataclasses_replace() -> None:
+    memory = Memory(id="m", text="t", payload={"k": [1]}, tags=("a", "b"), importance=0.7)
+    changes = {"access_count": 4, "last_accessed_at": 9.0, "tier": "archived"}
+    copied = memory.copy(**changes)
+    assert copied == dataclasses.replace(memory, **changes) and copied is not memory
+    assert memory.access_count == 0  # the original is untouched
+    with pytest.raises(TypeError, match="no field colour"):
+        memory.copy(colour="red")
 
 
 def test_forget_wins_over_a_later_put_of_the_same_memory() -> None:

@@ -121,6 +121,12 @@ class Layer:
             self.sessions.remove(memory.id, old.session_id)
             self.sessions.append(memory.id, memory.session_id)
 
+    def recount(self, memory: Memory) -> None:
+        """`update` for a change of counts and times alone (an access, a
+        reinforcement), which no keyword, topic or session map reads: every
+        recall makes one per memory it returns."""
+        self.index.update(memory)
+
     def remove(self, memory_id: str) -> Memory | None:
         memory = self.index.remove(memory_id)
         if memory is not None:

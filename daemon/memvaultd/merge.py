@@ -73,7 +73,7 @@ class VaultState:
         elif op.kind == REINFORCE:
             old = self.memories.get(op.target)
             if old is not None:
-                self.memories.update(old.copy(
+                self.memories.recount(old.copy(
                     reinforce_count=old.reinforce_count + 1,
                     last_reinforced_at=max(old.last_reinforced_at, op.at)))
         elif op.kind == FORGET:
@@ -86,7 +86,7 @@ class VaultState:
             for memory_id in op.ids:
                 old = self.memories.get(memory_id)
                 if old is not None:
-                    self.memories.update(old.copy(
+                    self.memories.recount(old.copy(
                         access_count=old.access_count + 1,
                         last_accessed_at=max(old.last_accessed_at, op.at)))
         return True

@@ -29,7 +29,7 @@ class VaultAccessMarks(VaultCore):
             for memory_id in ids:
                 old = self.memories.get(memory_id)
                 if old is not None:
-                    self.memories.update(old.copy(access_count=old.access_count + 1,
+                    self.memories.recount(old.copy(access_count=old.access_count + 1,
                                                   last_accessed_at=now))
             self._accessed.extend(ids)
         finally:
