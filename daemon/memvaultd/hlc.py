@@ -39,13 +39,21 @@ class Clock:
         return self._last
 
     def now(self) -> Stamp:
+        return self.reserve(1)
+
+    def reserve(self, count: int) -> Stamp:
+        """The first of `count` stamps drawn at once, the i-th being the
+        first with its counter + i; the clock moves past the last. `init`
+        stamps every memory of a vault this way in one step, while writes
+        wait for it (`genesis.py`)."""
         with self._lock:
             wall = int(time.time() * 1000)
             if wall > self._last.wall_ms:
-                self._last = Stamp(wall, 0, self.device)
+                first = Stamp(wall, 0, self.device)
             else:
-                self._last = Stamp(self._last.wall_ms, self._last.counter + 1, self.device)
-            return self._last
+                first = Stamp(self._last.wall_ms, self._last.counter + 1, self.device)
+            self._last = Stamp(first.wall_ms, first.counter + max(count, 1) - 1, self.device)
+            return first
 
     def observe(self, seen: Stamp) -> None:
         """Move past a stamp read from the log or from another device."""

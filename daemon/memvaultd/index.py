@@ -404,16 +404,22 @@ class MemoryIndex:
         the rows named now read the same later. At 400k memories the copy of
         their vectors took 0.4-1.5 s that writes no longer wait for.
         """
-        with self._lock:
-            # Live rows only: a memory given a new vector left a dead row behind.
-            rows = np.flatnonzero(self._alive[: len(self._ids)]).astype(np.int64)
-            memories = [self._records[self._ids[row]] for row in rows.tolist()]
-            matrix, dimension = self._matrix, self.dimension
+        memories, matrix, rows = self.live_rows()
+        dimension = self.dimension
 
         def vectors() -> Vector:
             return matrix[rows] if len(rows) else np.zeros((0, dimension), dtype=np.float32)
 
         return memories, vectors
+
+    def live_rows(self) -> tuple[list[Memory], Vector, Rows]:
+        """Every live memory, the matrix, and each memory's row in it, in
+        one consistent cut: the rows read the same later (`cut`)."""
+        with self._lock:
+            # Live rows only: a memory given a new vector left a dead row behind.
+            rows = np.flatnonzero(self._alive[: len(self._ids)]).astype(np.int64)
+            memories = [self._records[self._ids[row]] for row in rows.tolist()]
+            return memories, self._matrix, rows
 
 
 def _capacity(count: int) -> int:

@@ -20,6 +20,7 @@ from .config import Config
 from .crypto.kdf import PURPOSE_LOG, PURPOSE_SNAPSHOT, derive_key
 from .embedder import Embedder
 from .events import EventBus
+from .genesis import PendingPuts
 from .hlc import Clock
 from .keys import UnlockedKey
 from .layer import Layer
@@ -81,7 +82,7 @@ class VaultCore:
         # The puts `genesis` has yet to log, by memory id, in order: a write
         # that names one of them logs that put first (`_commit`), and no
         # snapshot starts while any is left (`_snapshot_if_due`).
-        self._genesis_rest: dict[str, Operation] = {}
+        self._genesis_rest = PendingPuts()
         self._flusher = threading.Thread(target=self._flush_access_loop, name="access-flush",
                                          daemon=True)
 
@@ -160,8 +161,7 @@ class VaultCore:
         operations in log order and drops an update, a reinforce or an
         access mark of a memory it does not hold yet (`merge.py`): the put
         must come first. The caller holds the write lock."""
-        rest = self._genesis_rest
-        ahead = [rest.pop(name) for name in names if name in rest]
+        ahead = self._genesis_rest.take(names)
         if ahead:
             self._commit(ahead, notify_sync=False, genesis=True)
 

@@ -8,10 +8,10 @@ import logging
 import shutil
 import time
 from collections.abc import Sequence
-from itertools import islice
 
 from .crypto.entropy import new_id
 from .crypto.kdf import PURPOSE_LOG, PURPOSE_SNAPSHOT, derive_key
+from .genesis import PendingPuts
 from .keys import create_vault_key
 from .merge import VaultState
 from .operations import PUT, Operation, decode, encode
@@ -69,9 +69,10 @@ class VaultSync(VaultSnapshots):
         """Log a put of every memory and turn this device holds, so a remote
         that never saw them gets them; returns the log seq before them.
 
-        The puts are made in one hold of the write lock, then logged
-        `_GENESIS_CHUNK` at a time with the lock released in between: held
-        throughout, it kept every write waiting for 7.3 s at 100k memories.
+        The puts are cut in one hold of the write lock (`PendingPuts`), then
+        made and logged `_GENESIS_CHUNK` at a time with the lock released in
+        between: held throughout, it kept every write waiting for 7.3 s at
+        100k memories.
         Writes go on between two chunks. One that names a memory whose put
         is not logged yet (an update, a reinforce, an access mark, a
         supersession) logs that put just before itself (`_genesis_ahead`):
@@ -85,16 +86,11 @@ class VaultSync(VaultSnapshots):
         writes back for ~1 s at 100k."""
         with self._write_lock:
             before = self.log.last_seq
-            self._genesis_rest = {
-                memory.id: Operation(new_id(), PUT, self.clock.now(), memory=memory,
-                                     vector=vector, layer=name)
-                for name, layer in self.state.layers.items()
-                for memory, vector in zip(*layer.index.export(), strict=True)}
+            self._genesis_rest = PendingPuts.cut(self.state.layers, self.clock)
         try:
             while True:
                 with self._write_lock:
-                    rest = self._genesis_rest
-                    chunk = [rest.pop(name) for name in list(islice(rest, _GENESIS_CHUNK))]
+                    chunk = self._genesis_rest.next(_GENESIS_CHUNK)
                     if not chunk:
                         break
                     self._commit(chunk, notify_sync=False, genesis=True)
@@ -104,7 +100,7 @@ class VaultSync(VaultSnapshots):
                 time.sleep(_GENESIS_PAUSE_S)
         finally:
             with self._write_lock:
-                self._genesis_rest = {}
+                self._genesis_rest = PendingPuts()
                 self._snapshot_if_due()
         return before
 
