@@ -12,6 +12,10 @@ their unix sockets with `memvault.Client`:
   (clustered synthetic vectors made as `bench_recall.py` makes them, every
   memory on its own topic so none is merged into another), then `init`s sync
   and uploads them all;
+- writes beside `init`: from the `init` call until the first upload is all
+  pushed, another connection to A remembers one memory every 20 ms (an
+  agent writing as it works), and each remember's latency is kept
+  (longest, p99, p50): `init` logs a put of every memory while writes go on;
 - bytes per new memory: A remembers 50 more, one at a time, waiting after
   each until A reports it pushed (`sync_status().pushed_seq` reaches the
   write's txid). The growth of the server's data directory (every file's
@@ -54,6 +58,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -77,6 +82,7 @@ from memvault.errors import MemvaultError
 ADDITIONS = 50  # single memories whose upload is measured
 PROPAGATIONS = 30  # memories timed from A's acknowledgement to B's get
 POLL_S = 0.010  # how often B (and A's push status) are polled
+BESIDE_EVERY_S = 0.020  # one remember this often on A while `init` runs
 BATCH = 2000  # memories per RememberBatch while loading A
 SEED = 20260214
 START_TIMEOUT_S = 300.0
@@ -274,6 +280,7 @@ class Figures:
     wire_received_per_memory: float = 0.0
     objects: int = 0
     propagation_ms: list[float] = field(default_factory=list)
+    beside_init_ms: list[float] = field(default_factory=list)
     join_b_s: float = 0.0
     bootstrap_s: float = 0.0
     bootstrap_memories: int = 0
@@ -305,6 +312,21 @@ def one_memory(i: int, rng: np.random.Generator) -> dict[str, Any]:
     return {"text": f"sync bench memory {i}: the staging deploy moved to thursdays",
             "topic": f"bench.sync.{i}", "tags": ["bench", "sync"], "category": "odd",
             "vector": (vector / np.linalg.norm(vector)).tolist()}
+
+
+def remembers_beside(daemon: Daemon, stop: threading.Event) -> list[float]:
+    """One remember every BESIDE_EVERY_S on a connection of its own until
+    `stop`; the latency of each, in ms."""
+    rng = np.random.default_rng(SEED + 4)
+    latencies: list[float] = []
+    with daemon.client() as client:
+        while not stop.is_set():
+            memory = one_memory(1_000_000 + len(latencies), rng)
+            started = time.perf_counter()
+            client.remember(memory.pop("text"), **memory)
+            latencies.append((time.perf_counter() - started) * 1000.0)
+            stop.wait(BESIDE_EVERY_S)
+    return latencies
 
 
 def bytes_per_memory(client: Client, server: Server, counter: ByteCounter,
@@ -368,11 +390,22 @@ def run(n: int, workdir: Path) -> Figures:
         a, b, c = (daemons[name].client() for name in "abc")
         phase(f"loading {n} memories into A")
         figures.load_s = load(a, n)
-        phase("A: init, first upload")
-        started = time.perf_counter()
-        key = a.init_sync(f"grpc://127.0.0.1:{counter.port}", token=tokens["a"]).recovery_key
+        phase("A: init, first upload, a remember every 20 ms beside them")
+        stop = threading.Event()
+        with ThreadPoolExecutor(1) as pool:
+            beside = pool.submit(remembers_beside, daemons["a"], stop)
+            try:
+                started = time.perf_counter()
+                key = a.init_sync(f"grpc://127.0.0.1:{counter.port}",
+                                  token=tokens["a"]).recovery_key
+                wait_pushed(a, a.status().applied_txid)
+                figures.initial_upload_s = time.perf_counter() - started
+            finally:
+                stop.set()
+            figures.beside_init_ms = beside.result()
+        # The last of those may still be unpushed: pushed in the next window,
+        # it would add its version to the bytes of the 50 below.
         wait_pushed(a, a.status().applied_txid)
-        figures.initial_upload_s = time.perf_counter() - started
         figures.initial_store_bytes = server.store_bytes()[0]
         phase(f"A: {ADDITIONS} single memories, each waited for until pushed")
         bytes_per_memory(a, server, counter, figures)
@@ -415,6 +448,8 @@ def machine() -> dict[str, Any]:
 
 def summarise(f: Figures, load_before: Sequence[float]) -> dict[str, Any]:
     p50, p99 = (float(x) for x in np.percentile(np.asarray(f.propagation_ms), [50, 99]))
+    beside_p50, beside_p99 = (float(x) for x in np.percentile(np.asarray(f.beside_init_ms),
+                                                                [50, 99]))
     return {
         "n": f.n,
         "bytes_per_memory": round(f.bytes_per_memory, 1),
@@ -427,6 +462,10 @@ def summarise(f: Figures, load_before: Sequence[float]) -> dict[str, Any]:
         "propagation_p50_ms": round(p50, 1),
         "propagation_p99_ms": round(p99, 1),
         "propagation_max_ms": round(max(f.propagation_ms), 1),
+        "remembers_beside_init": len(f.beside_init_ms),
+        "remember_beside_init_p50_ms": round(beside_p50, 1),
+        "remember_beside_init_p99_ms": round(beside_p99, 1),
+        "remember_beside_init_max_ms": round(max(f.beside_init_ms), 1),
         "join_b_s": round(f.join_b_s, 2),
         "bootstrap_s": round(f.bootstrap_s, 2),
         "bootstrap_10k_s": round(f.bootstrap_s, 2),
@@ -445,6 +484,9 @@ def table(s: dict[str, Any]) -> str:
         ("vault on A", f"{s['n']} memories, loaded in {s['load_s']} s"),
         ("first upload (init to all pushed)",
          f"{s['initial_upload_s']} s, {s['initial_store_bytes'] / 2**20:.1f} MiB on the server"),
+        ("a remember beside init, max / p99 / p50",
+         f"{s['remember_beside_init_max_ms']:.0f} / {s['remember_beside_init_p99_ms']:.0f} / "
+         f"{s['remember_beside_init_p50_ms']:.1f} ms ({s['remembers_beside_init']} remembers)"),
         ("server bytes per new memory",
          f"{s['bytes_per_memory']:.0f} B (target <= {kib}) "
          f"{'met' if s['bytes_per_memory'] <= kib else 'MISSED'}"),
