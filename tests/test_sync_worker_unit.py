@@ -19,13 +19,14 @@ from typing import Any
 import pytest
 
 from memvault.errors import RollbackDetected
-from memvaultd.operations import Operation
+from memvaultd.hlc import Stamp
+from memvaultd.operations import ACCESS, Operation
 from memvaultd.remotes import open_remote
 from memvaultd.remotes.base import Remote
 from memvaultd.sync import worker as worker_module
 from memvaultd.sync.envelope import VERSION, Envelope, chain_context
 from memvaultd.sync.mark import Mark, MarkFile
-from memvaultd.sync.worker import SyncWorker, pack_ops
+from memvaultd.sync.worker import SyncWorker, pack_ops, unpack_ops
 
 
 class _IdleVault:
@@ -148,3 +149,23 @@ def test_a_version_built_on_a_replaced_head_is_reported_as_a_fork(
     with pytest.raises(RollbackDetected, match="forked or replaced"):
         worker.sync_once(full_check=False)
     assert worker.mark.head == 3, "nothing of the fork was applied"
+
+
+def test_a_push_sends_what_follows_the_mark_in_order_in_versions_of_1000(
+        setup: tuple[SyncWorker, _Counting, _Chain]) -> None:
+    """The operations after the mark's `pushed_seq`, each once, in log
+    order, 1,000 to a version; those up to it (met by a pull as versions of
+    this device's own) are not sent again."""
+    worker, counting, chain = setup
+    pending = [(seq, Operation(f"op{seq}", ACCESS, Stamp(1, seq, "dev"), ids=(f"m{seq}",),
+                               at=1.0)) for seq in range(1, 2501)]
+    worker._advance(worker.mark.head, worker._head_hash(), pushed_seq=1200)
+    assert worker.push(pending, 2600) == 1300
+    assert worker.mark.head == 5 and worker.mark.pushed_seq == 2600
+    parent, sent = chain.hashes[-1], []
+    for number, blob in counting.inner.versions_after(3, limit=10):
+        body = worker.envelope.open(VERSION, blob, chain_context(number, parent), name="v")
+        sent.append([op.op_id for op in unpack_ops(body, "v")])
+        parent = hashlib.sha256(blob).digest()
+    assert [len(ops) for ops in sent] == [1000, 300]
+    assert [op for ops in sent for op in ops] == [f"op{seq}" for seq in range(1201, 2501)]

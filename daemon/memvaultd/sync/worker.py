@@ -34,6 +34,7 @@ import random
 import struct
 import threading
 import time
+from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -275,10 +276,16 @@ class SyncWorker:
         """Append `pending` (this device's operations up to log seq
         `scanned_to`, read by `Vault.local_ops_after`) as versions."""
         pushed = 0
-        # The pull before may have met versions of this device's own.
-        pending = [item for item in pending if item[0] > self.mark.pushed_seq]
-        while pending:
-            chunk = pending[:OPS_PER_VERSION]
+        # `pending` is in log order: what is left of it is what follows the
+        # mark's `pushed_seq`, which a pull (of versions of this device's
+        # own) may move too. Found by bisection: filtering the whole list
+        # again after each version of 1,000 is quadratic, and for the 1M
+        # puts of `init` on a 1M vault those 1,000 filters alone took 88 s
+        # of the interpreter (0.9 s at 100k), every write waiting its turn.
+        seqs = [seq for seq, _ in pending]
+        start = bisect_right(seqs, self.mark.pushed_seq)
+        while start < len(pending):
+            chunk = pending[start : start + OPS_PER_VERSION]
             number, parent = self.mark.head + 1, self._head_hash()
             blob = self.envelope.seal(VERSION, pack_ops([op for _, op in chunk]),
                                       chain_context(number, parent))
@@ -302,7 +309,7 @@ class SyncWorker:
                 raise RollbackDetected(f"the remote refused version {number} on top of "
                                        f"version {self.mark.head}, and offers nothing newer:"
                                        " its history was forked or replaced")
-            pending = [item for item in pending if item[0] > self.mark.pushed_seq]
+            start = bisect_right(seqs, self.mark.pushed_seq)
         if scanned_to > self.mark.pushed_seq:
             # Everything of this device up to `scanned_to` is on the remote;
             # the pulled records in between need not be read again.
