@@ -280,7 +280,7 @@ class SyncWorker:
         # mark's `pushed_seq`, which a pull (of versions of this device's
         # own) may move too. Found by bisection: filtering the whole list
         # again after each version of 1,000 is quadratic, and for the 1M
-        # puts of `init` on a 1M vault those 1,000 filters alone took 88 s
+        # puts of `init` on a 1M vault those 1,000 filters alone took 88-94 s
         # of the interpreter (0.9 s at 100k), every write waiting its turn.
         seqs = [seq for seq, _ in pending]
         start = bisect_right(seqs, self.mark.pushed_seq)
