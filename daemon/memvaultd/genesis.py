@@ -10,6 +10,9 @@ matrix and its row (rows are never rewritten, `MemoryIndex.cut`), and one
 block of stamps (`Clock.reserve`), drawn before any later write so that the
 write's fields still win over the put's: 74-90 ms at 155k, 0.80-0.95 s at
 1M (docs/benchmarks.md). The rest is done a chunk at a time, between writes.
+What the cut holds meanwhile is the matrix it read (never a copy): if the
+vault grows or compacts during `init`, that old matrix lives until the
+last put is made, as the copy `export` made did before.
 """
 
 from __future__ import annotations

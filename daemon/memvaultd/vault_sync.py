@@ -27,7 +27,7 @@ log = logging.getLogger("memvaultd.vault")
 # Puts `genesis` logs under one hold of the write lock. 1,000 held it ~70 ms
 # alone at 100k, longer beside the first upload; with 250, a remember every
 # 20 ms from `init` to the upload's end (bench_sync.py --n 100000, two runs
-# each, alternating) took p50 26 ms against 38-40, p99 236-313 against
+# each, back to back) took p50 26 ms against 38-40, p99 236-313 against
 # 341-434, and 35% more of them were served; the upload took 27.9-32.4 s
 # against 27.7-27.8 (4 x the fsyncs).
 _GENESIS_CHUNK = 250
