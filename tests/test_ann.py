@@ -50,3 +50,27 @@ def test_probing_every_list_returns_every_row() -> None:
     some = ivf.rows(matrix[0])
     assert 0 < len(some) < 2000 and len(set(some.tolist())) == len(some)
     assert ivf.labels[0] in {int(ivf.labels[r]) for r in some}  # its own list is probed
+
+
+def test_the_tail_is_coded_as_written_with_the_lists_scale() -> None:
+    """`TailCodes` holds the rows past `covered` as the lists would, up to
+    its capacity, and `search_tail` ranks them as `search` ranks a list."""
+    matrix = _unit(3000, 5)
+    ivf = ann.build(matrix, 2000)
+    tail = ann.TailCodes(ivf, 600)
+    tail.add(matrix, 2400)
+    assert tail.filled == 400
+    tail.add(matrix, 3000)  # past the capacity: the rest stays uncoded
+    assert tail.filled == 600
+    assert np.array_equal(tail.codes, ann.quantized(matrix[2000:2600], ivf.scale))
+    query = matrix[2100]
+    rows, products = ivf.search_tail(tail.codes, tail.rows, query)
+    assert rows.tolist() == list(range(2000, 2600))
+    rounding = float(np.sum(np.abs(query) / (2 * ivf.scale)))
+    # Within the rounding, except rows clipped to the scale of the rows it
+    # was made from (they only rank less exactly).
+    unclipped = np.all(np.abs(matrix[2000:2600] * ivf.scale) <= 127, axis=1)
+    assert unclipped.sum() > 300
+    error = np.abs(products - matrix[2000:2600] @ query)
+    assert np.all(error[unclipped] <= rounding + 1e-6)
+    assert rows[np.argmax(products)] == 2100

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from memvaultd import ann
-from memvaultd.index import MemoryIndex
+from memvaultd.index import REFINE_MIN, MemoryIndex
 from memvaultd.memory import Memory
 from memvaultd.recall.filters import parse_filter
 from memvaultd.recall.keyword import K1, B, KeywordIndex, tokens
@@ -123,7 +123,7 @@ def test_ivf_follows_writes_removals_and_new_vectors() -> None:
     index.nprobe = 10**6
     rng = np.random.default_rng(4)
     fresh = _clustered(600, rng)
-    for i, vector in enumerate(fresh):  # the tail, scanned exactly
+    for i, vector in enumerate(fresh):  # the tail, read by its codes
         index.put(Memory(id=f"new{i}", text="new"), vector)
     for i in range(0, 1500):  # past the compaction fraction: rows renumbered
         index.remove(f"m{i}")
@@ -135,6 +135,32 @@ def test_ivf_follows_writes_removals_and_new_vectors() -> None:
         assert _same(index.search(query, 24), index.search_exact(query, 24))
     assert index.search(fresh[0], 2)[0][0].id in ("new0", "m2000")
     assert "m5" not in _ids(index.search(vectors[5], 5))
+
+
+def test_the_tail_competes_by_its_codes_and_rows_past_them_are_read_exactly(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows written since the IVF was built are coded as they are written
+    and ranked with the probed rows: the first candidate set stays the best
+    `REFINE_MIN` (fails if the tail were added to it whole, as when it was
+    read in float32). Rows past the tail's room are read exactly, so a
+    search still finds every row while the IVF is behind."""
+    index, _ = _filled(4000, seed=7, threshold=1000)
+    assert index.wait_for_ivf()
+    monkeypatch.setattr(index, "_maintain", lambda: None)  # the IVF stays behind
+    room = 2 * max(1024, 4000 // 32)
+    rng = np.random.default_rng(8)
+    fresh = _clustered(room + 300, rng)
+    for i, vector in enumerate(fresh):
+        index.put(Memory(id=f"new{i}", text="new"), vector)
+    view = index.view()
+    assert len(view.tail_rows) == room and view.count == 4000 + room + 300
+    first = next(index._candidates(view, fresh[0], 24))[0]
+    assert len(first) == REFINE_MIN + 300  # the best 128 by code, and the uncoded rows
+    index.nprobe = 10**6
+    for query in [*_clustered(10, rng), fresh[5], fresh[room + 5]]:
+        assert _same(index.search(query, 24), index.search_exact(query, 24))
+    assert index.search(fresh[room + 5], 1)[0][0].id == f"new{room + 5}"
+    assert index.search(fresh[5], 1)[0][0].id == "new5"
 
 
 def test_filter_that_keeps_few_falls_back_to_the_exact_scan() -> None:

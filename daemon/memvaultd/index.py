@@ -68,6 +68,10 @@ class View:
     count: int
     ivf: ann.InvertedLists | None
     columns: Columns
+    # The coded part of the IVF's tail (`ann.TailCodes`): rows from
+    # `ivf.covered` on and their codes; rows past these are read exactly.
+    tail_rows: Rows
+    tail_codes: ann.Codes
 
 
 # Which of some rows of a view a request may see (recall/columnar.py).
@@ -86,6 +90,7 @@ class MemoryIndex:
         self._ids: list[str] = []
         self._dead = 0
         self._ivf: ann.InvertedLists | None = None
+        self._tail: ann.TailCodes | None = None  # of `_ivf`
         self._maintaining = False
         self._epoch = 0  # compactions so far: IVF row numbers hold within one epoch
         self.ivf_threshold = ann.IVF_THRESHOLD
@@ -132,6 +137,8 @@ class MemoryIndex:
             self._alive[row] = True
             self._columns.set(row, memory)
             self._records[memory.id] = memory
+            if self._tail is not None:  # ~5 us a row
+                self._tail.add(self._matrix, len(self._ids))
             stale = self._ivf_stale()
         if stale:
             self._maintain()
@@ -220,31 +227,37 @@ class MemoryIndex:
         set holds the one before it, and the last is every row.
 
         With an IVF: first the best `REFINE x limit` (at least `REFINE_MIN`)
-        of the probed lists by their 8-bit products, and the unindexed tail;
-        then every probed row and the tail; then every row. The first set is
-        all a recall needs unless its filter keeps under ~1 in 4 of the
-        memories (1 in 5 at the default `limit` of 24, 128 rows)."""
+        of the probed lists' rows and the tail's by their 8-bit products (and
+        any tail row not coded yet); then every probed row and the tail; then
+        every row. The first set is all a recall needs unless its filter
+        keeps under ~1 in 4 of the memories (1 in 5 at the default `limit`
+        of 24, 128 rows)."""
         if view.ivf is None and view.count >= self.ivf_threshold and not self._maintaining:
             self._maintain()
         ivf = view.ivf
         if ivf is not None:
             rows, approximate = ivf.search(query, self.nprobe)
+            if len(view.tail_rows):  # the coded tail competes with the probed rows
+                tail, products = ivf.search_tail(view.tail_codes, view.tail_rows, query)
+                rows, approximate = np.concatenate([rows, tail]), np.concatenate(
+                    [approximate, products])
+            uncoded = ivf.covered + len(view.tail_rows)
             best = max(REFINE_MIN, REFINE * limit)
             if best < len(rows):
                 # In list order, as the whole set: ties then fall alike.
                 chosen = np.sort(np.argpartition(-approximate, best - 1)[:best])
-                yield self._scored(view, rows[chosen], ivf.covered, query)
-            yield self._scored(view, rows, ivf.covered, query)
+                yield self._scored(view, rows[chosen], uncoded, query)
+            yield self._scored(view, rows, uncoded, query)
         every = np.arange(view.count)
         yield every, ann.scores(view.matrix[: view.count], query)
 
     @staticmethod
-    def _scored(view: View, rows: Rows, covered: int, query: Vector) -> tuple[Rows, Vector]:
-        """`rows` and the tail past `covered`, scored exactly."""
+    def _scored(view: View, rows: Rows, uncoded: int, query: Vector) -> tuple[Rows, Vector]:
+        """`rows` and the rows from `uncoded` on, scored exactly."""
         cos = ann.exact(view.matrix, rows, query)
-        if covered < view.count:  # the tail, not in any list yet
-            rows = np.concatenate([rows, np.arange(covered, view.count)])
-            cos = np.concatenate([cos, ann.scores(view.matrix[covered : view.count], query)])
+        if uncoded < view.count:  # rows written faster than the tail's codes could hold
+            rows = np.concatenate([rows, np.arange(uncoded, view.count)])
+            cos = np.concatenate([cos, ann.scores(view.matrix[uncoded : view.count], query)])
         return rows, cos
 
     def search_exact(self, query: Vector, limit: int, keep: Predicate | None = None,
@@ -298,8 +311,10 @@ class MemoryIndex:
     def view(self) -> View:
         """The rows as they are now; they read the same for as long as the view is held."""
         with self._lock:
+            tail, coded = self._tail, 0 if self._tail is None else self._tail.filled
             return View(self._matrix, self._ids, self._alive, len(self._ids), self._ivf,
-                         self._columns)
+                        self._columns, _NO_ROWS if tail is None else tail.rows[:coded],
+                        _NO_CODES if tail is None else tail.codes[:coded])
 
     def _ivf_stale(self) -> bool:
         """Whether the IVF should be built, rebuilt or extended (under `_lock`)."""
@@ -308,11 +323,11 @@ class MemoryIndex:
             return False
         ivf = self._ivf
         # Retrain when the rows doubled (the centroids no longer fit them);
-        # extend when the tail exceeds 1/32 of the indexed rows: the tail is
-        # scanned exactly by every search, and 1/32 keeps it under the ~1/25
-        # of the rows the lists themselves give a search (ann.PROBE_FRACTION).
+        # extend when the tail exceeds 1/32 of the indexed rows: every search
+        # reads the tail's codes, and 1/32 keeps them under the ~1/25 of the
+        # rows the lists themselves give a search (ann.PROBE_FRACTION).
         return (ivf is None or count >= 2 * ivf.trained_on
-                or count - ivf.covered > max(1024, ivf.covered // 32))
+                or count - ivf.covered > _tail_limit(ivf.covered))
 
     def _maintain(self) -> None:
         with self._lock:
@@ -345,6 +360,10 @@ class MemoryIndex:
                 with self._lock:
                     if self._epoch == epoch:  # no compaction renumbered the rows meanwhile
                         self._ivf = ivf
+                        # Room for twice the tail that triggers the next
+                        # extension, for the writes made while it is built.
+                        self._tail = ann.TailCodes(ivf, 2 * _tail_limit(ivf.covered))
+                        self._tail.add(self._matrix, len(self._ids))
                     self._maintaining = False
                     again = self._maintaining = self._ivf_stale()
         finally:
@@ -387,6 +406,7 @@ class MemoryIndex:
         self._matrix, self._alive, self._ids, self._dead = matrix, alive, ids, 0
         self._columns = self._columns.taken(keep, capacity)
         self._ivf = None  # its row numbers are gone; rebuilt on the next write or search
+        self._tail = None
         self._epoch += 1
         self._row = {memory_id: row for row, memory_id in enumerate(ids)}
 
@@ -420,6 +440,15 @@ class MemoryIndex:
             rows = np.flatnonzero(self._alive[: len(self._ids)]).astype(np.int64)
             memories = [self._records[self._ids[row]] for row in rows.tolist()]
             return memories, self._matrix, rows
+
+
+_NO_ROWS: Rows = np.zeros(0, dtype=np.int64)
+_NO_CODES: ann.Codes = np.zeros((0, 0), dtype=np.int8)
+
+
+def _tail_limit(covered: int) -> int:
+    """The tail past which an IVF covering `covered` rows is extended."""
+    return max(1024, covered // 32)
 
 
 def _capacity(count: int) -> int:
