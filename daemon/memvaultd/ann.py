@@ -32,8 +32,8 @@ The tail is read from codes too (`TailCodes`, made as the rows are written,
 with the lists' scale), and its rows compete with the probed ones for exact
 scoring. Read exactly, in float32, a tail near the size that triggers an
 extension (1/32 of the covered rows) cost a recall more than the lists: at
-180k memories, in process, 2.1-2.5 ms a recall against 1.15-1.33 ms with no
-tail (docs/benchmarks.md).
+180k memories, in process, 2.50-2.76 ms a recall against 1.51-2.03 ms from
+its codes and 1.38-1.56 ms with no tail (docs/benchmarks.md).
 """
 
 from __future__ import annotations
