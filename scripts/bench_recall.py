@@ -367,6 +367,32 @@ def daemon_recalls(client: Client, cached: Sequence[str], uncached: Sequence[str
     }
 
 
+def grown_tail_recalls(daemon: Daemon, client: Client, inputs: Inputs, n: int, timed: int
+                       ) -> tuple[int, list[float]]:
+    """Cached recalls once the writes since the restart (the mixed load's,
+    the embedded ingest's, and more sent here) have made the IVF's unindexed
+    tail ~9/10 of the size that gets it folded into the lists (1/32 of the
+    indexed rows, `index._tail_limit`): the steady state of a vault being
+    written to at its dearest, which the figures right after the restart
+    (an empty tail) do not show. Returns the tail's rows and the latencies."""
+    tail = client.status().memory_count - n
+    wanted = max(1024, n // 32) * 9 // 10
+    with open(daemon.log_path, "rb") as log:
+        builds_before = log.read().count(b"ivf ready")
+    extra = [{"text": f"tail memory {i}", "topic": f"tail.{i}",
+              "vector": inputs.vectors[i % len(inputs.vectors)].tolist()}
+             for i in range(max(0, wanted - tail))]
+    for start in range(0, len(extra), 2000):
+        client.remember_batch(extra[start : start + 2000])
+    tail += len(extra)
+    rounds = [inputs.cached[i % len(inputs.cached)] for i in range(timed)]
+    latencies = [timed_ms(lambda q=q: client.recall(q)) for q in rounds]
+    with open(daemon.log_path, "rb") as log:
+        if log.read().count(b"ivf ready") != builds_before:
+            raise RuntimeError("the IVF was extended while the grown tail was timed")
+    return tail, latencies
+
+
 def settle_ivf(daemon: Daemon, log_offset: int) -> float:
     """Seconds until the daemon's log shows no new IVF build for 3 s."""
     started = last = time.perf_counter()
@@ -689,6 +715,10 @@ def run(n: int, timed: int, uncached_count: int, batch_size: int, workdir: Path
             phase(f"ingest of {EMBEDDED_INGEST} memories embedded by the daemon")
             texts = sentences(EMBEDDED_INGEST, MEMORY_TEMPLATES, random.Random(SEED + 1))
             figures["ingest_embedded_per_s"] = embedded_ingest(client, texts)
+            if n >= 20_000:
+                phase("timing cached recalls with the IVF's tail grown near an extension")
+                figures["tail_rows"], samples["grown_tail"] = grown_tail_recalls(
+                    daemon, client, inputs, n, timed)
     finally:
         daemon.stop()
     phase("timing the in-process baselines")
@@ -707,8 +737,10 @@ def summarise(figures: dict[str, Any], samples: dict[str, list[float]]) -> dict[
              f"concurrent_{CLIENTS}": f"_concurrent_{CLIENTS}",
              "lancedb_flat": "lancedb_flat_", "lancedb_filtered": "lancedb_filtered_",
              "numpy_floor": "numpy_floor_", "model_query": "model_query_",
-             "model_query_torch": "model_query_torch_"}
+             "model_query_torch": "model_query_torch_", "grown_tail": "_grown_tail"}
     for kind, name in names.items():
+        if kind not in samples:  # the grown tail: an IVF's only (20k memories and more)
+            continue
         p50, p99 = percentiles(samples[kind])
         if name.startswith("_") or not name:
             figures[f"p50{name}_ms"], figures[f"p99{name}_ms"] = p50, p99
@@ -733,6 +765,8 @@ def table(f: dict[str, Any]) -> str:
         ("daemon recall, cached, mode=vector", f["p50_vector_ms"], f["p99_vector_ms"]),
         ("daemon recall, mode=vector, filter keeps 1/2", f["p50_vector_filtered_ms"],
          f["p99_vector_filtered_ms"]),
+        *([(f"daemon recall, cached, tail of {f['tail_rows']} rows",
+            f["p50_grown_tail_ms"], f["p99_grown_tail_ms"])] if "tail_rows" in f else []),
         (f"{CLIENTS} clients, mixed recall/remember", f[f"p50_concurrent_{CLIENTS}_ms"],
          f[f"p99_concurrent_{CLIENTS}_ms"]),
         (f"LanceDB flat, {CANDIDATES} rows (in process)", f["lancedb_flat_p50_ms"],
