@@ -367,28 +367,32 @@ def daemon_recalls(client: Client, cached: Sequence[str], uncached: Sequence[str
     }
 
 
-def grown_tail_recalls(daemon: Daemon, client: Client, inputs: Inputs, n: int, timed: int
+def grown_tail_recalls(daemon: Daemon, client: Client, inputs: Inputs, timed: int
                        ) -> tuple[int, list[float]]:
     """Cached recalls once the writes since the restart (the mixed load's,
     the embedded ingest's, and more sent here) have made the IVF's unindexed
     tail ~9/10 of the size that gets it folded into the lists (1/32 of the
     indexed rows, `index._tail_limit`): the steady state of a vault being
-    written to at its dearest, which the figures right after the restart
-    (an empty tail) do not show. Returns the tail's rows and the latencies."""
-    tail = client.status().memory_count - n
-    wanted = max(1024, n // 32) * 9 // 10
+    written to at its dearest, which the figures right after the restart (an
+    empty tail) do not show. The tail is counted from the newest build or
+    extension the daemon logged (below ~60k memories the earlier writes alone
+    get the tail folded in once). Returns the tail's rows and the latencies."""
     with open(daemon.log_path, "rb") as log:
-        builds_before = log.read().count(b"ivf ready")
+        builds = re.findall(rb"ivf ready: covers (\d+) rows", log.read())
+    covered = int(builds[-1])  # the newest build or extension
+    tail = client.status().memory_count - covered  # no memory was removed or merged
+    wanted = max(1024, covered // 32) * 9 // 10
     extra = [{"text": f"tail memory {i}", "topic": f"tail.{i}",
               "vector": inputs.vectors[i % len(inputs.vectors)].tolist()}
              for i in range(max(0, wanted - tail))]
     for start in range(0, len(extra), 2000):
-        client.remember_batch(extra[start : start + 2000])
+        if any(r.reinforced for r in client.remember_batch(extra[start : start + 2000])):
+            raise RuntimeError("a tail memory was merged into another; the tail is short")
     tail += len(extra)
     rounds = [inputs.cached[i % len(inputs.cached)] for i in range(timed)]
     latencies = [timed_ms(lambda q=q: client.recall(q)) for q in rounds]
     with open(daemon.log_path, "rb") as log:
-        if log.read().count(b"ivf ready") != builds_before:
+        if log.read().count(b"ivf ready") != len(builds):
             raise RuntimeError("the IVF was extended while the grown tail was timed")
     return tail, latencies
 
@@ -718,7 +722,7 @@ def run(n: int, timed: int, uncached_count: int, batch_size: int, workdir: Path
             if n >= 20_000:
                 phase("timing cached recalls with the IVF's tail grown near an extension")
                 figures["tail_rows"], samples["grown_tail"] = grown_tail_recalls(
-                    daemon, client, inputs, n, timed)
+                    daemon, client, inputs, timed)
     finally:
         daemon.stop()
     phase("timing the in-process baselines")
