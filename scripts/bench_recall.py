@@ -372,16 +372,18 @@ def grown_tail_recalls(daemon: Daemon, client: Client, inputs: Inputs, timed: in
     """Cached recalls once the writes since the restart (the mixed load's,
     the embedded ingest's, and more sent here) have made the IVF's unindexed
     tail ~9/10 of the size that gets it folded into the lists (1/32 of the
-    indexed rows, `index._tail_limit`): the steady state of a vault being
+    indexed rows, `index.tail_limit`): the steady state of a vault being
     written to at its dearest, which the figures right after the restart (an
     empty tail) do not show. The tail is counted from the newest build or
     extension the daemon logged (below ~60k memories the earlier writes alone
     get the tail folded in once). Returns the tail's rows and the latencies."""
+    from memvaultd.index import tail_limit
+
     with open(daemon.log_path, "rb") as log:
         builds = re.findall(rb"ivf ready: covers (\d+) rows", log.read())
     covered = int(builds[-1])  # the newest build or extension
     tail = client.status().memory_count - covered  # no memory was removed or merged
-    wanted = max(1024, covered // 32) * 9 // 10
+    wanted = tail_limit(covered) * 9 // 10
     extra = [{"text": f"tail memory {i}", "topic": f"tail.{i}",
               "vector": inputs.vectors[i % len(inputs.vectors)].tolist()}
              for i in range(max(0, wanted - tail))]

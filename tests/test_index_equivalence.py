@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from memvaultd import ann
-from memvaultd.index import REFINE_MIN, MemoryIndex
+from memvaultd.index import REFINE_MIN, MemoryIndex, tail_limit
 from memvaultd.memory import Memory
 from memvaultd.recall.filters import parse_filter
 from memvaultd.recall.keyword import K1, B, KeywordIndex, tokens
@@ -147,7 +147,7 @@ def test_the_tail_competes_by_its_codes_and_rows_past_them_are_read_exactly(
     index, _ = _filled(4000, seed=7, threshold=1000)
     assert index.wait_for_ivf()
     monkeypatch.setattr(index, "_maintain", lambda: None)  # the IVF stays behind
-    room = 2 * max(1024, 4000 // 32)
+    room = 2 * tail_limit(4000)  # the tail's codes hold twice the extension size
     rng = np.random.default_rng(8)
     fresh = _clustered(room + 300, rng)
     for i, vector in enumerate(fresh):

@@ -191,15 +191,18 @@ class InvertedLists:
         else:
             lists = np.sort(np.argpartition(-scores(self.centroids, query), probe - 1)[:probe])
         return probed_lists()(self.codes, self.order, self.offsets[lists],
-                              self.offsets[lists + 1],
-                              np.ascontiguousarray(query / self.scale, np.float32))
+                              self.offsets[lists + 1], self._scaled(query))
 
     def search_tail(self, codes: Codes, rows: Rows, query: Matrix) -> tuple[Rows, Matrix]:
         """`rows` (tail rows, `codes` theirs, from `TailCodes`) and their
         approximate inner products with `query`, as `search` gives a list's."""
         return probed_lists()(codes, rows, np.zeros(1, np.int64),
-                              np.full(1, len(rows), np.int64),
-                              np.ascontiguousarray(query / self.scale, np.float32))
+                              np.full(1, len(rows), np.int64), self._scaled(query))
+
+    def _scaled(self, query: Matrix) -> Matrix:
+        """`query` divided by the codes' scale: products with codes are then
+        products with the rows they stand for."""
+        return np.ascontiguousarray(query / self.scale, np.float32)
 
     def extended(self, matrix: Matrix, count: int) -> InvertedLists:
         """A copy that also covers rows [covered, count) of `matrix`."""

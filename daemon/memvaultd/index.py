@@ -327,7 +327,7 @@ class MemoryIndex:
         # reads the tail's codes, and 1/32 keeps them under the ~1/25 of the
         # rows the lists themselves give a search (ann.PROBE_FRACTION).
         return (ivf is None or count >= 2 * ivf.trained_on
-                or count - ivf.covered > _tail_limit(ivf.covered))
+                or count - ivf.covered > tail_limit(ivf.covered))
 
     def _maintain(self) -> None:
         with self._lock:
@@ -362,7 +362,7 @@ class MemoryIndex:
                         self._ivf = ivf
                         # Room for twice the tail that triggers the next
                         # extension, for the writes made while it is built.
-                        self._tail = ann.TailCodes(ivf, 2 * _tail_limit(ivf.covered))
+                        self._tail = ann.TailCodes(ivf, 2 * tail_limit(ivf.covered))
                         self._tail.add(self._matrix, len(self._ids))
                     self._maintaining = False
                     again = self._maintaining = self._ivf_stale()
@@ -446,8 +446,9 @@ _NO_ROWS: Rows = np.zeros(0, dtype=np.int64)
 _NO_CODES: ann.Codes = np.zeros((0, 0), dtype=np.int8)
 
 
-def _tail_limit(covered: int) -> int:
-    """The tail past which an IVF covering `covered` rows is extended."""
+def tail_limit(covered: int) -> int:
+    """The tail past which an IVF covering `covered` rows is extended
+    (`scripts/bench_recall.py` grows a tail to 9/10 of it)."""
     return max(1024, covered // 32)
 
 
