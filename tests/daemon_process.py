@@ -91,6 +91,22 @@ class DaemonProcess:
             self.proc.send_signal(signal.SIGTERM)
         return self.proc.wait(timeout)
 
+    def front_pid(self) -> int:
+        """The pid of the daemon's front process (`memvaultd/front.py`), its one child."""
+        assert self.proc is not None
+        pid = self.proc.pid
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        assert len(children) == 1, children
+        return int(children[0])
+
+    def kill_all(self) -> None:
+        """SIGKILL to the daemon and its front at once, as a service manager
+        kills a unit's processes: neither can clean up after the other."""
+        front = self.front_pid()
+        os.kill(front, signal.SIGSTOP)  # frozen: it cannot see the daemon end
+        self.kill()
+        os.kill(front, signal.SIGKILL)
+
     def kill(self) -> None:
         assert self.proc is not None
         self.proc.kill()

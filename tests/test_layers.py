@@ -2,12 +2,16 @@
 
 - the light client (`memvault`) imports nothing of the daemon or the server;
 - the server (`memvault_server`) imports nothing that can decrypt;
-- inside the daemon only the gRPC edge (servicer, server, main) knows gRPC.
+- inside the daemon only the gRPC edge (servicer, server, main, the front
+  process and its link) knows gRPC;
+- the front process loads nothing that holds or reads the vault.
 """
 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -46,8 +50,10 @@ def test_server_never_imports_anything_that_decrypts() -> None:
 
 
 def test_only_the_grpc_edge_of_the_daemon_knows_grpc() -> None:
-    # The gRPC edges: the daemon's own service, and the remote it syncs with.
-    edge = {"servicer.py", "server.py", "aio_bridge.py", "main.py", "grpc_remote.py"}
+    # The gRPC edges: the daemon's own service (its front process and the
+    # link to it included), and the remote it syncs with.
+    edge = {"servicer.py", "server.py", "aio_bridge.py", "main.py", "grpc_remote.py",
+            "front.py", "link.py"}
     offenders = [line for line in _offenders(ROOT / "daemon" / "memvaultd",
                                              ("grpc", "grpc_health", "grpc_reflection"))
                  if Path(line.split()[0]).name not in edge]
@@ -55,3 +61,15 @@ def test_only_the_grpc_edge_of_the_daemon_knows_grpc() -> None:
                   for path, names in _imports(ROOT / "daemon" / "memvaultd").items()
                   if path.name not in edge and any(n.startswith("memvault.v1") for n in names)]
     assert offenders == []
+
+
+def test_the_front_process_loads_nothing_that_holds_or_reads_the_vault() -> None:
+    # What `python -m memvaultd.front` has imported once it is ready to serve.
+    loaded = subprocess.run(
+        [sys.executable, "-c", "import sys, memvaultd.front; print(' '.join(sys.modules))"],
+        capture_output=True, text=True, check=True).stdout.split()
+    ours = {name for name in loaded if name.startswith("memvaultd.")}
+    assert ours == {"memvaultd.front", "memvaultd.link", "memvaultd.peer_gate",
+                    "memvaultd.peercred"}
+    heavy = {"numpy", "cryptography", "argon2", "keyring", "lancedb", "torch", "onnxruntime"}
+    assert heavy.isdisjoint(name.split(".")[0] for name in loaded)

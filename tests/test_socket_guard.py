@@ -283,7 +283,9 @@ def test_grpc_listens_only_behind_the_gate(daemon: DaemonProcess) -> None:
     inner_dir = daemon.socket.parent / "inner"
     assert stat.S_IMODE(os.lstat(inner_dir).st_mode) == 0o700
     assert os.lstat(inner_dir).st_uid == os.getuid()
-    assert stat.S_IMODE(os.lstat(inner_dir / "grpc.sock").st_mode) == 0o600
+    # The front's grpc, the daemon's grpc and the daemon's link.
+    for name in ("front.sock", "grpc.sock", "link.sock"):
+        assert stat.S_IMODE(os.lstat(inner_dir / name).st_mode) == 0o600, name
     assert stat.S_IMODE(os.lstat(daemon.socket).st_mode) == 0o600
 
 
@@ -309,7 +311,7 @@ def test_stale_socket_after_kill_9_is_replaced(home: Path) -> None:
     with DaemonProcess(home).start() as first:
         with Client(socket=first.socket) as client:
             client.remember("survives a crash and a stale socket", topic="guard.stale")
-        first.kill()
+        first.kill_all()
     assert first.socket.exists(), "kill -9 should leave the socket file behind"
     with DaemonProcess(home).start() as again:
         assert "another memvaultd" not in again.log

@@ -48,6 +48,7 @@ ExecStart={exec_start}
 RestartSec=2
 RestartPreventExitStatus=2
 TimeoutStopSec=90
+KillMode=mixed
 RuntimeDirectory=memvault
 RuntimeDirectoryMode=0700
 UMask=0077

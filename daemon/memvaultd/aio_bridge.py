@@ -1,4 +1,6 @@
-"""The servicer's blocking methods behind grpc's asyncio server.
+"""The servicer's blocking methods behind the core's asyncio servers: the
+link's for unary calls from the front process (`link.py`), grpc's for
+streams and health (`server.py`). Both call the same handlers.
 
 The servicer is plain blocking code (it waits on locks, the model, the disk),
 so each call runs on a worker thread of a pool while the event loop only

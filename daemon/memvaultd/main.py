@@ -79,6 +79,13 @@ def run(config: Config, data_dir: Path, socket: Path, *, config_file: Path | Non
     embedder = Embedder(config.model, cache_size=config.cache_size, events=events,
                         runtime=config.model_runtime, cache_dir=cache_dir)
     embedder.start()
+    stop = threading.Event()
+    failure: list[str] = []
+
+    def fail(why: str) -> None:
+        failure.append(why)
+        stop.set()
+
     try:
         # A live daemon on this socket owns the vault: refuse before opening its
         # log (which may cut a "torn" tail the other one is writing) or asking
@@ -86,7 +93,7 @@ def run(config: Config, data_dir: Path, socket: Path, *, config_file: Path | Non
         prepare_socket_dir(socket)
         claim_socket(socket)
         vault = Vault.open(data_dir, config, embedder, events, prompt=sys.stdin.isatty())
-        server = DaemonServer(vault, events, socket)
+        server = DaemonServer(vault, events, socket, on_failure=fail)
         server.start()
     except MemvaultError as exc:
         _fail(str(exc), 2)
@@ -94,9 +101,6 @@ def run(config: Config, data_dir: Path, socket: Path, *, config_file: Path | Non
     # Ready once the socket is bound: callers connect at once and wait for the
     # state they need; STATUS says what start-up is still doing.
     notify("READY=1", "STATUS=loading memories")
-
-    stop = threading.Event()
-    failure: list[str] = []
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         log.info("received %s, stopping", signal.Signals(signum).name)
@@ -115,8 +119,7 @@ def run(config: Config, data_dir: Path, socket: Path, *, config_file: Path | Non
             notify("STATUS=warming the model")
             embedder.wait_ready()
         except MemvaultError as exc:
-            failure.append(str(exc))
-            stop.set()
+            fail(str(exc))
             return
         server.set_serving(True)
         events.publish("ready")

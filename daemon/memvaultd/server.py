@@ -1,15 +1,20 @@
-"""The gRPC server on the unix socket: the Memory service, health, reflection.
+"""Serving the Memory service and health, from the core's side.
 
-Health reports NOT_SERVING until the vault is loaded and the model is warm,
-then SERVING: readiness is reported, never guessed. Reflection lets
-`grpcurl -plaintext -unix SOCKET list` discover the API.
+The public socket is served by the front process (`front.py`): its gate and
+grpc. The core answers the front: unary calls over the link (`link.py`),
+streams and health on its own grpc, both on sockets in `<run>/inner/`
+(0700). Health reports NOT_SERVING until the vault is loaded and the model
+is warm, then SERVING: readiness is reported, never guessed. Reflection (in
+the front) lets `grpcurl -plaintext -unix SOCKET list` discover the API.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
+import signal
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine
@@ -20,20 +25,20 @@ from typing import Any, TypeVar
 import grpc
 from google.protobuf.message import DecodeError
 
-# grpcio's health and reflection packages ship no type stubs.
+# grpcio's health package ships no type stubs.
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc  # type: ignore[import-untyped]
-from grpc_reflection.v1alpha import reflection  # type: ignore[import-untyped]
 
 from memvault.v1 import memory_pb2
 
-from . import aio_bridge
+from . import aio_bridge, link
 from .events import EventBus
-from .peer_gate import PeerGate
+from .front_process import FrontProcess
 from .servicer import MemoryServicer
 from .socket_guard import claim_socket, prepare_socket_dir
 from .vault import Vault
 
 T = TypeVar("T")
+log = logging.getLogger("memvaultd.server")
 SERVICE = memory_pb2.DESCRIPTOR.services_by_name["Memory"].full_name
 # Worker threads: an Events stream holds one while it waits for its next
 # event, and a RememberBatch one while the model embeds; 32 leaves room for
@@ -107,11 +112,14 @@ def _refusing(handler: Callable[[Any, Any], Any], streaming: bool) -> Callable[[
     return unary
 
 
-def memory_handlers(servicer: MemoryServicer, pool: Executor, recall_pool: Executor,
-                    open_streams: aio_bridge.OpenStreams) -> grpc.GenericRpcHandler:
-    """The Memory service's handlers, like the generated ones, except that
-    bytes which do not decode (invalid UTF-8, a corrupt message) get
-    INVALID_ARGUMENT: the generated deserializer's failure is answered
+Handlers = dict[str, "grpc.RpcMethodHandler[Any, Any]"]  # generic in the stubs only
+
+
+def memory_methods(servicer: MemoryServicer, pool: Executor, recall_pool: Executor,
+                   open_streams: aio_bridge.OpenStreams) -> Handlers:
+    """The Memory service's handlers by method name, like the generated ones,
+    except that bytes which do not decode (invalid UTF-8, a corrupt message)
+    get INVALID_ARGUMENT: the generated deserializer's failure is answered
     INTERNAL by grpc before any servicer code runs."""
     service = memory_pb2.DESCRIPTOR.services_by_name["Memory"]
     at_once = {"Recall": servicer.recall_at_once}
@@ -132,18 +140,35 @@ def memory_handlers(servicer: MemoryServicer, pool: Executor, recall_pool: Execu
             make = grpc.unary_unary_rpc_method_handler
         handlers[method.name] = make(handler, request_deserializer=_lenient(request.FromString),
                                      response_serializer=reply.SerializeToString)
-    return grpc.method_handlers_generic_handler(service.full_name, handlers)
+    return handlers
+
+
+def linked_methods(handlers: Handlers) -> dict[str, link.Unary]:
+    """The unary ones, as the link serves them (`link.py`)."""
+    linked = {}
+    for name, h in handlers.items():
+        if h.unary_unary is not None:
+            assert h.request_deserializer is not None and h.response_serializer is not None
+            linked[name] = link.Unary(h.unary_unary, h.request_deserializer,
+                                      h.response_serializer)
+    return linked
 
 
 class DaemonServer:
-    """grpc's asyncio server on a loop thread of its own (`aio_bridge.py`
-    says why), behind the peer gate; its methods are called from other
+    """The core's side of serving: grpc's asyncio server and the link's, on
+    a loop thread of their own (`aio_bridge.py` says why), both on sockets in
+    a 0700 directory of their own, reached only by the front process, which
+    serves the public socket (`front.py`). Its methods are called from other
     threads."""
 
-    def __init__(self, vault: Vault, events: EventBus, socket_path: Path) -> None:
+    def __init__(self, vault: Vault, events: EventBus, socket_path: Path,
+                 on_failure: Callable[[str], None] | None = None) -> None:
         self.socket_path = socket_path
-        self.inner_socket = socket_path.parent / "inner" / "grpc.sock"
-        self.gate = PeerGate(socket_path, self.inner_socket)
+        inner = socket_path.parent / "inner"
+        self.inner_socket = inner / "grpc.sock"  # the core's grpc: streams, health
+        self.link_socket = inner / "link.sock"  # the core's link: unary calls
+        self.front_socket = inner / "front.sock"  # the front's grpc, behind its gate
+        self._on_failure = on_failure
         self._pool = ThreadPoolExecutor(max_workers=_WORKERS, thread_name_prefix="rpc")
         self._recall_pool = ThreadPoolExecutor(max_workers=RECALL_THREADS,
                                                thread_name_prefix="recall")
@@ -154,19 +179,26 @@ class DaemonServer:
         self._thread.start()
         self.health = health.aio.HealthServicer()
         servicer = MemoryServicer(vault, events, str(socket_path), time.time())
-        self.server: grpc.aio.Server = self._on_loop(self._build(servicer))
+        self._methods = memory_methods(servicer, self._pool, self._recall_pool, self._streams)
+        self.server: grpc.aio.Server = self._on_loop(self._build())
+        self._link: asyncio.AbstractServer | None = None
+        self.front = FrontProcess(socket_path, self.front_socket, self.inner_socket,
+                                  self.link_socket, _STOP_GRACE_S, self._front_exited)
         self.set_serving(False)
 
-    async def _build(self, servicer: MemoryServicer) -> grpc.aio.Server:
+    async def _build(self) -> grpc.aio.Server:
         # Made on the loop: the server binds itself to the running loop.
         server = grpc.aio.server(options=[("grpc.max_receive_message_length", _MAX_MESSAGE),
                                           ("grpc.max_send_message_length", _MAX_MESSAGE)])
-        server.add_generic_rpc_handlers((memory_handlers(servicer, self._pool,
-                                                         self._recall_pool, self._streams),))
+        server.add_generic_rpc_handlers(
+            (grpc.method_handlers_generic_handler(SERVICE, self._methods),))
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
-        reflection.enable_server_reflection(
-            (SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
         return server
+
+    async def _serve_link(self) -> asyncio.AbstractServer:
+        methods = linked_methods(self._methods)
+        return await asyncio.get_running_loop().create_unix_server(
+            lambda: link.LinkServer(methods), str(self.link_socket))
 
     def _on_loop(self, work: Coroutine[Any, Any, T]) -> T:
         return asyncio.run_coroutine_threadsafe(work, self._loop).result()
@@ -174,17 +206,29 @@ class DaemonServer:
     def start(self) -> None:
         prepare_socket_dir(self.socket_path)
         claim_socket(self.socket_path)
-        # grpc listens behind the gate, in a 0700 directory of its own: the
-        # gate checks each peer's uid, which grpc cannot (peer_gate.py).
         prepare_socket_dir(self.inner_socket)
-        self.inner_socket.unlink(missing_ok=True)  # claim_socket proved nobody serves
-        old_umask = os.umask(0o177)  # the socket is 0600 from the moment it exists
+        for path in (self.inner_socket, self.link_socket, self.front_socket):
+            path.unlink(missing_ok=True)  # claim_socket proved nobody serves
+        old_umask = os.umask(0o177)  # each socket is 0600 from the moment it exists
         try:
             self.server.add_insecure_port(f"unix:{self.inner_socket}")
             self._on_loop(self.server.start())
+            self._link = self._on_loop(self._serve_link())
         finally:
             os.umask(old_umask)
-        self.gate.open()
+        self.front.start()  # returns once it serves the public socket
+
+    def _front_exited(self, code: int) -> None:
+        if code == 0:
+            # Stopped by a SIGTERM of its own (a `kill`, or a service manager
+            # signalling the whole group): the daemon stops as that would stop it.
+            log.info("the front process was stopped; stopping")
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
+        why = f"the front process exited unasked (status {code}); the socket is not served"
+        log.error("%s", why)
+        if self._on_failure is not None:
+            self._on_failure(why)
 
     def set_serving(self, serving: bool) -> None:
         status = (health_pb2.HealthCheckResponse.SERVING if serving
@@ -195,11 +239,15 @@ class DaemonServer:
     def stop(self, grace: float = _STOP_GRACE_S) -> None:
         """Refuse new calls, let in-flight ones finish for up to `grace` s."""
         self._on_loop(self.health.enter_graceful_shutdown())
-        self.gate.stop_accepting()
         self._loop.call_soon_threadsafe(self._streams.end_all)
+        # The front closes the public socket, lets its calls finish (the core
+        # still answers them) and exits; it has `grace` and a little more.
+        self.front.stop(grace + 5.0)
+        if self._link is not None:
+            self._link.close()
         self._on_loop(self.server.stop(grace))
-        self.gate.close()  # removes the public socket file
-        self.inner_socket.unlink(missing_ok=True)
+        for path in (self.inner_socket, self.link_socket, self.front_socket):
+            path.unlink(missing_ok=True)
         with contextlib.suppress(OSError):
             self.inner_socket.parent.rmdir()
         self._pool.shutdown(wait=False)
