@@ -41,6 +41,7 @@ figure. Phases are reported on stderr.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
 import os
@@ -288,9 +289,7 @@ class Daemon:
     def pids(self) -> list[int]:
         """The daemon's process and its children (the front process)."""
         assert self.proc is not None
-        pid = self.proc.pid
-        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-        return [pid, *map(int, children)]
+        return [self.proc.pid, *_children(self.proc.pid)]
 
     def rss_mb(self) -> float:
         """Resident memory of the daemon and its front process together."""
@@ -323,6 +322,15 @@ class Daemon:
 
     def client(self) -> Client:
         return Client(socket=self.socket, timeout=120.0)
+
+
+def _children(pid: int) -> list[int]:
+    """The child processes of `pid`: the kernel lists them by the thread that started each."""
+    children = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(FileNotFoundError):  # a thread that just ended
+            children += [int(child) for child in (task / "children").read_text().split()]
+    return children
 
 
 def _rss_mb(pid: int) -> float:

@@ -6,6 +6,7 @@ model, and is stopped with SIGTERM or killed with SIGKILL like a crash.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -94,8 +95,10 @@ class DaemonProcess:
     def front_pid(self) -> int:
         """The pid of the daemon's front process (`memvaultd/front.py`), its one child."""
         assert self.proc is not None
-        pid = self.proc.pid
-        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        children = []
+        for task in Path(f"/proc/{self.proc.pid}/task").iterdir():
+            with contextlib.suppress(FileNotFoundError):  # a thread that just ended
+                children += (task / "children").read_text().split()
         assert len(children) == 1, children
         return int(children[0])
 

@@ -19,8 +19,8 @@ from .front import READY
 
 log = logging.getLogger("memvaultd.front")
 
-# Python, grpc and the gate: ~0.3 s on an idle 2-core machine. Generous, for
-# a machine busy loading a large vault at the same time.
+# Python and the front's imports take ~0.15 s on the idle 2-core machine of
+# docs/benchmarks.md. Generous, for a machine busy loading a large vault.
 _START_TIMEOUT_S = 30.0
 
 
