@@ -45,7 +45,8 @@ log = logging.getLogger("memvaultd.front")
 
 MEMORY = memory_pb2.DESCRIPTOR.services_by_name["Memory"]
 HEALTH = health_pb2.DESCRIPTOR.services_by_name["Health"]
-MAX_MESSAGE = 64 * 1024 * 1024  # as the core's (server.py)
+# The core's grpc and the front's alike: a RememberBatch of 10k memories with vectors.
+MAX_MESSAGE = 64 * 1024 * 1024
 OPTIONS = [("grpc.max_receive_message_length", MAX_MESSAGE),
            ("grpc.max_send_message_length", MAX_MESSAGE)]
 READY = b"ready\n"

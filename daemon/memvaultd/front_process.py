@@ -48,10 +48,6 @@ class FrontProcess:
         self._proc: subprocess.Popen[bytes] | None = None
         self._stopping = False
 
-    @property
-    def pid(self) -> int | None:
-        return None if self._proc is None else self._proc.pid
-
     def start(self) -> None:
         # stdin: a pipe the front reads to its end, which comes when this
         # process exits however it exits. stdout: its one line, READY.

@@ -30,7 +30,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc  # type: ignore[i
 
 from memvault.v1 import memory_pb2
 
-from . import aio_bridge, link
+from . import aio_bridge, front, link
 from .events import EventBus
 from .front_process import FrontProcess
 from .servicer import MemoryServicer
@@ -69,7 +69,6 @@ def _cores() -> int:
 # took turns on the lock. A recall that may wait stays on the shared pool,
 # holding none of these threads meanwhile.
 RECALL_THREADS = max(2, _cores())
-_MAX_MESSAGE = 64 * 1024 * 1024  # a RememberBatch of 10k memories with vectors
 # In-flight calls get this long to finish on SIGTERM: a RememberBatch of 96
 # texts took 4.9 s on a busy 2-core machine (test_service.py), so 5 s was
 # too tight. The unit's TimeoutStopSec=90 leaves 70 s for the final snapshot,
@@ -182,14 +181,15 @@ class DaemonServer:
         self._methods = memory_methods(servicer, self._pool, self._recall_pool, self._streams)
         self.server: grpc.aio.Server = self._on_loop(self._build())
         self._link: asyncio.AbstractServer | None = None
-        self.front = FrontProcess(socket_path, self.front_socket, self.inner_socket,
+        self._front = FrontProcess(socket_path, self.front_socket, self.inner_socket,
                                   self.link_socket, _STOP_GRACE_S, self._front_exited)
         self.set_serving(False)
 
     async def _build(self) -> grpc.aio.Server:
         # Made on the loop: the server binds itself to the running loop.
-        server = grpc.aio.server(options=[("grpc.max_receive_message_length", _MAX_MESSAGE),
-                                          ("grpc.max_send_message_length", _MAX_MESSAGE)])
+        server = grpc.aio.server(options=front.OPTIONS)
+        # The whole service, though the front sends it only streams and
+        # health: a client on this socket (a diagnosis) gets every method.
         server.add_generic_rpc_handlers(
             (grpc.method_handlers_generic_handler(SERVICE, self._methods),))
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
@@ -216,7 +216,7 @@ class DaemonServer:
             self._link = self._on_loop(self._serve_link())
         finally:
             os.umask(old_umask)
-        self.front.start()  # returns once it serves the public socket
+        self._front.start()  # returns once it serves the public socket
 
     def _front_exited(self, code: int) -> None:
         if code == 0:
@@ -242,7 +242,7 @@ class DaemonServer:
         self._loop.call_soon_threadsafe(self._streams.end_all)
         # The front closes the public socket, lets its calls finish (the core
         # still answers them) and exits; it has `grace` and a little more.
-        self.front.stop(grace + 5.0)
+        self._front.stop(grace + 5.0)
         if self._link is not None:
             self._link.close()
         self._on_loop(self.server.stop(grace))
