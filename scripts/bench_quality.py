@@ -6,7 +6,7 @@
 What is measured: turn-level evidence recall, as defined in
 `../shared/bench/README.md`. Every turn of every conversation is stored as one
 memory through the public client API (`remember_batch`) in a real daemon
-(`python -m memvaultd.main` on a fresh MEMVAULT_HOME, default settings, the
+(`python -m memvaultd.app.main` on a fresh MEMVAULT_HOME, default settings, the
 real model). Every question of categories 1-4 that has evidence is then asked
 with `recall(question, top_k=k)` for k = 5 and k = 10, and counts as
 
@@ -215,7 +215,7 @@ class Daemon:
 
     def start(self) -> Client:
         with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen([sys.executable, "-m", "memvaultd.main"],
+            self.proc = subprocess.Popen([sys.executable, "-m", "memvaultd.app.main"],
                                          env=self.env, stdin=subprocess.DEVNULL,
                                          stdout=log, stderr=log)
         client = Client(socket=self.socket, timeout=CALL_TIMEOUT_S)

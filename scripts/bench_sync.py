@@ -4,7 +4,7 @@
     .venv/bin/python scripts/bench_sync.py --n 10000
 
 One memvault-server on a loopback port (directory store, one account, a token
-per device) and three daemons as users run them (`python -m memvaultd.main`,
+per device) and three daemons as users run them (`python -m memvaultd.app.main`,
 each on a fresh MEMVAULT_HOME, key-file vaults, the real model), reached over
 their unix sockets with `memvault.Client`:
 
@@ -77,7 +77,7 @@ from bench_recall import (
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from memvault import Client
-from memvault.errors import MemvaultError
+from memvault_base.errors import MemvaultError
 
 ADDITIONS = 50  # single memories whose upload is measured
 PROPAGATIONS = 30  # memories timed from A's acknowledgement to B's get
@@ -222,7 +222,7 @@ class Daemon:
 
     def spawn(self) -> None:
         with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen([sys.executable, "-m", "memvaultd.main"],
+            self.proc = subprocess.Popen([sys.executable, "-m", "memvaultd.app.main"],
                                          env=self.env, stdin=subprocess.DEVNULL,
                                          stdout=log, stderr=log)
 
@@ -242,7 +242,7 @@ class Daemon:
         with grpc.insecure_channel(f"unix://{self.socket}") as channel:
             stub = health_pb2_grpc.HealthStub(channel)
             try:
-                reply = stub.Check(health_pb2.HealthCheckRequest(service="memvault.v1.Memory"),
+                reply = stub.Check(health_pb2.HealthCheckRequest(service="memvault_base.v1.Memory"),
                                    timeout=1.0)
             except grpc.RpcError:
                 return "UNREACHABLE"

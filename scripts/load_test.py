@@ -130,7 +130,7 @@ def _step(client: Any, worker: Worker, rng: random.Random) -> None:
 
 def _check(client: Any, workers: list[Worker]) -> tuple[int, int, list[str]]:
     """Read every acknowledged memory back: (memories checked, forgotten checked, lost)."""
-    from memvault.errors import NotFound
+    from memvault_base.errors import NotFound
 
     checked = forgotten = 0
     lost: list[str] = []

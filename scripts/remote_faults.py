@@ -59,7 +59,7 @@ import grpc  # noqa: E402 - after the path is set
 import numpy as np  # noqa: E402
 
 from memvault import Client  # noqa: E402
-from memvault.errors import MemvaultError  # noqa: E402
+from memvault_base.errors import MemvaultError  # noqa: E402
 from tests.test_remote_faults import (  # noqa: E402
     ERRORS,
     Cut,

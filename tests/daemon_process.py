@@ -1,6 +1,6 @@
 """A real memvaultd in a subprocess, on a temporary MEMVAULT_HOME, for tests.
 
-It runs exactly as users run it (`python -m memvaultd.main`), with the real
+It runs exactly as users run it (`python -m memvaultd.app.main`), with the real
 model, and is stopped with SIGTERM or killed with SIGKILL like a crash.
 """
 
@@ -48,7 +48,7 @@ class DaemonProcess:
     def start(self, wait: bool = True, timeout: float = 90.0) -> DaemonProcess:
         log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "memvaultd.main"],
+            [sys.executable, "-m", "memvaultd.app.main"],
             env=self.env,
             stdin=subprocess.DEVNULL,
             stdout=log,
@@ -76,7 +76,7 @@ class DaemonProcess:
             stub = health_pb2_grpc.HealthStub(channel)
             try:
                 reply = stub.Check(
-                    health_pb2.HealthCheckRequest(service="memvault.v1.Memory"), timeout=1.0
+                    health_pb2.HealthCheckRequest(service="memvault_base.v1.Memory"), timeout=1.0
                 )
             except grpc.RpcError:
                 return "UNREACHABLE"

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memvault.errors import IntegrityError
+from memvault_base.errors import IntegrityError
 from memvaultd.crypto.aead import NONCE_SIZE, OVERHEAD, TAG_SIZE, open_sealed, seal
 
 KEY = bytes(range(32))

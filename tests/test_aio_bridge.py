@@ -15,7 +15,7 @@ from typing import Any
 import grpc
 import pytest
 
-from memvaultd import aio_bridge
+from memvaultd.serve import aio_bridge
 
 
 class _Context:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from memvaultd import ann
+from memvaultd.index import ivf as ann
 
 
 def _unit(n: int, seed: int, dim: int = 16) -> np.ndarray:

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memvaultd.chunking import TARGET_CHARS, _sections, split
-from memvaultd.note_folder import glob_regex
+from memvaultd.notes.chunking import TARGET_CHARS, _sections, split
+from memvaultd.notes.note_folder import glob_regex
 
 NOTE = """\
 ---

@@ -16,7 +16,7 @@ FILTER = '{"AND": [{"category": "development"}, {"tags": {"contains": "testing"}
 def memvault(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, MEMVAULT_HOME=str(home))
     return subprocess.run(
-        [sys.executable, "-m", "memvault.cli", *args],
+        [sys.executable, "-m", "memvault.cli.main", *args],
         env=env,
         capture_output=True,
         text=True,

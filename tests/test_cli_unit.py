@@ -1,7 +1,7 @@
 """The `memvault` CLI against the fake daemon of test_client_unit: outputs and exit codes.
 
 Most tests drive the click command in-process (CliRunner); a few run the real
-`python -m memvault.cli` in a subprocess to prove what a shell sees: parseable
+`python -m memvault.cli.main` in a subprocess to prove what a shell sees: parseable
 `--json`, one-line errors, no traceback, the documented exit codes.
 """
 
@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from memvault.cli import cli
-from memvault.v1 import memory_pb2 as pb
+from memvault.cli.main import cli
+from memvault_base.v1 import memory_pb2 as pb
 
 # The fake daemon lives with the client's tests.
 from .test_client_unit import FakeDaemon, running_fake, short_temp_dir
@@ -48,7 +48,7 @@ def run(daemon: FakeDaemon | Path, *args: str, input: str | None = None) -> Resu
 
 def run_process(socket: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "memvault.cli", "--socket", str(socket), *args],
+        [sys.executable, "-m", "memvault.cli.main", "--socket", str(socket), *args],
         env={**os.environ, "PYTHONPATH": str(ROOT / "client")},
         capture_output=True,
         text=True,
@@ -227,7 +227,7 @@ def test_events_json_lines(fake_daemon: FakeDaemon) -> None:
     # process can be sent SIGINT, so this one runs in a subprocess.
     fake_daemon.servicer.events = [pb.Event(type="hit", query="q", at=1.0)]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "memvault.cli", "--socket", str(fake_daemon.socket), "events"],
+        [sys.executable, "-m", "memvault.cli.main", "--socket", str(fake_daemon.socket), "events"],
         env={**os.environ, "PYTHONPATH": str(ROOT / "client")},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

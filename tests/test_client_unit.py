@@ -28,7 +28,7 @@ import pytest
 
 import memvault
 from memvault import Client, Hit, Memory
-from memvault.errors import (
+from memvault_base.errors import (
     IntegrityError,
     InvalidArgument,
     Locked,
@@ -37,8 +37,8 @@ from memvault.errors import (
     ResourceExhausted,
     Unavailable,
 )
-from memvault.v1 import memory_pb2 as pb
-from memvault.v1 import memory_pb2_grpc as pb_grpc
+from memvault_base.v1 import memory_pb2 as pb
+from memvault_base.v1 import memory_pb2_grpc as pb_grpc
 
 FULL_RECORD = pb.MemoryRecord(
     id="m-1",
@@ -1102,7 +1102,7 @@ def test_light_install_imports_nothing_heavy() -> None:
     heavy = ["memvaultd", "torch", "numpy", "lancedb", "sentence_transformers", "onnxruntime",
              "onnx", "tokenizers"]
     code = (
-        "import sys, memvault, memvault.cli, memvault.output, memvault.wire\n"
+        "import sys, memvault, memvault.cli.main, memvault.cli.output, memvault.wire\n"
         f"print([m for m in {heavy!r} if m in sys.modules])"
     )
     root = Path(__file__).resolve().parents[1]

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from memvault import Client
-from memvaultd import ann, compiled
+from memvaultd.index import compiled
+from memvaultd.index import ivf as ann
 
 from .daemon_process import DaemonProcess
 

@@ -29,8 +29,8 @@ from pathlib import Path
 import grpc
 import numpy as np
 
-from memvault.v1 import memory_pb2 as pb
-from memvault.v1 import memory_pb2_grpc as pb_grpc
+from memvault_base.v1 import memory_pb2 as pb
+from memvault_base.v1 import memory_pb2_grpc as pb_grpc
 
 from .daemon_process import DaemonProcess
 

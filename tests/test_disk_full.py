@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from memvault import Client
-from memvault.errors import ResourceExhausted
+from memvault_base.errors import ResourceExhausted
 
 from .daemon_process import DaemonProcess
 

@@ -17,7 +17,7 @@ CHECKS = ["config", "key storage", "socket", "data dir", "disk", "model", "watch
 
 
 def memvault(home: Path, *args: str, prelude: str = "") -> subprocess.CompletedProcess[str]:
-    script = prelude + "\nfrom memvault.cli import main\nmain()\n"
+    script = prelude + "\nfrom memvault.cli.main import main\nmain()\n"
     env = dict(os.environ, MEMVAULT_HOME=str(home),
                PYTHON_KEYRING_BACKEND="keyring.backends.fail.Keyring")
     return subprocess.run([sys.executable, "-c", script, *args], env=env, capture_output=True,

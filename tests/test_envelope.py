@@ -6,10 +6,10 @@ import os
 
 import pytest
 
-from memvault.errors import IntegrityError
-from memvaultd.hlc import Stamp
-from memvaultd.memory import Memory
-from memvaultd.operations import PUT, Operation
+from memvault_base.errors import IntegrityError
+from memvaultd.model.hlc import Stamp
+from memvaultd.model.memory import Memory
+from memvaultd.model.operations import PUT, Operation
 from memvaultd.sync.envelope import DESCRIPTION, SNAPSHOT, VERSION, Envelope, bucket, chain_context
 from memvaultd.sync.worker import pack_ops, unpack_ops
 

@@ -14,9 +14,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memvault.errors import InvalidArgument
-from memvaultd.memory import Memory
-from memvaultd.recall.filters import (
+from memvault_base.errors import InvalidArgument
+from memvaultd.model.memory import Memory
+from memvaultd.recall.filter.parse import (
     FIELDS,
     MATCH_ALL,
     MAX_DEPTH,

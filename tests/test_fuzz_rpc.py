@@ -1,4 +1,4 @@
-"""Hostile requests to every RPC of memvault.v1.Memory, against one real daemon.
+"""Hostile requests to every RPC of memvault_base.v1.Memory, against one real daemon.
 
 Hypothesis builds requests with random and huge strings, NaN and infinities,
 enormous numbers, unknown type/tier/mode names, and deep or wide filters;
@@ -25,8 +25,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memvault.v1 import memory_pb2 as pb
-from memvault.v1 import memory_pb2_grpc as pb_grpc
+from memvault_base.v1 import memory_pb2 as pb
+from memvault_base.v1 import memory_pb2_grpc as pb_grpc
 
 from .daemon_process import DaemonProcess
 
@@ -67,7 +67,7 @@ class Target:
     def raw(self, method: str, payload: bytes) -> grpc.StatusCode:
         self.calls += 1
         call: grpc.UnaryUnaryMultiCallable[bytes, bytes] = self.channel.unary_unary(
-            f"/memvault.v1.Memory/{method}")
+            f"/memvault_base.v1.Memory/{method}")
         try:
             call(payload, timeout=DEADLINE_S)
         except grpc.RpcError as err:
@@ -366,4 +366,4 @@ def test_log_holds_no_traceback_but_the_known_one(target: Target, tmp_path: Path
     """Every traceback in the daemon's log is grpc's deserialization failure
     (the known bug above), never the servicer's 'failed; see the log'."""
     assert " failed\nTraceback" not in target.proc.log
-    assert "memvaultd.servicer" not in target.proc.log, target.proc.log[-5000:]
+    assert "memvaultd.serve.servicer" not in target.proc.log, target.proc.log[-5000:]

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from memvaultd.genesis import PendingPuts
-from memvaultd.hlc import Clock
-from memvaultd.memory import Memory
-from memvaultd.merge import VaultState
-from memvaultd.operations import MEMORIES, PUT, TURNS, UPDATE, Operation
+from memvaultd.model.hlc import Clock
+from memvaultd.model.memory import Memory
+from memvaultd.model.operations import MEMORIES, PUT, TURNS, UPDATE, Operation
+from memvaultd.vault.genesis import PendingPuts
+from memvaultd.vault.state import VaultState
 
 DIM = 8
 

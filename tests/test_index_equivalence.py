@@ -15,11 +15,11 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from memvaultd import ann
-from memvaultd.index import REFINE_MIN, MemoryIndex, tail_limit
-from memvaultd.memory import Memory
-from memvaultd.recall.filters import parse_filter
-from memvaultd.recall.keyword import K1, B, KeywordIndex, tokens
+from memvaultd.index import ivf as ann
+from memvaultd.index.keyword import K1, B, KeywordIndex, tokens
+from memvaultd.index.memory_index import REFINE_MIN, MemoryIndex, tail_limit
+from memvaultd.model.memory import Memory
+from memvaultd.recall.filter.parse import parse_filter
 
 DIM = 32
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from memvault.errors import IntegrityError, Locked
+from memvault_base.errors import IntegrityError, Locked
 from memvaultd.crypto.kdf import Argon2Params
-from memvaultd.keyfile import KEY_FILE_SIZE, unwrap_key, wrap_key, write_key_file
+from memvaultd.storage.keyfile import KEY_FILE_SIZE, unwrap_key, wrap_key, write_key_file
 
 VAULT = bytes.fromhex("00112233445566778899aabbccddeeff")
 KEY = bytes(range(100, 132))

@@ -18,9 +18,9 @@ from keyring.backend import KeyringBackend
 from keyring.backends import chainer, fail, null
 from keyring.errors import KeyringError, PasswordSetError
 
-from memvault.errors import IntegrityError, InvalidArgument, Locked
+from memvault_base.errors import IntegrityError, InvalidArgument, Locked
 from memvaultd.crypto.kdf import Argon2Params
-from memvaultd.keys import (
+from memvaultd.storage.keys import (
     KEY_FILE_NAME,
     KEYRING_SERVICE,
     create_vault_key,

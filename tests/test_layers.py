@@ -50,26 +50,31 @@ def test_server_never_imports_anything_that_decrypts() -> None:
 
 
 def test_only_the_grpc_edge_of_the_daemon_knows_grpc() -> None:
-    # The gRPC edges: the daemon's own service (its front process and the
-    # link to it included), and the remote it syncs with.
-    edge = {"servicer.py", "server.py", "aio_bridge.py", "main.py", "grpc_remote.py",
-            "front.py", "link.py"}
-    offenders = [line for line in _offenders(ROOT / "daemon" / "memvaultd",
-                                             ("grpc", "grpc_health", "grpc_reflection"))
-                 if Path(line.split()[0]).name not in edge]
+    # The gRPC edges: serving the daemon's own service (serve/), and the
+    # remote it syncs with.
+    daemon = ROOT / "daemon" / "memvaultd"
+
+    def edge(path: Path) -> bool:
+        rel = path.relative_to(daemon)
+        return rel.parts[0] == "serve" or rel == Path("sync/remotes/grpc_remote.py")
+
+    offenders = [line for line in _offenders(daemon, ("grpc", "grpc_health", "grpc_reflection"))
+                 if not edge(ROOT / line.split()[0])]
     offenders += [f"{path.relative_to(ROOT)} imports the stubs"
-                  for path, names in _imports(ROOT / "daemon" / "memvaultd").items()
-                  if path.name not in edge and any(n.startswith("memvault.v1") for n in names)]
+                  for path, names in _imports(daemon).items()
+                  if not edge(path) and any(n.startswith("memvault_base.v1") for n in names)]
     assert offenders == []
 
 
 def test_the_front_process_loads_nothing_that_holds_or_reads_the_vault() -> None:
-    # What `python -m memvaultd.front` has imported once it is ready to serve.
+    # What `python -m memvaultd.serve.front.relay` has imported once it is ready to serve.
     loaded = subprocess.run(
-        [sys.executable, "-c", "import sys, memvaultd.front; print(' '.join(sys.modules))"],
+        [sys.executable, "-c",
+         "import sys, memvaultd.serve.front.relay; print(' '.join(sys.modules))"],
         capture_output=True, text=True, check=True).stdout.split()
     ours = {name for name in loaded if name.startswith("memvaultd.")}
-    assert ours == {"memvaultd.front", "memvaultd.link", "memvaultd.peer_gate",
-                    "memvaultd.peercred"}
+    assert ours == {"memvaultd.serve", "memvaultd.serve.front", "memvaultd.serve.front.relay",
+                    "memvaultd.serve.front.link", "memvaultd.serve.front.peer_gate",
+                    "memvaultd.serve.front.peercred"}
     heavy = {"numpy", "cryptography", "argon2", "keyring", "lancedb", "torch", "onnxruntime"}
     assert heavy.isdisjoint(name.split(".")[0] for name in loaded)

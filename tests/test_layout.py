@@ -31,7 +31,7 @@ def test_committed_stubs_match_the_protos(tmp_path: Path) -> None:
     generated = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*_pb2*"))
     assert generated, "protoc generated nothing"
     for rel in generated:
-        committed = ROOT / "client" / rel
+        committed = ROOT / "base" / rel
         assert committed.exists(), f"{rel} is not committed; run scripts/gen-protos"
         assert committed.read_bytes() == (tmp_path / rel).read_bytes(), (
             f"{rel} is stale against proto/; run scripts/gen-protos"

@@ -23,7 +23,7 @@ def _with_bridge(home: str, body: Callable[[ClientSession], Awaitable[None]]) ->
 
     async def main() -> None:
         params = StdioServerParameters(command=sys.executable,
-                                       args=["-m", "memvault.cli", "mcp"],
+                                       args=["-m", "memvault.cli.main", "mcp"],
                                        env={"MEMVAULT_HOME": home})
         async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
             await session.initialize()

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from memvault import Client
-from memvault.errors import InvalidArgument, NotFound
+from memvault_base.errors import InvalidArgument, NotFound
 
 from .daemon_process import DaemonProcess
 
@@ -196,14 +196,14 @@ def test_export_then_import_into_an_empty_vault_loses_nothing(daemon: DaemonProc
     client.remember("exported fact two", topic=f"{topic}.b")
     exported = tmp_path / "export.jsonl"
     env = dict(os.environ, MEMVAULT_HOME=str(daemon.home))
-    done = subprocess.run([sys.executable, "-m", "memvault.cli", "export", str(exported),
+    done = subprocess.run([sys.executable, "-m", "memvault.cli.main", "export", str(exported),
                            "--vectors"], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     lines = [json.loads(line) for line in exported.read_text().splitlines()]
     assert len(lines) == client.status().memory_count
     with DaemonProcess(tmp_path / "other").start() as other:
         other_env = dict(os.environ, MEMVAULT_HOME=str(other.home))
-        imported = subprocess.run([sys.executable, "-m", "memvault.cli", "import",
+        imported = subprocess.run([sys.executable, "-m", "memvault.cli.main", "import",
                                    str(exported), "--json"], env=other_env,
                                   capture_output=True, text=True, timeout=300)
         assert imported.returncode == 0, imported.stderr

@@ -12,10 +12,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memvaultd.hlc import Stamp
-from memvaultd.memory import Memory
-from memvaultd.merge import VaultState
-from memvaultd.operations import ACCESS, FORGET, PUT, REINFORCE, UPDATE, Operation, decode, encode
+from memvaultd.model.hlc import Stamp
+from memvaultd.model.memory import Memory
+from memvaultd.model.operations import (
+    ACCESS,
+    FORGET,
+    PUT,
+    REINFORCE,
+    UPDATE,
+    Operation,
+    decode,
+    encode,
+)
+from memvaultd.vault.state import VaultState
 
 DIM = 4
 DEVICES = ("dev-a", "dev-b", "dev-c")

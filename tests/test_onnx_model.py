@@ -21,13 +21,13 @@ import numpy as np
 import pytest
 
 from memvault import Client
-from memvault.errors import InvalidArgument
-from memvault.paths import resolve
-from memvaultd import onnx_cache
-from memvaultd.config import load
-from memvaultd.embedder import DEFAULT_MODEL, Embedder, model_path
-from memvaultd.events import EventBus
-from memvaultd.onnx_model import OnnxModel, Unsupported, read_layout
+from memvault_base.errors import InvalidArgument
+from memvault_base.paths import resolve
+from memvaultd.config.settings import load
+from memvaultd.embedding import onnx_cache
+from memvaultd.embedding.embedder import DEFAULT_MODEL, Embedder, model_path
+from memvaultd.embedding.onnx_model import OnnxModel, Unsupported, read_layout
+from memvaultd.vault.events import EventBus
 
 from .daemon_process import DaemonProcess
 
@@ -122,8 +122,8 @@ def test_a_long_text_is_cut_at_256_tokens(reference: Any, exported: OnnxModel) -
 WARM_START = textwrap.dedent("""
     import json, sys
     from pathlib import Path
-    from memvaultd.embedder import DEFAULT_MODEL, Embedder
-    from memvaultd.events import EventBus
+    from memvaultd.embedding.embedder import DEFAULT_MODEL, Embedder
+    from memvaultd.vault.events import EventBus
     embedder = Embedder(DEFAULT_MODEL, cache_size=8, events=EventBus(), cache_dir=Path(sys.argv[1]))
     embedder.start()
     embedder.wait_ready()

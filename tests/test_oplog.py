@@ -21,9 +21,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memvault.errors import IntegrityError, InvalidArgument, ResourceExhausted
-from memvaultd import oplog
-from memvaultd.oplog import OperationLog
+from memvault_base.errors import IntegrityError, InvalidArgument, ResourceExhausted
+from memvaultd.storage import oplog
+from memvaultd.storage.oplog import OperationLog
 
 KEY = bytes(range(32))
 VAULT = bytes.fromhex("a1a2a3a4a5a6a7a8a9aaabacadaeafb0")
@@ -305,7 +305,7 @@ def test_torn_tail_is_cut_and_logged(
     last_record = RECORD_HEAD + 40 + OVERHEAD
     with newest.open("r+b") as f:
         f.truncate(whole - last_record + cut)
-    with caplog.at_level(logging.WARNING, logger="memvaultd.oplog"):
+    with caplog.at_level(logging.WARNING, logger="memvaultd.storage.oplog"):
         log = open_log(tmp_path)
     assert log.last_seq == 4
     assert newest.stat().st_size == whole - last_record

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memvault.errors import InvalidArgument
-from memvaultd.memory import Memory
+from memvault_base.errors import InvalidArgument
+from memvaultd.model.memory import Memory
 from memvaultd.recall.ranking import (
     DEFAULT_HALF_LIVES_DAYS,
     DEFAULT_TOP_K,

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from memvaultd import vault_reads
-from memvaultd.config import Config
-from memvaultd.embedder import Embedder
-from memvaultd.events import EventBus
-from memvaultd.requests import MemoryDraft, RecallQuery
-from memvaultd.vault import Vault
+from memvaultd.config.settings import Config
+from memvaultd.embedding.embedder import Embedder
+from memvaultd.model.commands import MemoryDraft, RecallQuery
+from memvaultd.vault import reads as vault_reads
+from memvaultd.vault.events import EventBus
+from memvaultd.vault.vault import Vault
 
 from .daemon_process import PASSPHRASE
 

@@ -18,15 +18,15 @@ import random
 import numpy as np
 import pytest
 
-from memvaultd import memory as m
-from memvaultd.layer import Layer
-from memvaultd.memory import Memory
+from memvaultd.index.layer import Layer
+from memvaultd.model import memory as m
+from memvaultd.model.commands import RecallQuery
+from memvaultd.model.heat import HeatSettings
+from memvaultd.model.memory import Memory
 from memvaultd.recall import engine
 from memvaultd.recall.hybrid import FusionSettings
 from memvaultd.recall.ranking import DEFAULT_HALF_LIVES_DAYS
 from memvaultd.recall.visibility import Visibility
-from memvaultd.requests import RecallQuery
-from memvaultd.upkeep.heat import HeatSettings
 
 DIM = 32
 NOW = 1_800_000_000.0

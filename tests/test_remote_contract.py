@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from memvault.errors import InvalidArgument, NotFound
-from memvaultd.remotes import Remote, open_remote
+from memvault_base.errors import InvalidArgument, NotFound
+from memvaultd.sync.remotes import Remote, open_remote
 
 from .ceph import CephRGW
 from .server_process import ServerProcess, create_token

@@ -17,13 +17,13 @@ from dataclasses import fields
 import numpy as np
 import pytest
 
-from memvault.errors import IntegrityError
-from memvaultd.hlc import Stamp
-from memvaultd.layer import Layer
-from memvaultd.memory import Memory
-from memvaultd.merge import VaultState
-from memvaultd.operations import MEMORIES, PUT, Operation, memory_to_dict
-from memvaultd.state import State, decode_state, encode_state
+from memvault_base.errors import IntegrityError
+from memvaultd.index.layer import Layer
+from memvaultd.model.hlc import Stamp
+from memvaultd.model.memory import Memory
+from memvaultd.model.operations import MEMORIES, PUT, Operation, memory_to_dict
+from memvaultd.storage.snapshot_body import State, decode_state, encode_state
+from memvaultd.vault.state import VaultState
 
 DIM = 16
 # Words that exercise the tokenizer: stop words, suffixes, case, digits,
@@ -289,7 +289,7 @@ def test_the_body_in_pieces_is_the_body_of_one_json_dumps(monkeypatch: pytest.Mo
     """Snapshots encode the meta a few list items per `json.dumps` (the lock
     is free between them) and hand the vectors over without copying: the
     bytes must be exactly those of one dumps and one concatenation."""
-    from memvaultd import state as state_module
+    from memvaultd.storage import snapshot_body as state_module
 
     monkeypatch.setattr(state_module, "_JSON_PIECE", 3)  # 50 memories: 17 pieces a column
     state = _state()

@@ -23,11 +23,11 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc  # type: ignore[import-untyped]
 
-from memvault.errors import InvalidArgument, MemvaultError, ResourceExhausted, Unavailable
-from memvault.v1 import sync_pb2, sync_pb2_grpc
-from memvault_server import names as server_names
-from memvaultd.remotes import Remote, open_remote
-from memvaultd.remotes import names as daemon_names
+from memvault_base.errors import InvalidArgument, MemvaultError, ResourceExhausted, Unavailable
+from memvault_base.objects import names as server_names
+from memvault_base.v1 import sync_pb2, sync_pb2_grpc
+from memvaultd.sync.remotes import Remote, open_remote
+from memvaultd.sync.remotes import names as daemon_names
 
 from .ceph import CephRGW
 from .server_process import ServerProcess, create_token, server_command
@@ -190,7 +190,7 @@ def test_request_flood_is_limited_and_the_server_stays_up(data: Path) -> None:
         remote.close()
         with grpc.insecure_channel(server.target) as channel:
             reply = health_pb2_grpc.HealthStub(channel).Check(
-                health_pb2.HealthCheckRequest(service="memvault.v1.Sync"), timeout=5)
+                health_pb2.HealthCheckRequest(service="memvault_base.v1.Sync"), timeout=5)
             assert reply.status == health_pb2.HealthCheckResponse.SERVING
 
 

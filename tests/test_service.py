@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from memvault import Client, RememberResult
-from memvault.service import find_daemon, plan
-from memvault.service_templates import agent_plist, systemd_quote
-from memvaultd.server import _STOP_GRACE_S
+from memvault.cli.service import find_daemon, plan
+from memvault.cli.service_templates import agent_plist, systemd_quote
+from memvaultd.serve.daemon_server import _STOP_GRACE_S
 
 from .daemon_process import DaemonProcess
 
@@ -29,7 +29,7 @@ _SNAPSHOT_1M_S = 21  # the slowest stop of a 1M vault measured (runs AC, AF, AH)
 
 
 def _memvault(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "memvault.cli", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "memvault.cli.main", *args], capture_output=True,
                           text=True, env=env, timeout=60)
 
 

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memvault.errors import IntegrityError, InvalidArgument
-from memvaultd import snapshot
-from memvaultd.snapshot import SnapshotStore
+from memvault_base.errors import IntegrityError, InvalidArgument
+from memvaultd.storage import snapshots as snapshot
+from memvaultd.storage.snapshots import SnapshotStore
 
 KEY = bytes(range(32))
 VAULT = bytes.fromhex("c0c1c2c3c4c5c6c7c8c9cacbcccdcecf")

@@ -21,10 +21,10 @@ from pathlib import Path
 import pytest
 
 from memvault import Client
-from memvault.errors import MemvaultError
-from memvaultd.peer_gate import PeerGate
-from memvaultd.peercred import peer_credentials
-from memvaultd.socket_guard import SocketInUse, claim_socket, prepare_socket_dir
+from memvault_base.errors import MemvaultError
+from memvaultd.serve.front.peer_gate import PeerGate
+from memvaultd.serve.front.peercred import peer_credentials
+from memvaultd.serve.front.socket_guard import SocketInUse, claim_socket, prepare_socket_dir
 
 from .daemon_process import DaemonProcess
 

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ["client/memvault", "daemon/memvaultd", "server/memvault_server"]
+PACKAGES = ["base/memvault_base", "client/memvault", "daemon/memvaultd", "server/memvault_server"]
 
 
 def test_ruff_is_clean() -> None:

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from memvault import Client
-from memvault.errors import Locked, MemvaultError, RollbackDetected
-from memvaultd.remotes import open_remote
+from memvault_base.errors import Locked, MemvaultError, RollbackDetected
+from memvaultd.sync.remotes import open_remote
 
 from .ceph import CephRGW
 from .daemon_process import DaemonProcess

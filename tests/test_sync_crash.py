@@ -55,10 +55,10 @@ import numpy as np
 import pytest
 
 from memvault import Client, Memory
-from memvault.errors import MemvaultError
 from memvault.types import SyncInfo
-from memvaultd.operations import PUT
-from memvaultd.sync.mark import FILE_NAME
+from memvault_base.errors import MemvaultError
+from memvaultd.model.operations import PUT
+from memvaultd.sync.high_water import FILE_NAME
 from memvaultd.sync.worker import OPS_PER_VERSION
 
 from .daemon_process import DaemonProcess

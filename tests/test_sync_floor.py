@@ -17,14 +17,14 @@ from pathlib import Path
 import pytest
 
 from memvault import Client
-from memvault.errors import IntegrityError
-from memvaultd.config import Config
-from memvaultd.embedder import Embedder
-from memvaultd.events import EventBus
-from memvaultd.requests import MemoryDraft
-from memvaultd.sync.devices import keep_unpushed
-from memvaultd.sync.mark import Mark, MarkFile
-from memvaultd.vault import Vault
+from memvault_base.errors import IntegrityError
+from memvaultd.config.settings import Config
+from memvaultd.embedding.embedder import Embedder
+from memvaultd.model.commands import MemoryDraft
+from memvaultd.sync.high_water import Mark, MarkFile
+from memvaultd.sync.setup import keep_unpushed
+from memvaultd.vault.events import EventBus
+from memvaultd.vault.vault import Vault
 
 from .daemon_process import PASSPHRASE, DaemonProcess
 

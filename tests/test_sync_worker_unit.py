@@ -18,14 +18,14 @@ from typing import Any
 
 import pytest
 
-from memvault.errors import RollbackDetected
-from memvaultd.hlc import Stamp
-from memvaultd.operations import ACCESS, Operation
-from memvaultd.remotes import open_remote
-from memvaultd.remotes.base import Remote
+from memvault_base.errors import RollbackDetected
+from memvaultd.model.hlc import Stamp
+from memvaultd.model.operations import ACCESS, Operation
 from memvaultd.sync import worker as worker_module
 from memvaultd.sync.envelope import VERSION, Envelope, chain_context
-from memvaultd.sync.mark import Mark, MarkFile
+from memvaultd.sync.high_water import Mark, MarkFile
+from memvaultd.sync.remotes import open_remote
+from memvaultd.sync.remotes.base import Remote
 from memvaultd.sync.worker import SyncWorker, pack_ops, unpack_ops
 
 

@@ -31,9 +31,9 @@ from pathlib import Path
 import grpc
 import pytest
 
-from memvault.errors import IntegrityError, MemvaultError
-from memvault.v1 import memory_pb2 as pb
-from memvault.v1 import memory_pb2_grpc as pb_grpc
+from memvault_base.errors import IntegrityError, MemvaultError
+from memvault_base.v1 import memory_pb2 as pb
+from memvault_base.v1 import memory_pb2_grpc as pb_grpc
 
 from .daemon_process import PASSPHRASE, DaemonProcess
 from .test_crash import Expected, _input, differences, exported
@@ -407,12 +407,12 @@ def test_wrong_passphrase_is_a_clear_error_and_leaves_no_trace(
 
 @pytest.fixture(scope="module")
 def open_vault(pristine: Pristine) -> Iterator[Callable[[Path], dict[str, pb.MemoryRecord]]]:
-    from memvaultd.config import Config
-    from memvaultd.embedder import Embedder
-    from memvaultd.events import EventBus
-    from memvaultd.keys import load_vault_key
-    from memvaultd.vault import Vault
-    from memvaultd.vault_info import VaultInfo
+    from memvaultd.config.settings import Config
+    from memvaultd.embedding.embedder import Embedder
+    from memvaultd.storage.keys import load_vault_key
+    from memvaultd.storage.vault_info import VaultInfo
+    from memvaultd.vault.events import EventBus
+    from memvaultd.vault.vault import Vault
 
     info = VaultInfo.load(pristine.home / "data")
     assert info is not None
@@ -518,7 +518,7 @@ def test_every_byte_of_a_snapshot_header_and_chunk_edges_is_refused(
 def test_vault_json_is_read_safely(pristine: Pristine, tmp_path: Path) -> None:
     """vault.json is plaintext and unauthenticated: what matters is that
     damage to it is a clear refusal naming it, not a crash."""
-    from memvaultd.vault_info import VaultInfo
+    from memvaultd.storage.vault_info import VaultInfo
 
     path = tmp_path / "vault.json"
     original = (pristine.home / "data" / "vault.json").read_bytes()

@@ -14,8 +14,8 @@ import pytest
 from mcp import ClientSession
 
 from memvault import Client
-from memvault.errors import InvalidArgument, NotFound
 from memvault.types import Memory
+from memvault_base.errors import InvalidArgument, NotFound
 
 from .daemon_process import DaemonProcess
 from .test_cli import memvault

@@ -11,14 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memvaultd import memory as m
-from memvaultd.hlc import Stamp
-from memvaultd.memory import Memory
-from memvaultd.merge import VaultState
-from memvaultd.operations import PUT, UPDATE, Operation
-from memvaultd.upkeep import consolidation, summariser
-from memvaultd.upkeep import sweep as sweeping
-from memvaultd.upkeep.heat import (
+from memvaultd.model import memory as m
+from memvaultd.model.heat import (
     COLD,
     FROZEN,
     HOT,
@@ -27,6 +21,12 @@ from memvaultd.upkeep.heat import (
     band,
     heat,
 )
+from memvaultd.model.hlc import Stamp
+from memvaultd.model.memory import Memory
+from memvaultd.model.operations import PUT, UPDATE, Operation
+from memvaultd.upkeep import consolidation, summariser
+from memvaultd.upkeep import sweep as sweeping
+from memvaultd.vault.state import VaultState
 
 DAY = 86_400.0
 NOW = 1_800_000_000.0
@@ -140,7 +140,7 @@ def test_sweeping_a_consolidated_memory_takes_its_archived_sources() -> None:
 
 
 def test_upkeep_times_travel_in_snapshots() -> None:
-    from memvaultd.state import State, decode_state, encode_state
+    from memvaultd.storage.snapshot_body import State, decode_state, encode_state
 
     empty = np.zeros((0, DIM), np.float32)
     state = State(7, DIM, Stamp(1, 0, "d"), [], empty, frozenset(), [], empty,
@@ -149,7 +149,7 @@ def test_upkeep_times_travel_in_snapshots() -> None:
 
 
 def test_upkeep_fields_of_memories_travel_in_snapshots() -> None:
-    from memvaultd.state import State, decode_state, encode_state
+    from memvaultd.storage.snapshot_body import State, decode_state, encode_state
 
     memories = [_memory(protected=True), _memory(consolidated_from=("a", "b")),
                 _memory(tier=m.ARCHIVED, consolidated_into="c")]

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from memvault.service_templates import UNIT_NAME, UNIT_TEMPLATE
+from memvault.cli.service_templates import UNIT_NAME, UNIT_TEMPLATE
 
 from .user_manager import UserManager, why_not
 
@@ -64,7 +64,7 @@ def no_unit_left(manager: UserManager) -> Iterator[None]:
 
 
 def _memvault(manager: UserManager, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "memvault.cli", *args], env=manager.env,
+    return subprocess.run([sys.executable, "-m", "memvault.cli.main", *args], env=manager.env,
                           capture_output=True, text=True, timeout=120)
 
 

@@ -12,16 +12,6 @@ daemon, an embedding model or an index.
 """
 
 from memvault.client import Client, EventStream
-from memvault.errors import (
-    IntegrityError,
-    InvalidArgument,
-    Locked,
-    MemvaultError,
-    NotFound,
-    ResourceExhausted,
-    RollbackDetected,
-    Unavailable,
-)
 from memvault.types import (
     AppendResult,
     Event,
@@ -37,6 +27,16 @@ from memvault.types import (
     Status,
     TurnHit,
     UpdateResult,
+)
+from memvault_base.errors import (
+    IntegrityError,
+    InvalidArgument,
+    Locked,
+    MemvaultError,
+    NotFound,
+    ResourceExhausted,
+    RollbackDetected,
+    Unavailable,
 )
 
 __version__ = "0.1.0"

@@ -7,7 +7,7 @@
 
 The client only translates (through `memvault.wire`): keywords to request
 messages, reply messages to the plain values of `memvault.types`, and every
-failed call to the exception of `memvault.errors` that `error_from_status`
+failed call to the exception of `memvault_base.errors` that `error_from_status`
 names. It holds no logic of its own beyond telling "the daemon is not running"
 apart from "the daemon said no" (`memvault.connection`).
 
@@ -30,7 +30,6 @@ from memvault import wire
 from memvault.connection import CONNECT_TIMEOUT_S as CONNECT_TIMEOUT_S
 from memvault.connection import START_HINT as START_HINT
 from memvault.connection import Connection
-from memvault.errors import Unavailable
 from memvault.event_stream import EventStream
 from memvault.reads import ReadCalls
 from memvault.sync import SyncCalls
@@ -38,8 +37,9 @@ from memvault.transfer import IMPORT_BATCH_SIZE as IMPORT_BATCH_SIZE
 from memvault.transfer import TransferCalls
 from memvault.types import Status
 from memvault.upkeep import UpkeepCalls
-from memvault.v1 import memory_pb2 as pb
 from memvault.writes import WriteCalls
+from memvault_base.errors import Unavailable
+from memvault_base.v1 import memory_pb2 as pb
 
 __all__ = ["Client", "EventStream"]
 

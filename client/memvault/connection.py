@@ -1,7 +1,7 @@
 """`Connection`: the channel to the daemon's socket under every `Client` call.
 
 It makes the typed call stubs, runs a call with its deadline, and turns every
-failed call into the exception of `memvault.errors` that `error_from_status`
+failed call into the exception of `memvault_base.errors` that `error_from_status`
 names. The only judgement it makes is telling "the daemon is not running"
 apart from "the daemon said no". `Client` and its call mixins (`memvault.sync`,
 `memvault.transfer`) build on it.
@@ -17,8 +17,8 @@ from typing import Any, TypeVar
 import grpc
 from google.protobuf.message import Message
 
-from memvault import paths
-from memvault.errors import MemvaultError, Unavailable, error_from_status
+from memvault_base import paths
+from memvault_base.errors import MemvaultError, Unavailable, error_from_status
 
 __all__ = ["CONNECT_TIMEOUT_S", "START_HINT", "Connection"]
 
@@ -89,7 +89,7 @@ class Connection:
         self, method: str, request: type[_Req], reply: type[_Resp]
     ) -> grpc.UnaryUnaryMultiCallable[_Req, _Resp]:
         return self._channel.unary_unary(
-            f"/memvault.v1.Memory/{method}",
+            f"/memvault_base.v1.Memory/{method}",
             request_serializer=request.SerializeToString,
             response_deserializer=reply.FromString,
         )
@@ -98,7 +98,7 @@ class Connection:
         self, method: str, request: type[_Req], reply: type[_Resp]
     ) -> grpc.UnaryStreamMultiCallable[_Req, _Resp]:
         return self._channel.unary_stream(
-            f"/memvault.v1.Memory/{method}",
+            f"/memvault_base.v1.Memory/{method}",
             request_serializer=request.SerializeToString,
             response_deserializer=reply.FromString,
         )

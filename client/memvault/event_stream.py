@@ -8,9 +8,9 @@ from types import TracebackType
 import grpc
 
 from memvault import wire
-from memvault.errors import MemvaultError
 from memvault.types import Event
-from memvault.v1 import memory_pb2 as pb
+from memvault_base.errors import MemvaultError
+from memvault_base.v1 import memory_pb2 as pb
 
 __all__ = ["EventStream"]
 

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from memvault.errors import InvalidArgument
+from memvault_base.errors import InvalidArgument
 
 __all__ = ["Memory"]
 

@@ -13,7 +13,7 @@ from typing import Any
 from memvault import wire
 from memvault.connection import Connection
 from memvault.types import Facet, Hits, Memory
-from memvault.v1 import memory_pb2 as pb
+from memvault_base.v1 import memory_pb2 as pb
 
 __all__ = ["ReadCalls"]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from memvault.connection import Connection
 from memvault.types import InitResult, JoinResult, SyncInfo
-from memvault.v1 import memory_pb2 as pb
+from memvault_base.v1 import memory_pb2 as pb
 
 __all__ = ["SyncCalls"]
 

@@ -15,9 +15,9 @@ import grpc
 
 from memvault import wire
 from memvault.connection import Connection
-from memvault.errors import InvalidArgument, MemvaultError
 from memvault.types import ImportResult, Memory
-from memvault.v1 import memory_pb2 as pb
+from memvault_base.errors import InvalidArgument, MemvaultError
+from memvault_base.v1 import memory_pb2 as pb
 
 __all__ = ["IMPORT_BATCH_SIZE", "TransferCalls"]
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from memvault import wire
 from memvault.types import Memory
-from memvault.v1 import memory_pb2 as pb
+from memvault_base.v1 import memory_pb2 as pb
 
 __all__ = ["ConsolidateResult", "Consolidation", "SweepResult", "SweptMemory", "UpkeepCalls"]
 

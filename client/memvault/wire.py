@@ -1,5 +1,5 @@
 """Translation between the plain values of `memvault.types` and the protobuf
-messages of `memvault.v1`, both ways; the only code of the client that knows
+messages of `memvault_base.v1`, both ways; the only code of the client that knows
 the messages' field names.
 
     keywords / Memory          ->  message
@@ -23,7 +23,6 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from memvault.errors import InvalidArgument, MemvaultError
 from memvault.types import (
     Event,
     Facet,
@@ -35,7 +34,8 @@ from memvault.types import (
     Status,
     TurnHit,
 )
-from memvault.v1 import memory_pb2 as pb
+from memvault_base.errors import InvalidArgument, MemvaultError
+from memvault_base.v1 import memory_pb2 as pb
 
 __all__ = [
     "INPUT_KEYS",

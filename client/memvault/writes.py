@@ -13,7 +13,6 @@ from typing import Any
 
 from memvault import wire
 from memvault.connection import Connection
-from memvault.errors import InvalidArgument
 from memvault.types import (
     AppendResult,
     ForgetResult,
@@ -21,7 +20,8 @@ from memvault.types import (
     RememberResult,
     UpdateResult,
 )
-from memvault.v1 import memory_pb2 as pb
+from memvault_base.errors import InvalidArgument
+from memvault_base.v1 import memory_pb2 as pb
 
 __all__ = ["WriteCalls"]
 

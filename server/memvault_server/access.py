@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import threading
 
-from memvault.errors import MemvaultError
-
-from .names import check_vault_id, owner_key
-from .store import Store
-from .tokens import TokenBook
+from memvault_base.errors import MemvaultError
+from memvault_base.objects.names import check_vault_id, owner_key
+from memvault_server.store import Store
+from memvault_server.tokens import TokenBook
 
 
 class Unauthenticated(MemvaultError):

@@ -30,10 +30,9 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from memvault.errors import InvalidArgument
-
-from .names import check_version, version_key, version_numbers, versions_prefix
-from .store import Store
+from memvault_base.errors import InvalidArgument
+from memvault_base.objects.names import check_version, version_key, version_numbers, versions_prefix
+from memvault_server.store import Store
 
 log = logging.getLogger("memvault_server.chain")
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 import time
 
-from memvault.errors import ResourceExhausted
+from memvault_base.errors import ResourceExhausted
 
 DEFAULT_RATE = 200.0  # calls/s per token: ~10x what a busy sync worker makes
 

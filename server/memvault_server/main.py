@@ -31,12 +31,17 @@ from types import FrameType
 import click
 import platformdirs
 
-from memvault.errors import MemvaultError
-
-from . import __version__
-from .limits import DEFAULT_RATE
-from .serve import DEFAULT_LISTEN, DEFAULT_MAX_OBJECT, DEFAULT_MAX_WATCHERS, Settings, SyncServer
-from .tokens import TokenBook
+from memvault_base.errors import MemvaultError
+from memvault_server import __version__
+from memvault_server.limits import DEFAULT_RATE
+from memvault_server.serve import (
+    DEFAULT_LISTEN,
+    DEFAULT_MAX_OBJECT,
+    DEFAULT_MAX_WATCHERS,
+    Settings,
+    SyncServer,
+)
+from memvault_server.tokens import TokenBook
 
 log = logging.getLogger("memvault_server")
 

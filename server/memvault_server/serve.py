@@ -1,6 +1,6 @@
 """The gRPC server: the Sync service and health, on a TCP address.
 
-Health reports SERVING for "" and "memvault.v1.Sync" once the port is bound
+Health reports SERVING for "" and "memvault_base.v1.Sync" once the port is bound
 and NOT_SERVING while stopping. Threads: every WatchHead stream holds one
 worker for its lifetime, so the pool is `max_watchers` plus 64 for unary
 calls; a stream over `max_watchers` is refused, not queued.
@@ -25,14 +25,13 @@ import grpc
 from google.protobuf.message import DecodeError
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc  # type: ignore[import-untyped]
 
-from memvault.v1 import sync_pb2
-
-from .access import Access
-from .chain import Chains
-from .limits import DEFAULT_RATE, RateLimiter
-from .servicer import SyncServicer
-from .store import open_store
-from .tokens import TokenBook
+from memvault_base.v1 import sync_pb2
+from memvault_server.access import Access
+from memvault_server.chain import Chains
+from memvault_server.limits import DEFAULT_RATE, RateLimiter
+from memvault_server.servicer import SyncServicer
+from memvault_server.store import open_store
+from memvault_server.tokens import TokenBook
 
 SERVICE = sync_pb2.DESCRIPTOR.services_by_name["Sync"].full_name
 DEFAULT_LISTEN = "127.0.0.1:7433"

@@ -1,4 +1,4 @@
-"""memvault.v1.Sync: translate requests, check who is calling, delegate.
+"""memvault_base.v1.Sync: translate requests, check who is calling, delegate.
 
 Every call, before anything else: the bearer token names an account
 (UNAUTHENTICATED if not), the token's rate is charged (RESOURCE_EXHAUSTED
@@ -17,15 +17,14 @@ from typing import Any, TypeVar
 
 import grpc
 
-from memvault.errors import MemvaultError, ResourceExhausted, status_of
-from memvault.v1 import sync_pb2 as pb
-from memvault.v1 import sync_pb2_grpc as pb_grpc
-
-from .access import Access, PermissionDenied, Unauthenticated
-from .chain import Chains
-from .limits import RateLimiter
-from .names import check_name, check_prefix, object_key
-from .store import Store
+from memvault_base.errors import MemvaultError, ResourceExhausted, status_of
+from memvault_base.objects.names import check_name, check_prefix, object_key
+from memvault_base.v1 import sync_pb2 as pb
+from memvault_base.v1 import sync_pb2_grpc as pb_grpc
+from memvault_server.access import Access, PermissionDenied, Unauthenticated
+from memvault_server.chain import Chains
+from memvault_server.limits import RateLimiter
+from memvault_server.store import Store
 
 log = logging.getLogger("memvault_server.servicer")
 

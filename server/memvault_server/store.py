@@ -29,7 +29,7 @@ class Store(Protocol):
         ...
 
     def get(self, key: str) -> bytes:
-        """The bytes under `key`; `memvault.errors.NotFound` if there are none."""
+        """The bytes under `key`; `memvault_base.errors.NotFound` if there are none."""
         ...
 
     def exists(self, key: str) -> bool:
@@ -51,14 +51,14 @@ class Store(Protocol):
 def open_store(spec: str | None, data_dir: Path) -> Store:
     """`--store` as given: None (the directory `data_dir/store`) or `s3://bucket/prefix`."""
     if spec is None or spec == "":
-        from .dir_store import DirStore
+        from memvault_base.objects.directory import DirStore
 
         return DirStore(data_dir / "store")
     if spec.startswith("s3://"):
-        from .s3_store import open_s3_store
+        from memvault_base.objects.s3 import open_s3_store
 
         return open_s3_store(spec)
-    from memvault.errors import InvalidArgument
+    from memvault_base.errors import InvalidArgument
 
     raise InvalidArgument(f"--store {spec!r}: use s3://bucket/prefix, or leave it out for "
                           f"the data directory")

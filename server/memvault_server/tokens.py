@@ -31,8 +31,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from memvault.durable import sync_dir
-from memvault.errors import InvalidArgument, NotFound
+from memvault_base.durable import sync_dir
+from memvault_base.errors import InvalidArgument, NotFound
 
 FILE_NAME = "tokens.json"
 PREFIX = "mvs_"

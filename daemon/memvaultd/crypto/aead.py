@@ -19,9 +19,8 @@ from __future__ import annotations
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from memvault.errors import IntegrityError
-
-from .entropy import random_bytes
+from memvault_base.errors import IntegrityError
+from memvaultd.crypto.entropy import random_bytes
 
 __all__ = ["KEY_SIZE", "NONCE_SIZE", "OVERHEAD", "TAG_SIZE", "open_sealed", "seal"]
 

@@ -1,7 +1,8 @@
 """Recall: the pure logic that picks and orders memories for a query.
 
-`filters` compiles the metadata filter language into cheap predicates;
-`ranking` scores candidates by similarity x decay x reinforcement and keeps
-the best `top_k`. Neither module does any I/O: the recall engine feeds them
-decrypted records and distances.
+`engine.py` runs one recall over a layer of the index: the channels and their
+fusion (`hybrid.py`, `columnar.py`), what the request may see
+(`visibility.py`, `filter/`), and the final order (`ranking.py`). No I/O and
+no locks: the vault feeds it decrypted records and vectors. It may import
+index and model.
 """

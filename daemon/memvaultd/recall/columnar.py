@@ -27,22 +27,22 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from ..columns import TYPE_CODES
-from ..index import MemoryIndex, RowMask, Rows, Vector, View
-from ..layer import Layer
-from ..memory import PINNED_IMPORTANCE
-from ..upkeep.heat import HeatSettings, heat
-from . import hybrid
-from .hybrid import HYBRID, KEYWORD, VECTOR, Candidate, FusionSettings
-from .keyword import KeywordHits
-from .ranking import (
+from memvaultd.index.columns import TYPE_CODES
+from memvaultd.index.keyword import KeywordHits
+from memvaultd.index.layer import Layer
+from memvaultd.index.memory_index import MemoryIndex, RowMask, Rows, Vector, View
+from memvaultd.model.heat import HeatSettings, heat
+from memvaultd.model.memory import PINNED_IMPORTANCE
+from memvaultd.recall import hybrid
+from memvaultd.recall.hybrid import HYBRID, KEYWORD, VECTOR, Candidate, FusionSettings
+from memvaultd.recall.ranking import (
     SECONDS_PER_DAY,
     Scored,
     half_life_of,
     l2_from_cosine,
     reinforcement,
 )
-from .visibility import Visibility
+from memvaultd.recall.visibility import Visibility
 
 Floats = npt.NDArray[np.float64]
 _LN2 = math.log(2.0)

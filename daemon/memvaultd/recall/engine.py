@@ -16,17 +16,16 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from memvault.errors import InvalidArgument
-
-from .. import memory as m
-from ..index import Vector
-from ..layer import Layer
-from ..requests import RecallQuery
-from ..upkeep.heat import HeatSettings, check_band
-from . import columnar
-from .hybrid import HYBRID, MODES, Candidate, FusionSettings, candidates, explain
-from .ranking import MAX_TOP_K, OVERFETCH, Scored, check_top_k, rank
-from .visibility import Visibility
+from memvault_base.errors import InvalidArgument
+from memvaultd.index.layer import Layer
+from memvaultd.index.memory_index import Vector
+from memvaultd.model import memory as m
+from memvaultd.model.commands import RecallQuery
+from memvaultd.model.heat import HeatSettings, check_band
+from memvaultd.recall import columnar
+from memvaultd.recall.hybrid import HYBRID, MODES, Candidate, FusionSettings, candidates, explain
+from memvaultd.recall.ranking import MAX_TOP_K, OVERFETCH, Scored, check_top_k, rank
+from memvaultd.recall.visibility import Visibility
 
 # ~4 bytes of English per token for the BPE tokenizers agents budget with.
 BYTES_PER_TOKEN = 4

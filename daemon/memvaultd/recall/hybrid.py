@@ -49,11 +49,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..index import Vector, View
-from ..layer import Layer, keyword_fields
-from ..memory import Memory
-from .keyword import KeywordHits, tokens
-from .ranking import similarity
+from memvaultd.index.keyword import KeywordHits, tokens
+from memvaultd.index.layer import Layer, keyword_fields
+from memvaultd.index.memory_index import Vector, View
+from memvaultd.model.memory import Memory
+from memvaultd.recall.ranking import similarity
 
 HYBRID, VECTOR, KEYWORD = "hybrid", "vector", "keyword"
 MODES = (HYBRID, VECTOR, KEYWORD)

@@ -30,9 +30,9 @@ from typing import Any, Final
 import numpy as np
 from numpy.typing import NDArray
 
-from memvault.errors import InvalidArgument
-from memvaultd.memory import EPISODIC, PROCEDURAL, SEMANTIC, Memory
-from memvaultd.upkeep.heat import HeatSettings, heat
+from memvault_base.errors import InvalidArgument
+from memvaultd.model.heat import HeatSettings, heat
+from memvaultd.model.memory import EPISODIC, PROCEDURAL, SEMANTIC, Memory
 
 __all__ = [
     "DEFAULT_HALF_LIVES_DAYS",

@@ -21,13 +21,13 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from .. import memory as m
-from ..columns import TIER_CODES, TYPE_CODES
-from ..index import MemoryIndex, Rows, View
-from ..memory import Memory
-from ..requests import RecallQuery
-from ..upkeep.heat import HeatSettings, band, heat
-from .filters import MATCH_ALL, parse_filter
+from memvaultd.index.columns import TIER_CODES, TYPE_CODES
+from memvaultd.index.memory_index import MemoryIndex, Rows, View
+from memvaultd.model import memory as m
+from memvaultd.model.commands import RecallQuery
+from memvaultd.model.heat import HeatSettings, band, heat
+from memvaultd.model.memory import Memory
+from memvaultd.recall.filter.parse import MATCH_ALL, parse_filter
 
 DEFAULT_TIERS = frozenset({m.WORKING, m.LONG_TERM})
 

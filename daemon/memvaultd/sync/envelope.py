@@ -21,10 +21,9 @@ from __future__ import annotations
 
 import struct
 
-from memvault.errors import IntegrityError
-
-from ..crypto.aead import OVERHEAD, open_sealed, seal
-from ..crypto.kdf import derive_key
+from memvault_base.errors import IntegrityError
+from memvaultd.crypto.aead import OVERHEAD, open_sealed, seal
+from memvaultd.crypto.kdf import derive_key
 
 MAGIC = b"MVRO"
 FORMAT = 1

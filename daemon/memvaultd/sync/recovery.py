@@ -14,9 +14,8 @@ from __future__ import annotations
 import base64
 import secrets
 
-from memvault.errors import InvalidArgument, Locked
-
-from ..keyfile import unwrap_key, wrap_key
+from memvault_base.errors import InvalidArgument, Locked
+from memvaultd.storage.keyfile import unwrap_key, wrap_key
 
 PREFIX = "mvr1-"
 OBJECT = "keys/recovery"

@@ -38,16 +38,15 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from memvault.errors import IntegrityError, InvalidArgument, RollbackDetected
-
-from ..operations import Operation, decode, encode
-from ..remotes import redact
-from ..remotes.base import Remote
-from .envelope import SNAPSHOT, VERSION, Envelope, chain_context
-from .mark import Mark, MarkFile
+from memvault_base.errors import IntegrityError, InvalidArgument, RollbackDetected
+from memvaultd.model.operations import Operation, decode, encode
+from memvaultd.sync.envelope import SNAPSHOT, VERSION, Envelope, chain_context
+from memvaultd.sync.high_water import Mark, MarkFile
+from memvaultd.sync.remotes import redact
+from memvaultd.sync.remotes.base import Remote
 
 if TYPE_CHECKING:
-    from ..vault import Vault
+    from memvaultd.vault.vault import Vault
 
 log = logging.getLogger("memvaultd.sync")
 

@@ -43,13 +43,12 @@ from typing import Final
 
 import numpy as np
 
-from memvault.errors import InvalidArgument
-
-from .. import memory as m
-from ..index import Vector
-from ..memory import Memory
-from .heat import COLD, FROZEN, SECONDS_PER_DAY, HeatSettings, band, heat
-from .summariser import Summariser, Summary
+from memvault_base.errors import InvalidArgument
+from memvaultd.index.memory_index import Vector
+from memvaultd.model import memory as m
+from memvaultd.model.heat import COLD, FROZEN, SECONDS_PER_DAY, HeatSettings, band, heat
+from memvaultd.model.memory import Memory
+from memvaultd.upkeep.summariser import Summariser, Summary
 
 ALL, SESSION = "all", "session"
 SCOPES: Final = (ALL, SESSION)

@@ -20,9 +20,8 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from memvault.errors import InvalidArgument
-
-from ..memory import MAX_TEXT_BYTES, Memory
+from memvault_base.errors import InvalidArgument
+from memvaultd.model.memory import MAX_TEXT_BYTES, Memory
 
 # A sentence ends at . ! or ? followed by space, or at a line break; list
 # markers at a line's start are not part of the fact.

@@ -33,9 +33,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
-from .. import memory as m
-from ..memory import Memory
-from .heat import SECONDS_PER_DAY, HeatSettings, band, heat, last_use
+from memvaultd.model import memory as m
+from memvaultd.model.heat import SECONDS_PER_DAY, HeatSettings, band, heat, last_use
+from memvaultd.model.memory import Memory
 
 STALENESS_DAYS: Final = 90.0
 

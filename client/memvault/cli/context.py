@@ -1,0 +1,34 @@
+"""The one `Client` of a `memvault` command line, made on first use.
+
+Its own module so that the commands defined apart from `cli.py` (every
+`*_commands` module) find the same object even when the CLI runs
+as `python -m memvault.cli.main`, where `cli.py` is `__main__` and importing
+`memvault.cli.main` again would create a second, empty copy of its classes.
+"""
+
+from __future__ import annotations
+
+import click
+
+from memvault.client import Client
+
+
+class LazyClient:
+    """Creates the Client on first use, so `--help` and usage errors never connect."""
+
+    def __init__(self, home: str | None, socket: str | None, timeout: float) -> None:
+        self._args = (home, socket, timeout)
+        self._client: Client | None = None
+
+    def client(self) -> Client:
+        if self._client is None:
+            home, socket, timeout = self._args
+            self._client = Client(socket, home=home, timeout=timeout)
+            click.get_current_context().call_on_close(self._client.close)
+        return self._client
+
+
+def current_client() -> Client:
+    lazy = click.get_current_context().find_object(LazyClient)
+    assert lazy is not None, "the memvault group always sets its context object"
+    return lazy.client()

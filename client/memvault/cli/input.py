@@ -1,0 +1,60 @@
+"""What the user hands the `memvault` command, read and checked before anything
+is sent: an option's JSON object, and JSON lines (`turns append`, `import`)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from memvault.types import Memory
+from memvault_base.errors import InvalidArgument
+
+__all__ = ["json_lines", "json_object", "line_source", "read_memories"]
+
+
+def json_object(text: str | None, option: str) -> dict[str, Any] | None:
+    """Parse an option's JSON object before anything is sent."""
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError as err:
+        raise InvalidArgument(f"{option} is not valid JSON: {err}") from None
+    if not isinstance(value, dict):
+        raise InvalidArgument(f"{option} must be a JSON object, not {type(value).__name__}")
+    return value
+
+
+def json_lines(lines: Iterable[str], where: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) of each non-blank line; InvalidArgument names a bad one."""
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except ValueError as err:
+            raise InvalidArgument(f"{where} line {number}: not JSON: {err}") from None
+        if not isinstance(value, dict):
+            raise InvalidArgument(f"{where} line {number}: not a JSON object")
+        yield number, value
+
+
+def read_memories(lines: Iterable[str], where: str) -> Iterator[Memory]:
+    for number, value in json_lines(lines, where):
+        yield Memory.from_dict(value, where=f"{where} line {number}")
+
+
+def line_source(file: str) -> Callable[[], Iterable[str]]:
+    """The lines of `file` ("-": stdin), readable twice: once to check, once to send."""
+    if file == "-":
+        text = sys.stdin.read().splitlines()
+        return lambda: text
+    return lambda: _lines_of(Path(file))
+
+
+def _lines_of(path: Path) -> Iterator[str]:
+    with path.open(encoding="utf-8") as f:
+        yield from f

@@ -1,0 +1,125 @@
+"""The `memvault` command: every call of `memvault.Client` from a shell.
+
+remember, supersede, update, reinforce, recall, get, forget (and forget --sweep),
+consolidate, topics, entities, turns append, export, import, status, events,
+doctor. Every command that prints data
+takes `--json` for output a program can parse. Failures print one line,
+prefixed "memvault: ", to stderr and exit with a code that says what kind of
+failure it was (the table is in EXIT_CODES_HELP and docs/cli.md); a
+MemvaultError or a connection failure never prints a traceback.
+
+This module is the group and that error handling; the commands live in
+modules of their own (`write_commands`, `read_commands`, `status_commands`,
+`turns_commands`, `transfer_commands`, `upkeep_commands`, `sync_commands`,
+`service`, `mcp_bridge`, `doctor`), which never import this one (see
+`cli_context`).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+import click
+
+from memvault import __version__
+from memvault.cli.context import LazyClient
+from memvault.cli.doctor import doctor
+from memvault.cli.mcp_bridge import mcp
+from memvault.cli.options import filter_option as filter_option
+from memvault.cli.options import json_option as json_option
+from memvault.cli.options import memory_options as memory_options
+from memvault.cli.read_commands import entities, get, recall, topics
+from memvault.cli.service import service
+from memvault.cli.status_commands import events, status
+from memvault.cli.sync_commands import COMMANDS as SYNC_COMMANDS
+from memvault.cli.transfer_commands import export, import_
+from memvault.cli.turns_commands import append_turns as append_turns
+from memvault.cli.turns_commands import turns
+from memvault.cli.upkeep_commands import consolidate
+from memvault.cli.write_commands import forget, reinforce, remember, supersede, update
+from memvault_base.errors import InvalidArgument, MemvaultError, NotFound, Unavailable
+
+__all__ = ["EXIT_OK", "cli", "exit_code", "main"]
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_UNAVAILABLE = 3
+EXIT_NOT_FOUND = 4
+
+# "\b" keeps click from re-flowing the table into one paragraph.
+EXIT_CODES_HELP = """\b
+Exit codes:
+  0  ok
+  1  the daemon reported an error (one line on stderr, "memvault: ...")
+  2  usage error or bad input (including the daemon's INVALID_ARGUMENT)
+  3  the daemon is not running or not reachable
+  4  no memory with that id
+"""
+
+
+def exit_code(err: MemvaultError) -> int:
+    """The exit code the CLI uses for `err`."""
+    if isinstance(err, InvalidArgument):
+        return EXIT_USAGE
+    if isinstance(err, Unavailable):
+        return EXIT_UNAVAILABLE
+    if isinstance(err, NotFound):
+        return EXIT_NOT_FOUND
+    return EXIT_ERROR
+
+
+class _Group(click.Group):
+    """Turns memvault errors into one line on stderr and an exit code, in one place."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except MemvaultError as err:
+            message = " ".join(str(err).split()) or (type(err).__doc__ or type(err).__name__)
+            click.echo(f"memvault: {message}", err=True)
+            ctx.exit(exit_code(err))
+        except BrokenPipeError:
+            # The reader went away (`memvault events | head -1`): not an error.
+            # Point stdout at /dev/null so the interpreter's final flush is quiet.
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            ctx.exit(EXIT_OK)
+
+
+@click.group(
+    cls=_Group, epilog=EXIT_CODES_HELP, context_settings={"help_option_names": ["-h", "--help"]}
+)
+@click.option(
+    "--home",
+    type=click.Path(file_okay=False),
+    metavar="DIR",
+    help="Keep config, data and socket under DIR (default: $MEMVAULT_HOME, else the platform's).",
+)
+@click.option(
+    "--socket", type=click.Path(dir_okay=False), help="The daemon's socket (overrides --home)."
+)
+@click.option("--timeout", type=float, default=30.0, show_default=True, help="Seconds per call.")
+@click.version_option(__version__, message="memvault %(version)s")
+@click.pass_context
+def cli(ctx: click.Context, home: str | None, socket: str | None, timeout: float) -> None:
+    """Encrypted, local-first memory for AI agents: talk to the memvault daemon."""
+    ctx.obj = LazyClient(home, socket, timeout)
+
+
+for command in (
+    remember, recall, get, forget, supersede, update, reinforce, topics, entities, status,
+    events, turns, export, import_, consolidate, service, mcp, doctor, *SYNC_COMMANDS,
+):
+    cli.add_command(command)
+
+
+def main() -> None:
+    """The `memvault` console script."""
+    cli(prog_name="memvault")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,248 @@
+"""`memvault mcp`: the daemon's memory as MCP tools, over stdio.
+
+An agent host (Claude Code, Claude Desktop, Cursor) starts this process and
+speaks MCP on its stdin/stdout; every tool call becomes one call to the daemon
+through `memvault.Client`, on a worker thread so the MCP loop never blocks on
+the socket. Nothing is kept here: the bridge holds no memory and no key, and
+an agent that reaches it reaches only what the user's own `memvault` CLI could.
+
+Tools: `recall`, `remember`, `update_memory`, `forget` (by id, or a sweep of
+what is cold and minor), `consolidate`, `list_topics`. Their
+descriptions say *when* to call them, because that is what an agent reads to
+decide (the habit of the popular memory servers: "use this at the start of a
+task", "call this when the user states a preference"). Results are compact
+JSON: empty fields dropped, scores to three decimals, times as ISO dates; a
+recall of three hits is ~600 bytes instead of the CLI's ~1.5 KB.
+"""
+
+# No `from __future__ import annotations` here: the tools' annotations name
+# pydantic's Field, imported lazily inside build_server, and MCP reads them at
+# registration, so they must be evaluated where the tools are defined.
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+
+import click
+
+from memvault import __version__
+from memvault.client import Client
+from memvault.types import Hit, Memory
+from memvault_base.errors import MemvaultError
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
+
+__all__ = ["INSTRUCTIONS", "build_server", "mcp", "run"]
+
+SOURCE = "mcp"  # what `source` says on memories written through the bridge, by default
+
+INSTRUCTIONS = """\
+memvault is the user's private long-term memory, shared by their agents and \
+devices. Call `recall` at the start of a task and whenever earlier context might \
+matter; call `remember` when the user states a preference, makes a decision, or \
+tells you a durable fact. Keep each memory one self-contained statement."""
+
+RECALL = """\
+Search the user's long-term memory for what is relevant now. Use this at the start \
+of every task, and whenever the user refers to earlier work, their preferences, a \
+project's conventions or past decisions ("as before", "the usual way", "what did we \
+decide"), and before asking the user something they may already have told you. \
+Returns the best matches first: [{"id", "text", "score", "topic", ...}]. An empty \
+list means nothing relevant is stored: say so, never invent a memory."""
+
+REMEMBER = """\
+Store one durable fact, preference, decision or instruction in long-term memory. \
+Call this when the user states a preference ("I prefer vitest"), corrects you, \
+makes a decision, or tells you something about themselves, their project or their \
+environment that a later session will need. Write one self-contained statement that \
+makes sense without this conversation. Never store secrets or credentials. Saying \
+again what is already stored reinforces that memory instead of adding a copy. \
+Returns {"id", "reinforced"}."""
+
+UPDATE = """\
+Correct a memory that has become wrong or outdated. Use this when the user corrects \
+something you recalled, or a stored fact changes (a new deadline, a changed \
+preference). Takes the id from `recall` and the full corrected text; topic, tags \
+and the other fields are kept unless given. The memory keeps its id and is \
+re-embedded, so recall finds it by its new text. Returns {"id", "updated": true}."""
+
+FORGET = """\
+Delete a memory for good, on every device of the user. Use this only when the user \
+asks you to forget something, or a memory is plainly wrong and nothing replaces it \
+(otherwise use `update_memory`). Takes the id from `recall`. With `sweep: true` and \
+no id, it instead forgets every memory that is old, unused and rated minor (never \
+pinned, protected or instruction memories): run it with `dry_run: true` first and \
+show the user the list with its reasons before sweeping for real."""
+
+CONSOLIDATE = """\
+Tidy the memory: merge each cluster of old, rarely used, minor memories about one \
+subject into a single memory that keeps every distinct fact (with the ids it came \
+from); the originals move to the archive, still readable. Use this when recall \
+keeps returning many small overlapping memories, or when the user asks to tidy or \
+compact their memory; use `dry_run: true` to preview. `min_age_days: 0` includes \
+memories of any age (after a bulk import). Never touches pinned, protected or \
+instruction memories. Returns the clusters merged."""
+
+LIST_TOPICS = """\
+List the topic keys memories are filed under (dotted paths such as \
+"user.preferences.testing"), with how many memories each holds. Use this to find \
+your way in an unfamiliar memory, or to reuse an existing topic in `remember` so \
+related memories stay together."""
+
+_T = TypeVar("_T")
+
+
+def build_server(client: Client) -> "MCPServer":
+    """The MCP server, its six tools bound to `client`."""
+    # Imported here: pydantic and the MCP stack cost ~0.4 s, which no other
+    # command of the CLI should pay.
+    import anyio
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+    from pydantic import Field
+
+    server = MCPServer(name="memvault", version=__version__, instructions=INSTRUCTIONS,
+                       log_level="WARNING")
+
+    async def call(fn: Callable[[], _T]) -> _T:
+        try:
+            return await anyio.to_thread.run_sync(fn)
+        except MemvaultError as err:
+            raise ToolError(" ".join(str(err).split())) from None
+
+    @server.tool(name="recall", description=RECALL, structured_output=False)
+    async def recall(
+        query: Annotated[str, Field(description="What you want to know, in plain words.")],
+        top_k: Annotated[int, Field(ge=1, le=50, description="How many memories at most.")] = 5,
+        topic: Annotated[str, Field(description="Only this topic key (exact), if given.")] = "",
+        filter: Annotated[dict[str, Any] | None, Field(description=(
+            'A filter expression, e.g. {"AND": [{"category": "development"}, '
+            '{"tags": {"contains": "testing"}}]}.'))] = None,
+    ) -> str:
+        expression = filter
+        if topic:
+            clause = {"topic_key": topic}
+            expression = {"AND": [clause, filter]} if filter else clause
+        hits = await call(lambda: client.recall(query, top_k=top_k, filter=expression))
+        return _json([_hit(h) for h in hits])
+
+    @server.tool(name="remember", description=REMEMBER, structured_output=False)
+    async def remember(
+        text: Annotated[str, Field(min_length=1, description="The statement to remember.")],
+        topic: Annotated[str, Field(description=(
+            "Dotted topic key, general to specific, e.g. user.preferences.testing."))] = "",
+        type: Annotated[str, Field(description=(
+            "semantic (a fact or preference, the default), episodic (something that "
+            "happened), or procedural (how to do something)."))] = "",
+        tags: Annotated[list[str] | None, Field(description="Short keywords.")] = None,
+        importance: Annotated[float | None, Field(ge=0, le=1, description=(
+            "0..1, default 0.5; 0.9 or more pins it so it never fades."))] = None,
+        entity: Annotated[str, Field(description="Who or what it is about, if one thing.")] = "",
+        category: Annotated[str, Field(description="A broad area, e.g. development.")] = "",
+    ) -> str:
+        result = await call(lambda: client.remember(
+            text, topic=topic, type=type, tags=tags or (), importance=importance,
+            entity=entity, category=category, source=SOURCE))
+        return _json({"id": result.id, "reinforced": result.reinforced})
+
+    @server.tool(name="update_memory", description=UPDATE, structured_output=False)
+    async def update_memory(
+        id: Annotated[str, Field(min_length=1, description="The memory's id, from recall.")],
+        text: Annotated[str, Field(min_length=1, description="The full corrected statement.")],
+        topic: Annotated[str | None, Field(description="A new topic key, if it moves.")] = None,
+        tags: Annotated[list[str] | None, Field(description="New tags, replacing the old.")]
+        = None,
+        importance: Annotated[float | None, Field(ge=0, le=1, description=(
+            "A new importance 0..1, if it changes."))] = None,
+    ) -> str:
+        # In place: only the fields given change, the id stays (Client.update).
+        await call(lambda: client.update(id, text=text, topic=topic, tags=tags,
+                                         importance=importance))
+        return _json({"id": id, "updated": True})
+
+    @server.tool(name="forget", description=FORGET, structured_output=False)
+    async def forget(
+        id: Annotated[str, Field(description="The memory's id, from recall.")] = "",
+        sweep: Annotated[bool, Field(description=(
+            "Instead of one id: forget everything old, unused and minor."))] = False,
+        dry_run: Annotated[bool, Field(description=(
+            "With sweep: only list what would be forgotten, and why."))] = False,
+    ) -> str:
+        if bool(id) == sweep:
+            raise ToolError("give either an id or sweep: true")
+        if not sweep:
+            if dry_run:
+                raise ToolError("dry_run goes with sweep: true")
+            await call(lambda: client.forget(id))
+            return _json({"id": id, "forgotten": True})
+        result = await call(lambda: client.sweep(dry_run=dry_run))
+        return _json({"dry_run": dry_run, "forgotten" if not dry_run else "would_forget": [
+            {"id": s.id, "text": s.text, "reason": s.reason} for s in result.swept]})
+
+    @server.tool(name="consolidate", description=CONSOLIDATE, structured_output=False)
+    async def consolidate(
+        dry_run: Annotated[bool, Field(description="Only show the clusters.")] = False,
+        scope: Annotated[str, Field(pattern="^(all|session)$", description=(
+            "all, or session: never merge memories of two sessions."))] = "all",
+        min_age_days: Annotated[float | None, Field(ge=0, description=(
+            "Only memories at least this old (default 7 days)."))] = None,
+    ) -> str:
+        result = await call(lambda: client.consolidate(scope=scope, min_age_days=min_age_days,
+                                                       dry_run=dry_run))
+        return _json({"dry_run": dry_run, "merged": result.archived, "consolidations": [
+            {"id": c.id, "text": c.text, "sources": list(c.sources)}
+            for c in result.consolidations]})
+
+    @server.tool(name="list_topics", description=LIST_TOPICS, structured_output=False)
+    async def list_topics() -> str:
+        topics = await call(client.list_topics)
+        return _json([{"topic": t.name, "count": t.count,
+                       "last_activity": _date(t.last_activity)} for t in topics])
+
+    return server
+
+
+def run(client: Client) -> None:
+    """Serve MCP on stdin/stdout until the host closes them."""
+    build_server(client).run("stdio")
+
+
+@click.command()
+def mcp() -> None:
+    """Serve the memory to an agent as MCP tools over stdio.
+
+    Register it with an agent host, e.g. `claude mcp add memvault -- memvault mcp`.
+    The daemon must be running (or start later: each call connects on demand).
+    """
+    params = click.get_current_context().find_root().params
+    with Client(params.get("socket"), home=params.get("home"),
+                timeout=params.get("timeout") or 30.0) as client:
+        run(client)
+
+
+def _hit(hit: Hit) -> dict[str, Any]:
+    out = {"id": hit.memory.id, "text": hit.memory.text, "score": round(hit.score, 3)}
+    out.update(_fields(hit.memory))
+    return out
+
+
+def _fields(memory: Memory) -> dict[str, Any]:
+    """A memory's metadata without its empty fields: what an agent needs, no more."""
+    fields: dict[str, Any] = {
+        "topic": memory.topic_key, "type": memory.type, "tags": list(memory.tags),
+        "category": memory.category, "entity": memory.entity, "payload": memory.payload,
+        "source": memory.source, "created": _date(memory.created_at),
+        "pinned": memory.pinned or None,
+    }
+    return {key: value for key, value in fields.items() if value}
+
+
+def _date(timestamp: float) -> str:
+    if not timestamp:
+        return ""
+    return datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%dT%H:%MZ")
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))

@@ -1,0 +1,83 @@
+"""`memvault init`, `memvault join`, `memvault sync now|status`: set up and
+watch end-to-end encrypted sync. The daemon does the work; these commands
+ask it to and print what it says."""
+
+from __future__ import annotations
+
+import click
+
+from memvault.cli import output
+from memvault.cli.context import current_client
+
+RECOVERY_ENV = "MEMVAULT_RECOVERY_KEY"
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+remote_option = click.option("--remote", required=True, metavar="URL",
+                             help="grpc://host:port, grpcs://host:port, s3://bucket/prefix "
+                                  "or file:///path")
+token_option = click.option("--token", envvar="MEMVAULT_TOKEN", default=None,
+                            help="Bearer token for a memvault-server (MEMVAULT_TOKEN).")
+
+
+_client = current_client
+
+
+@click.command("init")
+@remote_option
+@token_option
+@json_option
+def init(remote: str, token: str | None, as_json: bool) -> None:
+    """Start syncing this vault to an empty remote; prints the recovery key once."""
+    result = _client().init_sync(remote, token=token)
+    if as_json:
+        output.echo_json(result.to_dict())
+        return
+    click.echo(f"vault {result.vault_id} now syncs to {remote}")
+    click.echo("Recovery key (shown once; another device needs it to join):")
+    click.echo(f"  {result.recovery_key}")
+
+
+@click.command("join")
+@remote_option
+@token_option
+@click.option("--recovery-key", envvar=RECOVERY_ENV, default=None,
+              help=f"The vault's recovery key ({RECOVERY_ENV}); asked for when absent.")
+@json_option
+def join(remote: str, token: str | None, recovery_key: str | None, as_json: bool) -> None:
+    """Join the vault on REMOTE; the memories this device holds are kept."""
+    if not recovery_key:
+        recovery_key = click.prompt("Recovery key", hide_input=True)
+    result = _client().join_sync(remote, recovery_key, token=token)
+    if as_json:
+        output.echo_json(result.to_dict())
+    else:
+        click.echo(f"joined vault {result.vault_id}: {result.memory_count} memories")
+
+
+@click.group("sync")
+def sync() -> None:
+    """Sync now, or see where sync stands."""
+
+
+@sync.command("now")
+@json_option
+def now(as_json: bool) -> None:
+    """Pull and push at once."""
+    _show(_client().sync_now().to_dict(), as_json)
+
+
+@sync.command("status")
+@json_option
+def status(as_json: bool) -> None:
+    """Remote, head, last push and pull, pending operations, errors."""
+    _show(_client().sync_status().to_dict(), as_json)
+
+
+def _show(info: dict[str, object], as_json: bool) -> None:
+    if as_json:
+        output.echo_json(info)
+        return
+    for key, value in info.items():
+        click.echo(f"{key:12} {value}")
+
+
+COMMANDS = (init, join, sync)

@@ -1,0 +1,132 @@
+"""`memvault remember`, `supersede`, `update`, `reinforce` and `forget` (by id,
+by --filter, or --sweep): the commands that write memories."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from memvault.cli import output
+from memvault.cli.context import current_client
+from memvault.cli.options import json_option, memory_keywords, memory_options
+from memvault.cli.upkeep_commands import sweep as sweep_command
+
+__all__ = ["forget", "reinforce", "remember", "supersede", "update"]
+
+_client = current_client
+
+
+@click.command()
+@click.argument("text")
+@memory_options
+@click.option("--supersedes", default="", metavar="ID", help="The id of a memory this replaces.")
+@json_option
+def remember(text: str, supersedes: str, as_json: bool, **fields: Any) -> None:
+    """Store TEXT as a memory ("-" reads it from stdin); prints its id."""
+    if text == "-":
+        text = sys.stdin.read().strip()
+    result = _client().remember(text, supersedes=supersedes, **memory_keywords(fields))
+    if as_json:
+        output.echo_json(result.to_dict())
+        return
+    click.echo(result.id)
+    if result.reinforced:
+        # On stderr, so that `id=$(memvault remember ...)` captures only the id.
+        click.echo("reinforced existing memory", err=True)
+
+
+@click.command()
+@click.argument("id")
+@click.argument("text")
+@memory_options
+@json_option
+def supersede(id: str, text: str, as_json: bool, **fields: Any) -> None:
+    """Store TEXT ("-" reads stdin) as the new version of memory ID; prints the new id."""
+    if text == "-":
+        text = sys.stdin.read().strip()
+    result = _client().supersede(id, text, **memory_keywords(fields))
+    if as_json:
+        output.echo_json(result.to_dict())
+    else:
+        click.echo(result.id)
+
+
+@click.command()
+@click.argument("id")
+@click.option("--text", help="The new text (re-embedded).")
+@memory_options
+@click.option("--clear-tags", is_flag=True, help="Remove every tag.")
+@json_option
+def update(id: str, text: str | None, clear_tags: bool, as_json: bool, **fields: Any) -> None:
+    """Edit memory ID in place, keeping its id; only the options given change."""
+    changes = memory_keywords(fields)
+    if clear_tags:
+        if "tags" in changes:
+            raise click.UsageError("--clear-tags and --tag do not go together")
+        changes["tags"] = []
+    result = _client().update(id, text=text, **changes)
+    if as_json:
+        output.echo_json(result.to_dict())
+    else:
+        click.echo(f"updated {id} (txid {result.txid})")
+
+
+@click.command()
+@click.argument("id")
+@json_option
+def reinforce(id: str, as_json: bool) -> None:
+    """Count memory ID as confirmed once more: it fades more slowly."""
+    result = _client().reinforce(id)
+    if as_json:
+        output.echo_json({"id": id, **result.to_dict()})
+    else:
+        click.echo(f"reinforced {id} ({result.reinforce_count} times, txid {result.txid})")
+
+
+@click.command()
+@click.argument("id", required=False)
+@click.option("--filter", "filter_", metavar="JSON", help="Forget every memory this matches.")
+@click.option("--sweep", "sweep_", is_flag=True,
+              help="Forget every memory whose forgetting risk is over the threshold.")
+@click.option("--threshold", type=click.FloatRange(0, 1), default=None,
+              help="With --sweep: this risk threshold instead of the daemon's (0.5).")
+@click.option("--dry-run", is_flag=True, help="With --filter or --sweep: list, forget nothing.")
+@json_option
+def forget(id: str | None, filter_: str | None, sweep_: bool, threshold: float | None,
+           dry_run: bool, as_json: bool) -> None:
+    """Delete the memory with this ID, every memory --filter matches, or (--sweep) every
+    memory cold, old and minor enough to forget; on every synced device.
+
+    With --filter the ids go to stdout, one per line, and the count to stderr.
+    With --sweep each memory comes with its reason; pinned, protected,
+    procedural and young memories are never swept.
+    """
+    if (id is not None) + (filter_ is not None) + sweep_ != 1:
+        raise click.UsageError("give one of ID, --filter or --sweep")
+    if threshold is not None and not sweep_:
+        raise click.UsageError("--threshold goes with --sweep")
+    if sweep_:
+        sweep_command(dry_run, threshold, as_json)
+        return
+    if filter_ is None:
+        assert id is not None
+        if dry_run:
+            raise click.UsageError("--dry-run goes with --filter or --sweep")
+        txid = _client().forget(id)
+        if as_json:
+            output.echo_json({"id": id, "txid": txid})
+        else:
+            click.echo(f"forgot {id} (txid {txid})")
+        return
+    result = _client().forget_where(filter_, dry_run=dry_run)
+    if as_json:
+        output.echo_json({**result.to_dict(), "dry_run": dry_run})
+        return
+    for forgotten in result.ids:
+        click.echo(forgotten)
+    count = output.plural(len(result.ids), "memory", "memories")
+    click.echo(
+        f"would forget {count}" if dry_run else f"forgot {count} (txid {result.txid})", err=True
+    )

@@ -1,0 +1,311 @@
+"""An inverted-file (IVF) index over the rows of the vector matrix.
+
+Above `IVF_THRESHOLD` rows an exact scan stops fitting the latency budget: it
+reads the whole matrix (150 MB at 100k x 384 float32, about 9 ms on the
+development machine; 1.5 GB and ~100 ms at 1M). The IVF partitions the rows
+by their nearest of `nlist` centroids (k-means, in NumPy, on a sample) and a
+search reads only the `nprobe` lists whose centroids are nearest the query.
+
+The lists are read from an 8-bit copy of the vectors (`codes`, one byte per
+dimension, scaled per dimension), which ranks a probed row by an
+approximate product; the index then only chooses which rows to read: the
+caller scores the best of them exactly, in float32, from the matrix itself
+(`exact`), and every score a recall returns is exact. Why 8 bits: the probed
+lists are read from memory once a search (~3,800 rows at 100k, ~40,000 at
+1M), and a quarter of the bytes took 0.13 ms against 0.29 ms for float32 at
+100k; the copy costs 38 MB rather than 150 MB at 100k (384 MB rather than
+1.5 GB at 1M). Rounding moves a product by at most sum_j |q_j| / (2 s_j):
+0.013 for the benchmark's queries at 140k memories, where the largest error
+seen was 0.002; the caller scores 4 x (at least 128) the rows it needs
+exactly, and the exact 24 nearest were among the best 27 by code
+(`index.py`).
+
+The structure is immutable once built: the lists are one array of row
+numbers grouped by list (`order`), where each list starts (`offsets`), and
+the codes in that order, covering rows [0, covered); contiguous reads of
+them beat gathering the rows by number (0.97 ms against 2.76 ms p50 at 100k
+when both were float32). Rows appended later form the tail, which every
+search reads until an `extended` copy assigns them to their lists; the owner
+swaps the new object in, so readers never see a half-built index.
+
+The tail is read from codes too (`TailCodes`, made as the rows are written,
+with the lists' scale), and its rows compete with the probed ones for exact
+scoring. Read exactly, in float32, a tail near the size that triggers an
+extension (1/32 of the covered rows) cost a recall more than the lists: at
+180k memories, in process, 2.50-2.76 ms a recall against 1.51-2.03 ms from
+its codes and 1.38-1.56 ms with no tail (docs/benchmarks.md).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+Matrix = npt.NDArray[np.float32]
+Rows = npt.NDArray[np.int64]
+
+# Measured on clustered MiniLM-like vectors (docs/benchmarks.md): below 20k
+# rows the exact scan costs under 2 ms, and exact answers are worth that.
+IVF_THRESHOLD = 20_000
+# 2 sqrt(N) lists (632 at 100k) with a cap: assigning 1M rows to 1024
+# centroids is ~0.8 TFLOP, seconds in the background. Finer lists hold the
+# near neighbours of a query in fewer rows: on the benchmark's 100k clustered
+# vectors (120 queries, docs/benchmarks.md), sqrt(N) lists read 7,961 rows
+# for recall@10 0.9967 (worst query 0.8), 2 sqrt(N) lists 3,762 rows for
+# 0.9992 (worst 0.9), at 0.57 ms a search against 1.1 ms. 4 sqrt(N) gained
+# little more (2,084 rows, 0.9983) and took 5.5 s to build against 2.3.
+LISTS_PER_SQRT_N = 2
+MAX_LISTS = 1024
+# Lists read per query, as a fraction of nlist, with a floor: 1/25 is the
+# 24-26 lists of 632 measured above.
+PROBE_FRACTION = 1 / 25
+MIN_PROBE = 24
+# k-means on at most this many rows per centroid, for this many rounds.
+_SAMPLE_PER_LIST = 32
+_ROUNDS = 8
+_CHUNK = 16_384  # rows assigned per matrix product (16k x 1024 floats = 64 MB)
+
+
+def scores(rows: Matrix, query: Matrix) -> Matrix:
+    """`rows @ query`, with the interpreter lock released while it runs: the
+    centroids of a search, the unindexed tail, the exact scan.
+
+    NumPy 2.4's `matmul` keeps the lock for a matrix-vector product under
+    ~500 rows; `dot` hands every one to BLAS without it. With `@` two threads
+    doing 150 x 384 float32 products (20 us each) ran at 1.0x one thread,
+    with `dot` at 1.9x. (The probed lists themselves, ~26 such products a
+    search at 100k, are one compiled call: `probed_lists`.)
+    """
+    product: Matrix = np.dot(rows, query)
+    return product
+
+
+Codes = npt.NDArray[np.int8]
+
+
+def _probed_lists(codes: Codes, order: Rows, starts: Rows, ends: Rows, query: Matrix
+                  ) -> tuple[Rows, Matrix]:
+    """The rows of `codes[starts[i]:ends[i]]` for every i, as matrix row
+    numbers (`order`), and their inner products with `query` (already divided
+    by the codes' scale): every probed list of a search in one compiled call
+    that holds no interpreter lock (`probed_lists`).
+
+    Why compiled: with one `np.dot` per list (26 at 100k, ~150 rows each) a
+    search took and released the lock 26 times and spent ~0.7 ms, a third of
+    it in Python between the products. This loop, which LLVM turns into SIMD
+    multiply-adds (`fastmath` lets it reorder the float32 sum, as BLAS does),
+    read the same rows in float32, 5.8 MB, in ~0.3 ms; their 1.4 MB of codes
+    take ~0.13 ms (docs/benchmarks.md).
+    """
+    total = 0
+    for i in range(len(starts)):
+        total += ends[i] - starts[i]
+    rows = np.empty(total, np.int64)
+    products = np.empty(total, np.float32)
+    k = 0
+    for i in range(len(starts)):
+        for r in range(starts[i], ends[i]):
+            acc = np.float32(0.0)
+            for j in range(query.shape[0]):
+                acc += np.float32(codes[r, j]) * query[j]
+            products[k] = acc
+            rows[k] = order[r]
+            k += 1
+    return rows, products
+
+
+def _exact(matrix: Matrix, rows: Rows, query: Matrix) -> Matrix:
+    """`matrix[rows] @ query` without the copy of the rows or the lock: the
+    candidates an IVF search refines, scored from the matrix itself."""
+    products = np.empty(len(rows), np.float32)
+    for k in range(len(rows)):
+        acc = np.float32(0.0)
+        for j in range(query.shape[0]):
+            acc += matrix[rows[k], j] * query[j]
+        products[k] = acc
+    return products
+
+
+@functools.cache
+def probed_lists() -> Callable[[Codes, Rows, Rows, Rows, Matrix], tuple[Rows, Matrix]]:
+    """`_probed_lists` compiled. Compiled only once a vault has an IVF (20k
+    memories and more): numba and LLVM add ~100 MB to the daemon's resident
+    memory, which a small vault, scanned exactly, has no use for."""
+    from memvaultd.index.compiled import nogil
+
+    return nogil(fastmath=True)(_probed_lists)
+
+
+@functools.cache
+def _exact_compiled() -> Callable[[Matrix, Rows, Matrix], Matrix]:
+    from memvaultd.index.compiled import nogil
+
+    return nogil(fastmath=True)(_exact)
+
+
+def exact(matrix: Matrix, rows: Rows, query: Matrix) -> Matrix:
+    """The exact products of `matrix[rows]` with `query` (`_exact`)."""
+    return _exact_compiled()(matrix, rows, np.ascontiguousarray(query, np.float32))
+
+
+def warm() -> None:
+    """Compile `probed_lists` and `exact` now (the IVF thread, before its
+    first index is used): ~0.3 s each from numba's on-disk cache, ~1 s
+    without it."""
+    rows = np.ones((2, 384), dtype=np.float32)
+    probed_lists()(np.ones((2, 384), dtype=np.int8), np.arange(2, dtype=np.int64),
+                   np.zeros(1, dtype=np.int64), np.ones(1, dtype=np.int64), rows[0])
+    exact(rows, np.arange(2, dtype=np.int64), rows[0])
+
+
+@dataclass(frozen=True, slots=True)
+class InvertedLists:
+    centroids: Matrix
+    labels: npt.NDArray[np.int32]  # list of each covered row
+    order: Rows  # covered rows grouped by list
+    offsets: Rows  # list l is order[offsets[l]:offsets[l + 1]]
+    codes: Codes  # the matrix rows in `order`, as round(value * scale)
+    scale: Matrix  # per dimension
+    covered: int
+    trained_on: int  # rows when the centroids were trained
+    nprobe: int
+
+    @property
+    def nlist(self) -> int:
+        return len(self.centroids)
+
+    def rows(self, query: Matrix, nprobe: int | None = None) -> Rows:
+        """The covered rows in the `nprobe` lists nearest `query`."""
+        return self.search(query, nprobe)[0]
+
+    def search(self, query: Matrix, nprobe: int | None = None) -> tuple[Rows, Matrix]:
+        """The covered rows in the `nprobe` lists nearest `query`, and their
+        approximate inner products with it (from the codes)."""
+        probe = min(self.nlist, nprobe or self.nprobe)
+        if probe == self.nlist:
+            lists = np.arange(self.nlist)
+        else:
+            lists = np.sort(np.argpartition(-scores(self.centroids, query), probe - 1)[:probe])
+        return probed_lists()(self.codes, self.order, self.offsets[lists],
+                              self.offsets[lists + 1], self._scaled(query))
+
+    def search_tail(self, codes: Codes, rows: Rows, query: Matrix) -> tuple[Rows, Matrix]:
+        """`rows` (tail rows, `codes` theirs, from `TailCodes`) and their
+        approximate inner products with `query`, as `search` gives a list's."""
+        return probed_lists()(codes, rows, np.zeros(1, np.int64),
+                              np.full(1, len(rows), np.int64), self._scaled(query))
+
+    def _scaled(self, query: Matrix) -> Matrix:
+        """`query` divided by the codes' scale: products with codes are then
+        products with the rows they stand for."""
+        return np.ascontiguousarray(query / self.scale, np.float32)
+
+    def extended(self, matrix: Matrix, count: int) -> InvertedLists:
+        """A copy that also covers rows [covered, count) of `matrix`."""
+        new = assign(self.centroids, matrix[self.covered : count])
+        return _lists(matrix, self.centroids, np.concatenate([self.labels, new]),
+                      self.trained_on, self.nprobe, self.scale)
+
+
+def build(matrix: Matrix, count: int, seed: int = 0) -> InvertedLists:
+    """Train centroids on rows [0, count) of `matrix` and assign every row."""
+    data = matrix[:count]
+    nlist = max(1, min(MAX_LISTS, int(LISTS_PER_SQRT_N * np.sqrt(count))))
+    rng = np.random.default_rng(seed)
+    sample_size = min(count, nlist * _SAMPLE_PER_LIST)
+    sample = data[np.sort(rng.choice(count, size=sample_size, replace=False))]
+    centroids = sample[rng.choice(sample_size, size=nlist, replace=False)].copy()
+    for _ in range(_ROUNDS):
+        labels = assign(centroids, sample)
+        sums = np.zeros_like(centroids)
+        np.add.at(sums, labels, sample)
+        sizes = np.bincount(labels, minlength=nlist)
+        empty = sizes == 0
+        # An empty list takes a random sample row: a centroid that wins
+        # nothing would be a list that is never useful.
+        sums[empty] = sample[rng.choice(sample_size, size=int(empty.sum()))]
+        centroids = _normalised(sums)
+    nprobe = max(MIN_PROBE, int(np.ceil(nlist * PROBE_FRACTION)))
+    return _lists(matrix, centroids, assign(centroids, data), count, nprobe, _scale(data))
+
+
+def assign(centroids: Matrix, rows: Matrix) -> npt.NDArray[np.int32]:
+    """The nearest centroid (largest inner product) of each row."""
+    labels = np.empty(len(rows), dtype=np.int32)
+    for start in range(0, len(rows), _CHUNK):
+        labels[start : start + _CHUNK] = np.argmax(rows[start : start + _CHUNK] @ centroids.T,
+                                                   axis=1)
+    return labels
+
+
+def _scale(data: Matrix) -> Matrix:
+    """Per dimension, what maps the largest magnitude of `data` to 127.
+    Rows added later are clipped to it: they only rank less exactly."""
+    largest = np.zeros(data.shape[1], dtype=np.float32)
+    for start in range(0, len(data), _CHUNK):
+        np.maximum(largest, np.abs(data[start : start + _CHUNK]).max(axis=0), out=largest)
+    largest[largest == 0] = 1.0
+    scale: Matrix = (127.0 / largest).astype(np.float32)
+    return scale
+
+
+def _codes(matrix: Matrix, rows: Rows, scale: Matrix) -> Codes:
+    """`matrix[rows]` rounded to 8 bits, a chunk at a time: at 1M rows the
+    float32 copy would be 1.5 GB at once."""
+    codes = np.empty((len(rows), matrix.shape[1]), dtype=np.int8)
+    for start in range(0, len(rows), _CHUNK):
+        codes[start : start + _CHUNK] = quantized(matrix[rows[start : start + _CHUNK]], scale)
+    return codes
+
+
+def quantized(rows: Matrix, scale: Matrix) -> Codes:
+    """`rows` as 8-bit codes: round(value * scale), clipped to +-127."""
+    codes: Codes = np.clip(np.rint(rows * scale), -127, 127).astype(np.int8)
+    return codes
+
+
+class TailCodes:
+    """The codes of the rows an IVF does not cover yet, from `ivf.covered`
+    on, made as the rows are written (under the owner's lock) with the IVF's
+    scale, for up to `capacity` rows; rows past those are read exactly.
+
+    Written once per row and only ever appended: a reader that took
+    `codes[:n]` and `rows[:n]` reads the same values for as long as it holds
+    them, while later rows are added."""
+
+    __slots__ = ("codes", "filled", "rows", "scale", "start")
+
+    def __init__(self, ivf: InvertedLists, capacity: int) -> None:
+        self.start = ivf.covered
+        self.scale = ivf.scale
+        self.rows: Rows = np.arange(ivf.covered, ivf.covered + capacity, dtype=np.int64)
+        self.codes: Codes = np.empty((capacity, len(ivf.scale)), dtype=np.int8)
+        self.filled = 0
+
+    def add(self, matrix: Matrix, count: int) -> None:
+        """Code the rows of `matrix` up to `count` (or capacity) not coded yet."""
+        end = min(count - self.start, len(self.rows))
+        if end > self.filled:
+            self.codes[self.filled : end] = quantized(
+                matrix[self.start + self.filled : self.start + end], self.scale)
+            self.filled = end
+
+
+def _lists(matrix: Matrix, centroids: Matrix, labels: npt.NDArray[np.int32], trained_on: int,
+           nprobe: int, scale: Matrix) -> InvertedLists:
+    order = np.argsort(labels, kind="stable").astype(np.int64)
+    offsets = np.zeros(len(centroids) + 1, dtype=np.int64)
+    np.cumsum(np.bincount(labels, minlength=len(centroids)), out=offsets[1:])
+    return InvertedLists(centroids, labels, order, offsets, _codes(matrix, order, scale), scale,
+                         len(labels), trained_on, nprobe)
+
+
+def _normalised(vectors: Matrix) -> Matrix:
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    normalised: Matrix = (vectors / norms).astype(np.float32)
+    return normalised

@@ -1,0 +1,157 @@
+"""A searchable layer of records: vectors, keywords, topics, session order.
+
+The vault has two: the memories, and the transcript turns
+(`AppendTurns`), which are searched the same way but never mixed into the
+memory ranking. A layer keeps its four structures in step on every put,
+update and remove; it holds no policy of its own.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+from memvaultd.index.keyword import KeywordIndex
+from memvaultd.index.memory_index import MemoryIndex, Vector
+from memvaultd.model.memory import Memory
+
+
+def keyword_fields(memory: Memory) -> tuple[str, ...]:
+    """What the keyword channel reads: the text, the topic's words, the tags
+    and the entity (a speaker's name, a project)."""
+    return (memory.text, memory.topic_key.replace(".", " ").replace("_", " "), *memory.tags,
+            memory.entity)
+
+
+class SessionOrder:
+    """Each session's memories in the order they were written, as a doubly
+    linked list, so recall can read a hit's neighbours in O(1)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._links: dict[str, list[str]] = {}  # id -> [previous id, next id]
+        self._last: dict[str, str] = {}
+
+    def append(self, memory_id: str, session_id: str) -> None:
+        if not session_id:
+            return
+        with self._lock:
+            if memory_id in self._links:
+                return
+            previous = self._last.get(session_id, "")
+            self._links[memory_id] = [previous, ""]
+            if previous:
+                self._links[previous][1] = memory_id
+            self._last[session_id] = memory_id
+
+    def remove(self, memory_id: str, session_id: str) -> None:
+        with self._lock:
+            link = self._links.pop(memory_id, None)
+            if link is None:
+                return
+            previous, following = link
+            if previous:
+                self._links[previous][1] = following
+            if following:
+                self._links[following][0] = previous
+            if self._last.get(session_id) == memory_id:
+                if previous:
+                    self._last[session_id] = previous
+                else:
+                    del self._last[session_id]
+
+    def neighbours(self, memory_id: str) -> tuple[str, ...]:
+        link = self._links.get(memory_id)
+        return tuple(n for n in link if n) if link else ()
+
+
+class Layer:
+    def __init__(self, dimension: int) -> None:
+        self.index = MemoryIndex(dimension)
+        self.keywords = KeywordIndex()
+        self.sessions = SessionOrder()
+        self._topics: dict[str, set[str]] = {}
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def get(self, memory_id: str) -> Memory | None:
+        return self.index.get(memory_id)
+
+    def memories(self) -> Iterator[Memory]:
+        return self.index.memories()
+
+    def put(self, memory: Memory, vector: Vector) -> None:
+        old = self.index.get(memory.id)
+        self.index.put(memory, vector)
+        self._reindex(old, memory)
+        self.sessions.append(memory.id, memory.session_id)
+
+    def restore(self, memories: list[Memory], vectors: Vector | list[Vector]) -> None:
+        """What a `put` of each memory in order gives, built in bulk when the
+        layer is empty and the ids distinct (a snapshot): one matrix copy,
+        keyword postings per term, the topic map in one pass."""
+        ids = [memory.id for memory in memories]
+        if len(self) or len(set(ids)) != len(ids):
+            for memory, vector in zip(memories, vectors, strict=True):
+                self.put(memory, vector)
+            return
+        self.index.restore(memories, vectors)
+        self.keywords.restore(ids, map(keyword_fields, memories))
+        topics = self._topics
+        for memory in memories:
+            if memory.session_id:
+                self.sessions.append(memory.id, memory.session_id)
+            topic = topics.get(memory.topic_key)
+            if topic is None:
+                topics[memory.topic_key] = {memory.id}
+            else:
+                topic.add(memory.id)
+
+    def update(self, memory: Memory, vector: Vector | None = None) -> None:
+        old = self.index.get(memory.id)
+        if old is None:
+            return
+        if vector is None:
+            self.index.update(memory)
+        else:
+            self.index.put(memory, vector)
+        self._reindex(old, memory)
+        if old.session_id != memory.session_id:
+            self.sessions.remove(memory.id, old.session_id)
+            self.sessions.append(memory.id, memory.session_id)
+
+    def recount(self, memory: Memory) -> None:
+        """`update` for a change of counts and times alone (an access, a
+        reinforcement), which no keyword, topic or session map reads: every
+        recall makes one per memory it returns."""
+        self.index.update(memory)
+
+    def remove(self, memory_id: str) -> Memory | None:
+        memory = self.index.remove(memory_id)
+        if memory is not None:
+            self.keywords.remove(memory_id)
+            self.sessions.remove(memory_id, memory.session_id)
+            self._untopic(memory)
+        return memory
+
+    def with_topic(self, topic_key: str) -> set[str]:
+        """Ids of the memories with exactly this topic ("" = no topic)."""
+        return set(self._topics.get(topic_key, ()))
+
+    def topic_size(self, topic_key: str) -> int:
+        return len(self._topics.get(topic_key, ()))
+
+    def _reindex(self, old: Memory | None, new: Memory) -> None:
+        if old is None or keyword_fields(old) != keyword_fields(new):
+            self.keywords.put(new.id, keyword_fields(new))
+        if old is not None and old.topic_key != new.topic_key:
+            self._untopic(old)
+        self._topics.setdefault(new.topic_key, set()).add(new.id)
+
+    def _untopic(self, memory: Memory) -> None:
+        ids = self._topics.get(memory.topic_key)
+        if ids is not None:
+            ids.discard(memory.id)
+            if not ids:
+                del self._topics[memory.topic_key]

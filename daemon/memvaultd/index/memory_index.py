@@ -1,0 +1,492 @@
+"""The in-memory index: decrypted memories and their vectors.
+
+Vectors live in one contiguous float32 matrix, one row per memory, so an
+exact search is a single matrix-vector product: about 1 ms over 10k x 384 and
+9 ms over 100k on the development machine (the memory-bandwidth floor),
+against 10 ms and 150 ms for LanceDB's flat search over the same rows. Unit
+vectors make the product the cosine, and the L2 distance the ranking formula
+wants is sqrt(2 - 2 cos). Above `ann.IVF_THRESHOLD` rows an inverted-file
+index (`ann.py`), built and extended on a background thread, picks which rows
+to score; the scores themselves stay exact float32 products.
+
+Concurrency: writers hold `_lock`. Readers never lock for the scan: they take
+a consistent view (matrix, ids, row count) under the lock, which is cheap, and
+scan outside it. Rows below the view's count never change while a view is in
+use — new rows are appended (a new vector for an existing memory too: its old
+row dies), a removed row is only marked dead, and compaction builds new
+arrays and swaps them in — so a reader sees a state the vault really was in.
+The IVF is part of the view for the same reason: compaction drops it (its
+row numbers no longer hold) and the background thread builds a new one.
+
+Beside each row, `columns.py` keeps the fields recall filters and ranks by,
+written wherever the row's record is written: an update rewrites a row's
+columns in place, as it replaces the record, so a recall running meanwhile
+may read either version, as it would a record.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from memvaultd.index import ivf as ann
+from memvaultd.index.columns import Columns
+from memvaultd.model.memory import Memory
+
+log = logging.getLogger("memvaultd.index")
+
+Vector = npt.NDArray[np.float32]
+Rows = npt.NDArray[np.int64]
+Predicate = Callable[[Memory], bool]
+
+_INITIAL_CAPACITY = 1024
+# Compact when a quarter of the rows are dead: the scan cost of dead rows is
+# then at most a third on top, and compaction (one copy) stays rare.
+_COMPACT_DEAD_FRACTION = 0.25
+_SETTLE_S = 0.5
+# An IVF search scores exactly the best REFINE x limit probed rows by their
+# 8-bit products, and at least REFINE_MIN (`_candidates`). On the benchmark's
+# vectors at 140k memories (20 queries, the worst one), the exact 24 nearest
+# of the probed rows were among the best 27 by code, the nearest 48 among
+# the best 52; a filter keeping half needs ~2 x limit candidates. Scoring
+# 128 rows exactly takes ~0.05 ms (docs/benchmarks.md).
+REFINE = 4
+REFINE_MIN = 128
+
+
+@dataclass(frozen=True, slots=True)
+class View:
+    matrix: Vector
+    ids: list[str]
+    alive: npt.NDArray[np.bool_]
+    count: int
+    ivf: ann.InvertedLists | None
+    columns: Columns
+    # The coded part of the IVF's tail (`ann.TailCodes`): rows from
+    # `ivf.covered` on and their codes; rows past these are read exactly.
+    tail_rows: Rows
+    tail_codes: ann.Codes
+
+
+# Which of some rows of a view a request may see (recall/columnar.py).
+RowMask = Callable[[View, Rows], npt.NDArray[np.bool_]]
+
+
+class MemoryIndex:
+    def __init__(self, dimension: int) -> None:
+        self.dimension = dimension
+        self._lock = threading.Lock()
+        self._records: dict[str, Memory] = {}
+        self._row: dict[str, int] = {}
+        self._matrix: Vector = np.zeros((_INITIAL_CAPACITY, dimension), dtype=np.float32)
+        self._alive = np.zeros(_INITIAL_CAPACITY, dtype=bool)
+        self._columns = Columns(_INITIAL_CAPACITY)
+        self._ids: list[str] = []
+        self._dead = 0
+        self._ivf: ann.InvertedLists | None = None
+        self._tail: ann.TailCodes | None = None  # of `_ivf`
+        self._maintaining = False
+        self._epoch = 0  # compactions so far: IVF row numbers hold within one epoch
+        self.ivf_threshold = ann.IVF_THRESHOLD
+        self.nprobe: int | None = None  # None: the IVF's own choice
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def __contains__(self, memory_id: object) -> bool:
+        return memory_id in self._records
+
+    def get(self, memory_id: str) -> Memory | None:
+        return self._records.get(memory_id)
+
+    def rows_of(self, memory_ids: list[str], view: View) -> list[int]:
+        """The rows of those of `memory_ids` that `view` holds, in order."""
+        row_of, count = self._row.get, view.count
+        return [r for r in map(row_of, memory_ids) if r is not None and r < count]
+
+    def vector(self, memory_id: str) -> Vector | None:
+        row = self._row.get(memory_id)
+        return None if row is None else self._matrix[row].copy()
+
+    def memories(self) -> Iterator[Memory]:
+        return iter(list(self._records.values()))
+
+    def put(self, memory: Memory, vector: Vector) -> None:
+        """Insert `memory`, or replace the record (and vector) of the same id."""
+        with self._lock:
+            old = self._row.get(memory.id)
+            if old is not None and np.array_equal(self._matrix[old], vector):
+                self._records[memory.id] = memory
+                self._columns.set(old, memory)
+                return
+            if old is not None:  # a new vector: a new row, so views stay true
+                self._alive[old] = False
+                self._dead += 1
+            row = len(self._ids)
+            if row == len(self._matrix):
+                self._grow()
+            self._ids.append(memory.id)
+            self._row[memory.id] = row
+            self._matrix[row] = vector
+            self._alive[row] = True
+            self._columns.set(row, memory)
+            self._records[memory.id] = memory
+            if self._tail is not None:  # ~5 us a row
+                self._tail.add(self._matrix, len(self._ids))
+            stale = self._ivf_stale()
+        if stale:
+            self._maintain()
+
+    def restore(self, memories: Sequence[Memory], vectors: Vector | Sequence[Vector]) -> None:
+        """Fill an empty index with `memories` (distinct ids) and their
+        vectors, row i for memory i: what a `put` of each in order gives, in
+        one copy of the vectors (100k x 384: ~0.1 s against ~1 s of puts
+        and seven doublings of the matrix)."""
+        count = len(memories)
+        shapes = ({vectors.shape[1:]} if isinstance(vectors, np.ndarray)
+                  else {vector.shape for vector in vectors})
+        if len(vectors) != count or shapes - {(self.dimension,)}:
+            raise ValueError(f"restore needs {count} vectors of {self.dimension} values")
+        matrix = np.empty((_capacity(count), self.dimension), dtype=np.float32)
+        if isinstance(vectors, np.ndarray):
+            matrix[:count] = vectors
+        elif count:  # rows of one body: one copy, no stacked intermediate
+            np.concatenate(vectors, out=matrix[:count].reshape(-1))
+        alive = np.zeros(len(matrix), dtype=bool)
+        alive[:count] = True
+        ids = [memory.id for memory in memories]
+        columns = Columns.of(memories, len(matrix))
+        with self._lock:
+            if self._records:
+                raise ValueError("restore fills an empty index")
+            self._matrix, self._alive, self._ids = matrix, alive, ids
+            self._columns = columns
+            self._row = dict(zip(ids, range(count), strict=True))
+            self._records = dict(zip(ids, memories, strict=True))
+            stale = self._ivf_stale()
+        if stale:  # the IVF is built in the background, as after a burst of puts
+            self._maintain()
+
+    def update(self, memory: Memory) -> None:
+        """Replace the record of an existing memory, keeping its vector."""
+        with self._lock:
+            if memory.id in self._records:
+                self._records[memory.id] = memory
+                self._columns.set(self._row[memory.id], memory)
+
+    def remove(self, memory_id: str) -> Memory | None:
+        with self._lock:
+            memory = self._records.pop(memory_id, None)
+            row = self._row.pop(memory_id, None)
+            if row is not None:
+                self._alive[row] = False
+                self._dead += 1
+                if self._dead > _COMPACT_DEAD_FRACTION * len(self._ids):
+                    self._compact()
+            return memory
+
+    def search(self, query: Vector, limit: int, keep: Predicate | None = None
+               ) -> list[tuple[Memory, float]]:
+        """Up to `limit` (memory, L2 distance) pairs nearest to the unit vector
+        `query`, among the memories `keep` accepts, nearest first.
+
+        Exact below `ann.IVF_THRESHOLD` rows; above it, the candidates of
+        `_candidates`, each set walked until one holds `limit` accepted
+        memories, the last being every row (a filter that keeps few)."""
+        view = self.view()
+        if view.count == 0 or limit <= 0:
+            return []
+        for rows, cos in self._candidates(view, query, limit):
+            found = self._walk(view, rows, cos, limit, keep)
+            if len(found) == limit:
+                break
+        return found
+
+    def nearest(self, view: View, query: Vector, limit: int, visible: RowMask
+                ) -> tuple[Rows, Vector]:
+        """`search` in rows: up to `limit` rows of `view` that `visible`
+        accepts, nearest first, and their cosines with `query`. `visible`
+        reads the rows' columns in one go rather than a record at a time."""
+        if view.count == 0 or limit <= 0:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        for rows, cos in self._candidates(view, query, limit):
+            found = _walk_rows(view, rows, cos, limit, visible)
+            if len(found[0]) == limit:
+                break
+        return found
+
+    def _candidates(self, view: View, query: Vector, limit: int
+                    ) -> Iterator[tuple[Rows, Vector]]:
+        """Rows to walk for `limit` nearest, with their exact cosines: each
+        set holds the one before it, and the last is every row.
+
+        With an IVF: first the best `REFINE x limit` (at least `REFINE_MIN`)
+        of the probed lists' rows and the tail's by their 8-bit products (and
+        any tail row not coded yet); then every probed row and the tail; then
+        every row. The first set is all a recall needs unless its filter
+        keeps under ~1 in 4 of the memories (1 in 5 at the default `limit`
+        of 24, 128 rows)."""
+        if view.ivf is None and view.count >= self.ivf_threshold and not self._maintaining:
+            self._maintain()
+        ivf = view.ivf
+        if ivf is not None:
+            rows, approximate = ivf.search(query, self.nprobe)
+            if len(view.tail_rows):  # the coded tail competes with the probed rows
+                tail, products = ivf.search_tail(view.tail_codes, view.tail_rows, query)
+                rows, approximate = np.concatenate([rows, tail]), np.concatenate(
+                    [approximate, products])
+            uncoded = ivf.covered + len(view.tail_rows)
+            best = max(REFINE_MIN, REFINE * limit)
+            if best < len(rows):
+                # In list order, as the whole set: ties then fall alike.
+                chosen = np.sort(np.argpartition(-approximate, best - 1)[:best])
+                yield self._scored(view, rows[chosen], uncoded, query)
+            yield self._scored(view, rows, uncoded, query)
+        every = np.arange(view.count)
+        yield every, ann.scores(view.matrix[: view.count], query)
+
+    @staticmethod
+    def _scored(view: View, rows: Rows, uncoded: int, query: Vector) -> tuple[Rows, Vector]:
+        """`rows` and the rows from `uncoded` on, scored exactly."""
+        cos = ann.exact(view.matrix, rows, query)
+        if uncoded < view.count:  # rows written faster than the tail's codes could hold
+            rows = np.concatenate([rows, np.arange(uncoded, view.count)])
+            cos = np.concatenate([cos, ann.scores(view.matrix[uncoded : view.count], query)])
+        return rows, cos
+
+    def search_exact(self, query: Vector, limit: int, keep: Predicate | None = None,
+                     view: View | None = None) -> list[tuple[Memory, float]]:
+        """The reference search: every row scored."""
+        view = view or self.view()
+        if view.count == 0 or limit <= 0:
+            return []
+        rows = np.arange(view.count)
+        return self._walk(view, rows, ann.scores(view.matrix[: view.count], query), limit, keep)
+
+    def _walk(self, view: View, rows: npt.NDArray[np.int64], cos: Vector, limit: int,
+              keep: Predicate | None) -> list[tuple[Memory, float]]:
+        """Test candidate `rows` (scored `cos`) nearest first until `limit` pass."""
+        cos[~view.alive[rows]] = -np.inf
+        # Fetch a window of nearest rows and test them in order; widen the
+        # window (x4) only when the predicate rejected too many. A filter that
+        # keeps half the vault needs one window of 2 x limit on average.
+        found: list[tuple[Memory, float]] = []
+        tested: set[int] = set()
+        window = min(len(rows), max(limit * 2, 32))
+        while True:
+            for i in _nearest_rows(cos, window).tolist():
+                if i in tested:
+                    continue
+                tested.add(i)
+                if cos[i] == -np.inf:
+                    return found
+                memory = self._records.get(view.ids[rows[i]])
+                if memory is None or (keep is not None and not keep(memory)):
+                    continue
+                distance = float(np.sqrt(max(0.0, 2.0 - 2.0 * float(cos[i]))))
+                found.append((memory, distance))
+                if len(found) == limit:
+                    return found
+            if window == len(rows):
+                return found
+            window = min(len(rows), window * 4)
+
+    def cosines(self, memory_ids: list[str], query: Vector, view: View | None = None
+                ) -> list[float | None]:
+        """Cosine of each memory's vector with `query` (None: not here), in one product."""
+        view = view or self.view()
+        rows = [self._row.get(i) for i in memory_ids]
+        present = [r for r in rows if r is not None and r < view.count]
+        if not present:
+            return [None] * len(rows)
+        values = iter(ann.scores(view.matrix[np.array(present)], query).tolist())
+        return [next(values) if r is not None and r < view.count else None for r in rows]
+
+    def view(self) -> View:
+        """The rows as they are now; they read the same for as long as the view is held."""
+        with self._lock:
+            tail, coded = self._tail, 0 if self._tail is None else self._tail.filled
+            return View(self._matrix, self._ids, self._alive, len(self._ids), self._ivf,
+                        self._columns, _NO_ROWS if tail is None else tail.rows[:coded],
+                        _NO_CODES if tail is None else tail.codes[:coded])
+
+    def _ivf_stale(self) -> bool:
+        """Whether the IVF should be built, rebuilt or extended (under `_lock`)."""
+        count = len(self._ids)
+        if self._maintaining or count < self.ivf_threshold:
+            return False
+        ivf = self._ivf
+        # Retrain when the rows doubled (the centroids no longer fit them);
+        # extend when the tail exceeds 1/32 of the indexed rows: every search
+        # reads the tail's codes, and 1/32 keeps them under the ~1/25 of the
+        # rows the lists themselves give a search (ann.PROBE_FRACTION).
+        return (ivf is None or count >= 2 * ivf.trained_on
+                or count - ivf.covered > tail_limit(ivf.covered))
+
+    def _maintain(self) -> None:
+        with self._lock:
+            if self._maintaining:
+                return
+            self._maintaining = True
+        threading.Thread(target=self._maintain_ivf, name="ivf", daemon=True).start()
+
+    def _maintain_ivf(self) -> None:
+        again = True
+        try:
+            while again:
+                # Let a burst of writes (a snapshot being loaded, a big batch)
+                # finish first: during a 100k load, building on every 2048
+                # new rows made 30 builds that competed with the load itself.
+                time.sleep(_SETTLE_S)
+                with self._lock:
+                    epoch = self._epoch
+                view = self.view()
+                if view.ivf is None:
+                    ann.warm()  # compile its search before the first one needs it
+                started = time.monotonic()
+                ivf = view.ivf
+                if ivf is None or view.count >= 2 * ivf.trained_on:
+                    ivf = ann.build(view.matrix, view.count)
+                else:
+                    ivf = ivf.extended(view.matrix, view.count)
+                log.info("ivf ready: covers %d rows (%d lists, trained on %d) in %.2f s",
+                         ivf.covered, ivf.nlist, ivf.trained_on, time.monotonic() - started)
+                with self._lock:
+                    if self._epoch == epoch:  # no compaction renumbered the rows meanwhile
+                        self._ivf = ivf
+                        # Room for twice the tail that triggers the next
+                        # extension, for the writes made while it is built.
+                        self._tail = ann.TailCodes(ivf, 2 * tail_limit(ivf.covered))
+                        self._tail.add(self._matrix, len(self._ids))
+                    self._maintaining = False
+                    again = self._maintaining = self._ivf_stale()
+        finally:
+            if again:  # an exception: let the next write try again
+                with self._lock:
+                    self._maintaining = False
+
+    def wait_for_ivf(self, timeout: float = 60.0) -> bool:
+        """Block until no IVF work is pending (tests, benchmarks); whether one exists."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            stale = self._ivf_stale()
+        if stale:
+            self._maintain()
+        while time.monotonic() < deadline:
+            with self._lock:
+                if not self._maintaining:
+                    return self._ivf is not None
+            time.sleep(0.005)
+        return False
+
+    def _grow(self) -> None:
+        capacity = len(self._matrix) * 2
+        # Rows at and above the count are never read, so no need to zero them.
+        matrix = np.empty((capacity, self.dimension), dtype=np.float32)
+        matrix[: len(self._matrix)] = self._matrix
+        alive = np.zeros(capacity, dtype=bool)
+        alive[: len(self._alive)] = self._alive
+        self._matrix, self._alive = matrix, alive
+        self._columns = self._columns.resized(capacity)
+
+    def _compact(self) -> None:
+        keep = np.flatnonzero(self._alive[: len(self._ids)])
+        capacity = max(_INITIAL_CAPACITY, 2 * len(keep))
+        matrix = np.zeros((capacity, self.dimension), dtype=np.float32)
+        matrix[: len(keep)] = self._matrix[keep]
+        alive = np.zeros(capacity, dtype=bool)
+        alive[: len(keep)] = True
+        ids = [self._ids[row] for row in keep]
+        self._matrix, self._alive, self._ids, self._dead = matrix, alive, ids, 0
+        self._columns = self._columns.taken(keep, capacity)
+        self._ivf = None  # its row numbers are gone; rebuilt on the next write or search
+        self._tail = None
+        self._epoch += 1
+        self._row = {memory_id: row for row, memory_id in enumerate(ids)}
+
+    def export(self) -> tuple[list[Memory], Vector]:
+        """Every live memory and its vector, in one consistent cut."""
+        memories, vectors = self.cut()
+        return memories, vectors()
+
+    def cut(self) -> tuple[list[Memory], Callable[[], Vector]]:
+        """`export` in two steps: the memories now, their vectors when called.
+
+        Only the cut has to happen under the caller's lock (a snapshot holds
+        the vault's write lock): no row of a matrix is ever rewritten (a new
+        vector takes a new row; growth and compaction make a new matrix), so
+        the rows named now read the same later. At 400k memories the copy of
+        their vectors took 0.4-1.5 s that writes no longer wait for.
+        """
+        memories, matrix, rows = self.live_rows()
+        dimension = self.dimension
+
+        def vectors() -> Vector:
+            return matrix[rows] if len(rows) else np.zeros((0, dimension), dtype=np.float32)
+
+        return memories, vectors
+
+    def live_rows(self) -> tuple[list[Memory], Vector, Rows]:
+        """Every live memory, the matrix, and each memory's row in it, in
+        one consistent cut: the rows read the same later (`cut`)."""
+        with self._lock:
+            # Live rows only: a memory given a new vector left a dead row behind.
+            rows = np.flatnonzero(self._alive[: len(self._ids)]).astype(np.int64)
+            memories = [self._records[self._ids[row]] for row in rows.tolist()]
+            return memories, self._matrix, rows
+
+
+_NO_ROWS: Rows = np.zeros(0, dtype=np.int64)
+_NO_CODES: ann.Codes = np.zeros((0, 0), dtype=np.int8)
+
+
+def tail_limit(covered: int) -> int:
+    """The tail past which an IVF covering `covered` rows is extended
+    (`scripts/bench_recall.py` grows a tail to 9/10 of it)."""
+    return max(1024, covered // 32)
+
+
+def _capacity(count: int) -> int:
+    """The matrix rows `put` reaches for `count` memories: 1024, doubled."""
+    capacity = _INITIAL_CAPACITY
+    while capacity < count:
+        capacity *= 2
+    return capacity
+
+
+def _walk_rows(view: View, rows: Rows, cos: Vector, limit: int, visible: RowMask
+               ) -> tuple[Rows, Vector]:
+    """`MemoryIndex._walk` a window at a time: the same rows in the same order."""
+    cos[~view.alive[rows]] = -np.inf
+    tested = np.zeros(len(rows), dtype=bool)
+    picked: list[npt.NDArray[np.intp]] = []
+    need = limit
+    window = min(len(rows), max(limit * 2, 32))
+    while True:
+        order = _nearest_rows(cos, window)
+        order = order[~tested[order]]
+        tested[order] = True
+        live = cos[order] != -np.inf  # nearest first: the dead rows come last
+        ended = not live.all()
+        order = order[live]
+        chosen = order[visible(view, rows[order])][:need]
+        picked.append(chosen)
+        need -= len(chosen)
+        if not need or ended or window == len(rows):
+            chosen = np.concatenate(picked)
+            return rows[chosen].astype(np.int64, copy=False), cos[chosen]
+        window = min(len(rows), window * 4)
+
+
+def _nearest_rows(cos: Vector, window: int) -> npt.NDArray[np.intp]:
+    """Indices of the `window` largest cosines, largest first."""
+    if window >= len(cos):
+        return np.argsort(-cos, kind="stable")
+    part = np.argpartition(-cos, window - 1)[:window]
+    return part[np.argsort(-cos[part], kind="stable")]

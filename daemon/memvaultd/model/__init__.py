@@ -1,0 +1,8 @@
+"""Plain values and their rules: a memory, an operation, what callers ask.
+
+`memory.py` (the record and its limits), `operations.py` (what the log and
+the remote carry), `commands.py` (a request in the domain's own terms),
+`drafts.py` (validating what callers send), `hlc.py` (the hybrid logical
+clock), `heat.py` (how warm a memory is) and `vector.py`. It imports only
+the base package and `crypto` (for ids): every room may import it.
+"""

@@ -1,0 +1,130 @@
+"""Operation records: the unit of the log, of replay and (later) of sync.
+
+Every change to the vault is one operation. The log stores each one sealed
+(`oplog.py` adds the envelope); this module owns the plaintext inside it:
+
+    record := json_len:u32 BE | json:json_len bytes (UTF-8) | vector:dim x f32 LE
+
+    json   := {"v": 1, "op": OP_ID, "kind": KIND,
+               "hlc": [wall_ms, counter, device], ...kind-specific fields}
+      put       "memory": {every Memory field except the vector},
+                "layer": "memories" | "turns"             (vector follows)
+      update    "id": ID, "fields": {name: new value}, "at": seconds
+                                                      (vector follows if the text changed)
+      reinforce "id": ID, "at": seconds
+      forget    "id": ID, "at": seconds
+      access    "ids": [ID, ...], "at": seconds          (recall's mark_accessed)
+      upkeep    "id": "sweep" | "consolidate", "at": seconds,
+                "fields": {"count": N}        (a sweep or consolidation ran; N changed)
+
+The vector travels as raw float32 after the JSON (1,536 bytes for 384
+dimensions instead of ~4 KiB as JSON numbers).
+
+Operations are idempotent by `op` id, so replaying or receiving one twice
+changes nothing the second time.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from memvault_base.errors import IntegrityError
+from memvaultd.model.hlc import Stamp
+from memvaultd.model.memory import Memory
+
+FORMAT_VERSION = 1
+PUT, UPDATE, REINFORCE, FORGET, ACCESS = "put", "update", "reinforce", "forget", "access"
+UPKEEP = "upkeep"
+MEMORIES, TURNS = "memories", "turns"
+_LEN = struct.Struct(">I")
+
+Vector = npt.NDArray[np.float32]
+
+
+@dataclass(frozen=True, slots=True)
+class Operation:
+    op_id: str
+    kind: str
+    stamp: Stamp
+    memory: Memory | None = None
+    vector: Vector | None = None
+    target: str = ""
+    at: float = 0.0
+    layer: str = MEMORIES
+    fields: dict[str, Any] | None = None
+    ids: tuple[str, ...] = ()
+
+    @property
+    def memory_id(self) -> str:
+        return self.memory.id if self.memory is not None else self.target
+
+
+def encode(op: Operation) -> bytes:
+    doc: dict[str, Any] = {"v": FORMAT_VERSION, "op": op.op_id, "kind": op.kind,
+                           "hlc": op.stamp.encode()}
+    if op.kind == PUT:
+        assert op.memory is not None
+        doc["memory"] = memory_to_dict(op.memory)
+        doc["layer"] = op.layer
+    elif op.kind == ACCESS:
+        doc["ids"] = list(op.ids)
+        doc["at"] = op.at
+    else:
+        doc["id"] = op.target
+        doc["at"] = op.at
+        if op.kind in (UPDATE, UPKEEP):
+            doc["fields"] = op.fields or {}
+    vector = b"" if op.vector is None else np.ascontiguousarray(op.vector, dtype="<f4").tobytes()
+    body = json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
+    return _LEN.pack(len(body)) + body + vector
+
+
+def decode(record: bytes) -> Operation:
+    """The operation in `record`. Raises IntegrityError on anything malformed:
+    a record that authenticated but does not parse is a bug or a foreign
+    writer, and must not be half-applied."""
+    try:
+        (size,) = _LEN.unpack_from(record)
+        doc = json.loads(record[4 : 4 + size])
+        if doc.get("v") != FORMAT_VERSION:
+            raise ValueError(f"operation format {doc.get('v')!r} is not {FORMAT_VERSION}")
+        stamp = Stamp.decode(doc["hlc"])
+        kind = doc["kind"]
+        tail = record[4 + size :]
+        vector = np.frombuffer(tail, dtype="<f4").astype(np.float32) if tail else None
+        if kind == PUT:
+            return Operation(doc["op"], kind, stamp, memory=memory_from_dict(doc["memory"]),
+                             vector=vector, layer=doc.get("layer", MEMORIES))
+        if kind == ACCESS:
+            return Operation(doc["op"], kind, stamp, ids=tuple(doc["ids"]), at=float(doc["at"]))
+        if kind in (UPDATE, REINFORCE, FORGET, UPKEEP):
+            return Operation(doc["op"], kind, stamp, target=doc["id"], at=float(doc["at"]),
+                             fields=doc.get("fields"), vector=vector)
+        raise ValueError(f"unknown operation kind {kind!r}")
+    except (ValueError, KeyError, TypeError, struct.error) as exc:
+        raise IntegrityError(f"operation record does not parse: {exc}") from exc
+
+
+# Memory fields held as tuples, which JSON carries as lists.
+TUPLE_FIELDS = ("tags", "consolidated_from")
+
+
+def memory_to_dict(memory: Memory) -> dict[str, Any]:
+    doc = asdict(memory)
+    for name in TUPLE_FIELDS:
+        doc[name] = list(doc[name])
+    return doc
+
+
+def memory_from_dict(doc: dict[str, Any]) -> Memory:
+    fields = dict(doc)
+    for name in TUPLE_FIELDS:
+        if name in fields:
+            fields[name] = tuple(fields[name])
+    return Memory(**fields)

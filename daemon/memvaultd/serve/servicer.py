@@ -1,0 +1,350 @@
+"""The gRPC face of the vault: translate, delegate, map errors. No logic.
+
+Every domain error becomes a status code through the one table in
+`memvault_base.errors`; anything unexpected is logged (without request content)
+and answered INTERNAL, so a bug never takes the daemon down.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import time
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+import grpc
+
+from memvault_base.errors import InvalidArgument, MemvaultError, status_of
+from memvault_base.v1 import memory_pb2 as pb
+from memvault_base.v1 import memory_pb2_grpc as pb_grpc
+from memvaultd import __version__
+from memvaultd.index.memory_index import Vector
+from memvaultd.model import drafts
+from memvaultd.model import memory as m
+from memvaultd.model.commands import MemoryDraft, RecallQuery, TurnDraft
+from memvaultd.model.heat import band
+from memvaultd.model.memory import Memory
+from memvaultd.model.operations import memory_from_dict
+from memvaultd.recall.engine import Hit
+from memvaultd.sync.setup import init_sync, join_sync
+from memvaultd.upkeep import consolidation
+from memvaultd.upkeep.sweep import Swept
+from memvaultd.vault.events import EventBus
+from memvaultd.vault.vault import Facet, Recalled, Vault
+
+log = logging.getLogger("memvaultd.servicer")
+
+R = TypeVar("R")
+
+
+def _translate_errors(method: Callable[..., R]) -> Callable[..., R]:
+    @functools.wraps(method)
+    def wrapper(self: MemoryServicer, request: Any, context: grpc.ServicerContext) -> R:
+        try:
+            return method(self, request, context)
+        except MemvaultError as exc:
+            context.abort(status_of(exc), str(exc))
+        except Exception:
+            log.exception("%s failed", method.__name__)
+            context.abort(grpc.StatusCode.INTERNAL, f"{method.__name__} failed; see the "
+                          "daemon's log")
+        raise AssertionError("unreachable: abort raises")
+
+    return wrapper
+
+
+def draft_from(msg: pb.MemoryInput) -> MemoryDraft:
+    return MemoryDraft(
+        text=msg.text, type=msg.type, topic_key=msg.topic_key, payload_json=msg.payload_json,
+        entity=msg.entity, tags=list(msg.tags), category=msg.category,
+        importance=msg.importance if msg.HasField("importance") else None,
+        session_id=msg.session_id, source=msg.source, tier=msg.tier,
+        expires_at=msg.expires_at, supersedes=msg.supersedes, vector=list(msg.vector),
+        protected=msg.protected if msg.HasField("protected") else None)
+
+
+def query_from(msg: pb.RecallRequest) -> RecallQuery:
+    return RecallQuery(
+        text=msg.query, top_k=msg.top_k,
+        min_score=msg.min_score if msg.HasField("min_score") else None,
+        filter_json=msg.filter_json, vector=list(msg.query_vector), mode=msg.mode,
+        types=list(msg.types), topic_key=msg.topic_key, session_id=msg.session_id,
+        source=msg.source, tiers=list(msg.tiers), include_superseded=msg.include_superseded,
+        max_tokens=msg.max_tokens, offset=msg.offset,
+        mark_accessed=msg.mark_accessed if msg.HasField("mark_accessed") else True,
+        min_txid=msg.min_txid, include_turns=msg.include_turns, band=msg.band)
+
+
+def record_of(memory: Memory, vector: Vector | None = None) -> pb.MemoryRecord:
+    return pb.MemoryRecord(
+        id=memory.id, text=memory.text, type=memory.type, topic_key=memory.topic_key,
+        payload_json=json.dumps(memory.payload, ensure_ascii=False), entity=memory.entity,
+        tags=memory.tags, category=memory.category, importance=memory.importance,
+        session_id=memory.session_id, source=memory.source, tier=memory.tier,
+        created_at=memory.created_at, last_reinforced_at=memory.last_reinforced_at,
+        reinforce_count=memory.reinforce_count, access_count=memory.access_count,
+        expires_at=memory.expires_at, superseded_by=memory.superseded_by,
+        supersedes=memory.supersedes, last_accessed_at=memory.last_accessed_at,
+        protected=memory.protected, consolidated_from=memory.consolidated_from,
+        consolidated_into=memory.consolidated_into,
+        vector=[] if vector is None else vector.tolist())
+
+
+def memory_from(record: pb.MemoryRecord) -> tuple[Memory, list[float]]:
+    doc = {name: getattr(record, name) for name in (
+        "id", "text", "type", "topic_key", "entity", "category", "importance", "session_id",
+        "source", "tier", "created_at", "last_reinforced_at", "reinforce_count",
+        "access_count", "expires_at", "superseded_by", "supersedes", "last_accessed_at",
+        "protected", "consolidated_into")}
+    doc["tags"] = list(record.tags)
+    doc["consolidated_from"] = list(record.consolidated_from)
+    doc["payload"] = drafts.parse_payload(record.payload_json)
+    # An imported record obeys the same limits as a remembered one: without
+    # this a 10 MB text, a NaN importance or an unknown type went straight in.
+    draft = MemoryDraft(text=record.text, type=record.type, topic_key=record.topic_key,
+                        payload_json=record.payload_json, entity=record.entity,
+                        tags=list(record.tags), category=record.category,
+                        importance=record.importance, session_id=record.session_id,
+                        source=record.source, tier=record.tier, expires_at=record.expires_at,
+                        protected=record.protected)
+    doc |= drafts.checked_fields(draft, drafts.UPDATABLE)
+    if not record.id or len(record.id) > m.MAX_SHORT_FIELD:
+        raise InvalidArgument(f"id: must be 1..{m.MAX_SHORT_FIELD} characters")
+    m.check_short(record.consolidated_into, "consolidated_into")
+    if len(record.consolidated_from) > consolidation.MAX_SOURCES:
+        raise InvalidArgument(f"consolidated_from: over {consolidation.MAX_SOURCES} ids")
+    for source in record.consolidated_from:
+        m.check_short(source, "consolidated_from")
+    for name in ("created_at", "last_reinforced_at", "last_accessed_at"):
+        m.check_time(doc[name], name)
+    return memory_from_dict(doc), list(record.vector)
+
+
+def hit_of(hit: Hit, vault: Vault, include_vector: bool) -> pb.Hit:
+    scored, found = hit.scored, hit.candidate
+    vector = vault.memories.index.vector(scored.memory.id) if include_vector else None
+    return pb.Hit(
+        memory=record_of(scored.memory, vector), score=scored.score,
+        similarity=found.similarity, decay=scored.decay, reinforcement=scored.reinforcement,
+        channels=found.channels, match_reasons=found.reasons,
+        breakdown=pb.ScoreBreakdown(
+            similarity=found.similarity, keyword=found.keyword, topic=found.topic,
+            fusion=found.fusion, decay=scored.decay, reinforcement=scored.reinforcement,
+            importance=scored.importance, heat=scored.heat_factor),
+        heat=scored.heat, band=band(scored.heat))
+
+
+def swept_of(swept: Swept) -> pb.SweptMemory:
+    return pb.SweptMemory(id=swept.memory.id, text=swept.memory.text, risk=swept.risk,
+                          heat=swept.heat, band=band(swept.heat), reason=swept.reason)
+
+
+def turn_hit_of(hit: Hit) -> pb.TurnHit:
+    turn = hit.scored.memory
+    return pb.TurnHit(turn=pb.Turn(session_id=turn.session_id, speaker=turn.entity,
+                                   text=turn.text, at=turn.created_at, id=turn.id,
+                                   payload_json=json.dumps(turn.payload, ensure_ascii=False)),
+                      score=hit.scored.score, channels=hit.candidate.channels)
+
+
+def facets_of(items: list[Facet]) -> pb.ListReply:
+    return pb.ListReply(items=[pb.Facet(name=f.name, count=f.count,
+                                        last_activity=f.last_activity) for f in items])
+
+
+class MemoryServicer(pb_grpc.MemoryServicer):
+    def __init__(self, vault: Vault, events: EventBus, socket_path: str,
+                 started_at: float) -> None:
+        self.vault = vault
+        self.events = events
+        self.socket_path = socket_path
+        self.started_at = started_at
+
+    @_translate_errors
+    def Remember(self, request: pb.RememberRequest, context: grpc.ServicerContext
+                 ) -> pb.RememberReply:
+        (outcome,) = self.vault.remember([draft_from(request.memory)])
+        return pb.RememberReply(id=outcome.id, txid=outcome.txid, reinforced=outcome.reinforced)
+
+    @_translate_errors
+    def RememberBatch(self, request: pb.RememberBatchRequest, context: grpc.ServicerContext
+                      ) -> pb.RememberBatchReply:
+        outcomes = self.vault.remember([draft_from(msg) for msg in request.memories])
+        return pb.RememberBatchReply(
+            results=[pb.RememberReply(id=o.id, txid=o.txid, reinforced=o.reinforced)
+                     for o in outcomes],
+            txid=outcomes[-1].txid)
+
+    @_translate_errors
+    def Recall(self, request: pb.RecallRequest, context: grpc.ServicerContext
+               ) -> pb.RecallReply:
+        return self._recall_reply(request, self.vault.recall(query_from(request)))
+
+    @_translate_errors
+    def recall_at_once(self, request: pb.RecallRequest, context: grpc.ServicerContext
+                       ) -> pb.RecallReply | None:
+        """Recall's reply if it needs no wait (`VaultReads.recall_at_once`), else None."""
+        recalled = self.vault.recall_at_once(query_from(request))
+        return None if recalled is None else self._recall_reply(request, recalled)
+
+    def recall_ready(self, request: pb.RecallRequest) -> bool:
+        """Whether Recall would wait for nothing (`VaultReads.recall_ready`)."""
+        return self.vault.recall_ready(query_from(request))
+
+    def _recall_reply(self, request: pb.RecallRequest, recalled: Recalled) -> pb.RecallReply:
+        return pb.RecallReply(
+            hits=[hit_of(h, self.vault, request.include_vectors) for h in recalled.hits],
+            has_more=recalled.has_more, turns=[turn_hit_of(h) for h in recalled.turns])
+
+    @_translate_errors
+    def Get(self, request: pb.GetRequest, context: grpc.ServicerContext) -> pb.GetReply:
+        memory, vector, chain, sources = self.vault.get(request.id)
+        return pb.GetReply(memory=record_of(memory, vector if request.include_vector else None),
+                           chain=[record_of(link) for link in chain],
+                           sources=[record_of(source) for source in sources])
+
+    @_translate_errors
+    def Forget(self, request: pb.ForgetRequest, context: grpc.ServicerContext
+               ) -> pb.ForgetReply:
+        txid, ids = self.vault.forget(request.id, request.filter_json, request.dry_run)
+        return pb.ForgetReply(txid=txid, ids=ids)
+
+    @_translate_errors
+    def Sweep(self, request: pb.SweepRequest, context: grpc.ServicerContext) -> pb.SweepReply:
+        txid, plan = self.vault.sweep(
+            request.dry_run, request.threshold if request.HasField("threshold") else None)
+        return pb.SweepReply(txid=txid, memories=[swept_of(s) for s in plan.swept],
+                             considered=plan.considered, exempt=plan.exempt)
+
+    @_translate_errors
+    def Consolidate(self, request: pb.ConsolidateRequest, context: grpc.ServicerContext
+                    ) -> pb.ConsolidateReply:
+        txid, done, candidates = self.vault.consolidate(consolidation.Request(
+            request.scope, request.min_age_days if request.HasField("min_age_days") else None,
+            request.session_id), request.dry_run)
+        return pb.ConsolidateReply(txid=txid, candidates=candidates, consolidations=[
+            pb.Consolidation(id=c.memory.id, text=c.memory.text, type=c.memory.type,
+                             topic_key=c.memory.topic_key, entity=c.memory.entity,
+                             sources=[s.id for s in c.sources], facts=len(c.summary.facts))
+            for c in done])
+
+    @_translate_errors
+    def Update(self, request: pb.UpdateRequest, context: grpc.ServicerContext
+               ) -> pb.UpdateReply:
+        txid, memory = self.vault.update(request.id, draft_from(request.memory),
+                                         list(request.fields))
+        return pb.UpdateReply(txid=txid, memory=record_of(memory))
+
+    @_translate_errors
+    def Supersede(self, request: pb.SupersedeRequest, context: grpc.ServicerContext
+                  ) -> pb.RememberReply:
+        outcome = self.vault.supersede(request.id, draft_from(request.memory))
+        return pb.RememberReply(id=outcome.id, txid=outcome.txid, reinforced=outcome.reinforced)
+
+    @_translate_errors
+    def Reinforce(self, request: pb.ReinforceRequest, context: grpc.ServicerContext
+                  ) -> pb.ReinforceReply:
+        txid, memory = self.vault.reinforce(request.id)
+        return pb.ReinforceReply(txid=txid, reinforce_count=memory.reinforce_count)
+
+    @_translate_errors
+    def ListTopics(self, request: pb.ListRequest, context: grpc.ServicerContext
+                   ) -> pb.ListReply:
+        return facets_of(self.vault.facets("topic_key", request.filter_json))
+
+    @_translate_errors
+    def ListEntities(self, request: pb.ListRequest, context: grpc.ServicerContext
+                     ) -> pb.ListReply:
+        return facets_of(self.vault.facets("entity", request.filter_json))
+
+    @_translate_errors
+    def AppendTurns(self, request: pb.AppendTurnsRequest, context: grpc.ServicerContext
+                    ) -> pb.AppendTurnsReply:
+        turns = [TurnDraft(t.speaker, t.text, t.at, t.payload_json) for t in request.turns]
+        txid, ids = self.vault.append_turns(request.session_id, turns)
+        return pb.AppendTurnsReply(ids=ids, txid=txid)
+
+    @_translate_errors
+    def Import(self, request: pb.ImportRequest, context: grpc.ServicerContext
+               ) -> pb.ImportReply:
+        records = []
+        for i, record in enumerate(request.memories):
+            memory, values = memory_from(record)
+            vector = drafts.own_vector(values, self.vault.info.dimension, self.vault.info.model,
+                                       f"memories[{i}].vector") if values else None
+            records.append((memory, vector))
+        added, reinforced, txid = self.vault.import_memories(records)
+        return pb.ImportReply(added=added, reinforced=reinforced, txid=txid)
+
+    def Export(self, request: pb.ExportRequest, context: grpc.ServicerContext
+               ) -> Iterator[pb.MemoryRecord]:
+        try:
+            for memory, vector in self.vault.export():
+                yield record_of(memory, vector if request.include_vectors else None)
+        except MemvaultError as exc:
+            context.abort(status_of(exc), str(exc))
+
+    @_translate_errors
+    def InitSync(self, request: pb.InitSyncRequest, context: grpc.ServicerContext
+                 ) -> pb.InitSyncReply:
+        vault_id, recovery_key = init_sync(self.vault, request.remote, request.token or None)
+        return pb.InitSyncReply(vault_id=vault_id, recovery_key=recovery_key)
+
+    @_translate_errors
+    def JoinSync(self, request: pb.JoinSyncRequest, context: grpc.ServicerContext
+                 ) -> pb.JoinSyncReply:
+        vault_id = join_sync(self.vault, request.remote, request.token or None,
+                             request.recovery_key)
+        return pb.JoinSyncReply(vault_id=vault_id, memory_count=len(self.vault.memories))
+
+    @_translate_errors
+    def SyncNow(self, request: pb.SyncStatusRequest, context: grpc.ServicerContext
+                ) -> pb.SyncStatusReply:
+        if self.vault.sync is not None:
+            self.vault.sync.sync_once()
+        return self._sync_status()
+
+    @_translate_errors
+    def SyncStatus(self, request: pb.SyncStatusRequest, context: grpc.ServicerContext
+                   ) -> pb.SyncStatusReply:
+        return self._sync_status()
+
+    def _sync_status(self) -> pb.SyncStatusReply:
+        if self.vault.sync is None:
+            return pb.SyncStatusReply(configured=False, state="not configured")
+        status = self.vault.sync.status
+        return pb.SyncStatusReply(
+            configured=True, remote=status.remote, state=status.state, head=status.head,
+            pushed_seq=status.pushed_seq, pending=status.pending, last_push=status.last_push,
+            last_pull=status.last_pull, last_error=status.last_error)
+
+    @_translate_errors
+    def Status(self, request: pb.StatusRequest, context: grpc.ServicerContext
+               ) -> pb.StatusReply:
+        vault, embedder = self.vault, self.vault.embedder
+        return pb.StatusReply(
+            version=__version__, model_state=embedder.state, model=embedder.model_name,
+            dimension=vault.info.dimension, memory_count=len(vault.memories),
+            applied_txid=vault.applied_txid, socket=self.socket_path,
+            data_dir=str(vault.data_dir), key_storage=vault.key_storage,
+            cache_hits=embedder.hits, cache_misses=embedder.misses,
+            cache_size=embedder.cache_size, uptime_s=time.time() - self.started_at,
+            vault_id=vault.info.vault_id,
+            bands=vault.band_counts() if request.include_bands else {},
+            last_sweep_at=vault.last_upkeep("sweep"),
+            last_consolidation_at=vault.last_upkeep("consolidate"))
+
+    def Events(self, request: pb.EventsRequest, context: grpc.ServicerContext
+               ) -> Iterator[pb.Event]:
+        subscription = self.events.subscribe(request.types)
+        try:
+            while context.is_active():
+                # Wake twice a second to notice a client that went away.
+                event = subscription.get(timeout=0.5)
+                if event is not None:
+                    yield pb.Event(type=event.type, query=event.query, id=event.id,
+                                   at=event.at)
+        finally:
+            subscription.close()

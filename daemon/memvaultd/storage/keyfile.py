@@ -1,0 +1,149 @@
+"""The passphrase-wrapped vault key, for machines without a usable OS keyring.
+
+A key file is 92 bytes::
+
+    magic "MVKEY":5 | version:u8 | kdf:u8 | time_cost:u32 | memory_kib:u32 |
+    parallelism:u8 | salt:16 | nonce:12 | wrapped vault key:32 | tag:16
+
+All integers are big-endian. ``kdf`` 1 is Argon2id; its parameters travel in
+the file so a later release can raise the defaults and still open old files.
+The first 32 bytes (magic to salt) are the header. The vault key is sealed
+with AES-256-GCM under ``passphrase_key(passphrase, salt, params)`` with::
+
+    AAD = "memvault/keyfile" | header:32 | vault_id:16
+
+so a key file moved to another vault, or whose parameters were edited, does
+not open. A wrong passphrase and an altered nonce, key or tag are the same
+event to GCM, so both raise `Locked`; an unreadable header raises
+`IntegrityError`.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from pathlib import Path
+
+from memvault_base.durable import sync_dir
+from memvault_base.errors import IntegrityError, Locked
+from memvaultd.crypto.aead import KEY_SIZE, OVERHEAD, open_sealed, seal
+from memvaultd.crypto.kdf import Argon2Params, passphrase_key
+
+__all__ = ["KEY_FILE_SIZE", "unwrap_key", "wrap_key", "write_key_file"]
+
+MAGIC = b"MVKEY"
+VERSION = 1
+KDF_ARGON2ID = 1
+SALT_SIZE = 16  # RFC 9106 recommends 128-bit salts
+_HEADER = struct.Struct(">5sBBIIB16s")
+_AAD_LABEL = b"memvault/keyfile"
+KEY_FILE_SIZE = _HEADER.size + OVERHEAD + KEY_SIZE  # 32 + 28 + 32 = 92
+
+# Bounds on parameters read from a file. A damaged or hostile file must not
+# make the unlock allocate gigabytes or run for minutes before failing:
+# 4 GiB and t=64 are ~64x the defaults, beyond any sane interactive unlock.
+MAX_MEMORY_KIB = 4 * 1024 * 1024
+MAX_TIME_COST = 64
+MAX_PARALLELISM = 64
+
+WRONG_PASSPHRASE = (
+    "wrong passphrase for the key file, or the key file is damaged or belongs to another vault"
+)
+
+
+def _header(params: Argon2Params, salt: bytes) -> bytes:
+    return _HEADER.pack(
+        MAGIC,
+        VERSION,
+        KDF_ARGON2ID,
+        params.time_cost,
+        params.memory_kib,
+        params.parallelism,
+        salt,
+    )
+
+
+def _aad(header: bytes, vault_id: bytes) -> bytes:
+    return _AAD_LABEL + header + vault_id
+
+
+def _check_params(params: Argon2Params) -> None:
+    if not 1 <= params.time_cost <= MAX_TIME_COST:
+        raise ValueError(f"time_cost must be 1..{MAX_TIME_COST}")
+    if not 1 <= params.parallelism <= MAX_PARALLELISM:
+        raise ValueError(f"parallelism must be 1..{MAX_PARALLELISM}")
+    # Argon2 needs at least 8 KiB per lane.
+    if not 8 * params.parallelism <= params.memory_kib <= MAX_MEMORY_KIB:
+        raise ValueError(f"memory_kib must be {8 * params.parallelism}..{MAX_MEMORY_KIB}")
+
+
+def wrap_key(
+    vault_key: bytes,
+    passphrase: str,
+    *,
+    vault_id: bytes,
+    params: Argon2Params = Argon2Params(),  # noqa: B008 -- frozen dataclass, safe to share
+) -> bytes:
+    """The key file bytes holding `vault_key` sealed under `passphrase`."""
+    if len(vault_key) != KEY_SIZE:
+        raise ValueError(f"a vault key is {KEY_SIZE} bytes, got {len(vault_key)}")
+    if not passphrase:
+        raise Locked("the passphrase is empty: choose a non-empty passphrase")
+    _check_params(params)
+    salt = os.urandom(SALT_SIZE)
+    header = _header(params, salt)
+    wrapping_key = passphrase_key(passphrase, salt, params)
+    return header + seal(wrapping_key, vault_key, aad=_aad(header, vault_id))
+
+
+def _parse_header(blob: bytes) -> tuple[Argon2Params, bytes]:
+    if len(blob) != KEY_FILE_SIZE:
+        raise IntegrityError(
+            f"the key file is damaged: {len(blob)} bytes where {KEY_FILE_SIZE} are expected"
+        )
+    magic, version, kdf, time_cost, memory_kib, parallelism, salt = _HEADER.unpack_from(blob)
+    if magic != MAGIC:
+        raise IntegrityError("the file is not a memvault key file (bad magic)")
+    if version != VERSION or kdf != KDF_ARGON2ID:
+        raise IntegrityError(
+            f"the key file has format version {version}, KDF {kdf}: "
+            f"this release reads version {VERSION}, KDF {KDF_ARGON2ID} (Argon2id)"
+        )
+    params = Argon2Params(time_cost=time_cost, memory_kib=memory_kib, parallelism=parallelism)
+    try:
+        _check_params(params)
+    except ValueError as err:
+        raise IntegrityError(
+            f"the key file is damaged: KDF parameters out of range ({err})"
+        ) from None
+    return params, salt
+
+
+def unwrap_key(blob: bytes, passphrase: str, *, vault_id: bytes) -> bytes:
+    """The vault key inside key file `blob`; Locked on a wrong passphrase."""
+    if not passphrase:
+        raise Locked("the passphrase is empty: provide the vault's passphrase")
+    params, salt = _parse_header(blob)
+    header = blob[: _HEADER.size]
+    wrapping_key = passphrase_key(passphrase, salt, params)
+    try:
+        return open_sealed(wrapping_key, blob[_HEADER.size :], aad=_aad(header, vault_id))
+    except IntegrityError:
+        raise Locked(WRONG_PASSPHRASE) from None
+
+
+def write_key_file(path: Path, blob: bytes) -> None:
+    """Write `blob` to `path` atomically: a 0600 temporary file, fsync, rename, fsync dir.
+
+    After a crash the path holds either the old file or the whole new one.
+    """
+    tmp = path.with_name(f".{path.name}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.fchmod(fd, 0o600)  # O_CREAT's mode is masked by umask and ignored for an old file
+        os.write(fd, blob)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    sync_dir(path.parent)  # the rename is durable only once the directory entry is

@@ -1,0 +1,264 @@
+"""Get or create the 32-byte vault key.
+
+The key lives in one of two places, and which one a vault uses is known from
+the data directory alone:
+
+- ``data_dir/vault.key`` present: a passphrase-wrapped key file (see
+  `memvaultd.storage.keyfile`), for machines without a usable OS keyring;
+- absent: the OS keyring, service ``memvault``, username
+  ``vault-<vault id hex>``, value the key in base64.
+
+The key is never written in plaintext to a file. A keyring backend counts as
+usable only if it really keeps secrets: not keyring's "fail" or "null"
+backends, and never any `keyrings.alt` backend, whose files are plaintext or
+encrypted under a key stored next to them.
+
+Passphrases come, in order, from ``MEMVAULT_PASSPHRASE``, from the first line
+of the file named by ``MEMVAULT_PASSPHRASE_FILE``, or from a terminal prompt.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import getpass
+import logging
+import os
+import secrets
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import keyring
+from keyring.backend import KeyringBackend
+from keyring.backends import chainer, fail, null
+from keyring.errors import KeyringError
+
+from memvault_base.errors import IntegrityError, InvalidArgument, Locked
+from memvaultd.crypto.aead import KEY_SIZE
+from memvaultd.crypto.kdf import Argon2Params
+from memvaultd.storage.keyfile import unwrap_key, wrap_key, write_key_file
+
+__all__ = [
+    "ENV_PASSPHRASE",
+    "ENV_PASSPHRASE_FILE",
+    "KEYRING_SERVICE",
+    "KEY_FILE_NAME",
+    "UnlockedKey",
+    "create_vault_key",
+    "keyring_username",
+    "load_vault_key",
+    "usable_keyring",
+]
+
+log = logging.getLogger("memvaultd.keys")
+
+KEYRING_SERVICE = "memvault"
+KEY_FILE_NAME = "vault.key"
+ENV_PASSPHRASE = "MEMVAULT_PASSPHRASE"
+ENV_PASSPHRASE_FILE = "MEMVAULT_PASSPHRASE_FILE"
+STORAGES = ("auto", "keyring", "keyfile")
+
+
+@dataclass(frozen=True)
+class UnlockedKey:
+    """The vault key and where it came from; `detail` never holds a secret."""
+
+    key: bytes
+    storage: str  # "keyring" | "keyfile"
+    detail: str  # e.g. "OS keyring (SecretService)"
+
+    def __repr__(self) -> str:
+        # The dataclass default would print the key into any log or traceback.
+        return f"UnlockedKey(storage={self.storage!r}, detail={self.detail!r})"
+
+
+def keyring_username(vault_id: bytes) -> str:
+    """The keyring username under which the vault's key is stored."""
+    return f"vault-{vault_id.hex()}"
+
+
+def _usable(backend: KeyringBackend) -> bool:
+    if isinstance(backend, fail.Keyring | null.Keyring):
+        return False
+    if type(backend).__module__.startswith("keyrings.alt"):
+        return False
+    if isinstance(backend, chainer.ChainerBackend):
+        # The chainer writes to the first backend that accepts: every one of
+        # them must be trustworthy, and at least one must exist.
+        chained: list[KeyringBackend] = list(backend.backends)
+        return bool(chained) and all(_usable(b) for b in chained)
+    return True
+
+
+def usable_keyring() -> KeyringBackend | None:
+    """The OS keyring backend if it really keeps secrets, else None."""
+    backend = keyring.get_keyring()
+    return backend if _usable(backend) else None
+
+
+def _backend_name(backend: KeyringBackend) -> str:
+    if isinstance(backend, chainer.ChainerBackend):
+        backend = backend.backends[0]
+    return type(backend).__module__.rsplit(".", 1)[-1]  # "SecretService", "macOS", ...
+
+
+def _read_passphrase_file(path: Path) -> str:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise Locked(
+            f"cannot read the passphrase file {path} named by {ENV_PASSPHRASE_FILE}: {err.strerror}"
+        ) from None
+    if path.stat().st_mode & 0o077:
+        log.warning("passphrase file %s is readable by other users: chmod 600 it", path)
+    lines = text.splitlines()
+    return lines[0] if lines else ""
+
+
+def _prompt(confirm: bool) -> str:
+    first = getpass.getpass("memvault passphrase: ")
+    if confirm and first and getpass.getpass("repeat the passphrase: ") != first:
+        raise Locked("the two passphrases differ: nothing was created")
+    return first
+
+
+def _passphrase(key_file: Path, *, prompt: bool, confirm: bool) -> tuple[str, str]:
+    """(passphrase, where it came from)."""
+    if ENV_PASSPHRASE in os.environ:
+        value, source = os.environ[ENV_PASSPHRASE], ENV_PASSPHRASE
+    elif ENV_PASSPHRASE_FILE in os.environ:
+        path = Path(os.environ[ENV_PASSPHRASE_FILE])
+        value, source = _read_passphrase_file(path), f"{ENV_PASSPHRASE_FILE} ({path})"
+    elif prompt and sys.stdin.isatty():
+        value, source = _prompt(confirm), "terminal prompt"
+    else:
+        raise Locked(
+            f"the key file {key_file} needs a passphrase: set {ENV_PASSPHRASE}, or "
+            f"{ENV_PASSPHRASE_FILE} to a file holding it, or run from a terminal"
+        )
+    if not value:
+        raise Locked(f"the passphrase from {source} is empty: the key file needs a non-empty one")
+    return value, source
+
+
+def _create_in_keyring(backend: KeyringBackend, vault_id: bytes, key: bytes) -> UnlockedKey:
+    user = keyring_username(vault_id)
+    encoded = base64.b64encode(key).decode("ascii")
+    backend.set_password(KEYRING_SERVICE, user, encoded)
+    # Read back: a backend that accepts and drops writes would lose the vault.
+    if backend.get_password(KEYRING_SERVICE, user) != encoded:
+        raise KeyringError("the keyring did not return the key just stored")
+    return UnlockedKey(key, "keyring", f"OS keyring ({_backend_name(backend)})")
+
+
+def _create_in_key_file(
+    data_dir: Path, vault_id: bytes, key: bytes, *, prompt: bool, params: Argon2Params
+) -> UnlockedKey:
+    path = data_dir / KEY_FILE_NAME
+    passphrase, source = _passphrase(path, prompt=prompt, confirm=True)
+    blob = wrap_key(key, passphrase, vault_id=vault_id, params=params)
+    data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    write_key_file(path, blob)
+    return UnlockedKey(key, "keyfile", f"key file {path} (passphrase from {source})")
+
+
+def _refuse_existing(data_dir: Path, vault_id: bytes, backend: KeyringBackend | None) -> None:
+    # Replacing an existing key would make everything sealed under it unreadable.
+    where = None
+    if (data_dir / KEY_FILE_NAME).exists():
+        where = f"key file {data_dir / KEY_FILE_NAME}"
+    elif backend is not None:
+        try:
+            if backend.get_password(KEYRING_SERVICE, keyring_username(vault_id)) is not None:
+                where = "OS keyring"
+        except KeyringError:
+            pass  # unreachable now; the write below reports it
+    if where is not None:
+        raise InvalidArgument(
+            f"vault {vault_id.hex()} already has a key in the {where}: load it, do not create one"
+        )
+
+
+def create_vault_key(
+    data_dir: Path,
+    vault_id: bytes,
+    *,
+    storage: str = "auto",
+    prompt: bool = True,
+    params: Argon2Params | None = None,
+    key: bytes | None = None,
+) -> UnlockedKey:
+    """Create a new random vault key (or store `key`, a vault's key obtained
+    with its recovery key) in the keyring or a key file."""
+    if storage not in STORAGES:
+        raise InvalidArgument(f"key storage must be one of {', '.join(STORAGES)}, not {storage!r}")
+    backend = usable_keyring()
+    _refuse_existing(data_dir, vault_id, backend)
+    key = key or secrets.token_bytes(KEY_SIZE)
+    if len(key) != KEY_SIZE:
+        raise InvalidArgument(f"a vault key has {KEY_SIZE} bytes, not {len(key)}")
+    if storage == "keyring" and backend is None:
+        raise Locked(
+            "no usable OS keyring (found "
+            f"{keyring.get_keyring()!r}): start and unlock a Secret Service "
+            "(e.g. gnome-keyring) or use the passphrase-protected key file instead"
+        )
+    if backend is not None and storage != "keyfile":
+        try:
+            return _create_in_keyring(backend, vault_id, key)
+        except KeyringError as err:
+            if storage == "keyring":
+                raise Locked(f"the OS keyring refused the vault key: {err}") from None
+            log.warning("OS keyring unusable (%s); using a passphrase-protected key file", err)
+    return _create_in_key_file(
+        data_dir, vault_id, key, prompt=prompt, params=params or Argon2Params()
+    )
+
+
+def _load_from_key_file(path: Path, vault_id: bytes, *, prompt: bool) -> UnlockedKey:
+    passphrase, source = _passphrase(path, prompt=prompt, confirm=False)
+    blob = path.read_bytes()
+    try:
+        key = unwrap_key(blob, passphrase, vault_id=vault_id)
+    except Locked:
+        raise Locked(
+            f"wrong passphrase (from {source}) for the key file {path}, or the key file is damaged"
+        ) from None
+    except IntegrityError as err:
+        raise IntegrityError(f"{path}: {err}") from None
+    return UnlockedKey(key, "keyfile", f"key file {path} (passphrase from {source})")
+
+
+def _load_from_keyring(data_dir: Path, vault_id: bytes) -> UnlockedKey:
+    vault = vault_id.hex()
+    backend = usable_keyring()
+    if backend is None:
+        raise Locked(
+            f"vault {vault} keeps its key in the OS keyring, but none is usable here "
+            f"(and there is no {data_dir / KEY_FILE_NAME}): start and unlock the keyring"
+        )
+    try:
+        encoded = backend.get_password(KEYRING_SERVICE, keyring_username(vault_id))
+    except KeyringError as err:
+        raise Locked(f"the OS keyring could not be read for vault {vault}: {err}") from None
+    if encoded is None:
+        raise Locked(
+            f"no key for vault {vault} in the OS keyring (service {KEYRING_SERVICE!r}, "
+            f"user {keyring_username(vault_id)!r}) and no key file in {data_dir}"
+        )
+    try:
+        key = base64.b64decode(encoded, validate=True)
+    except (binascii.Error, ValueError):
+        key = b""
+    if len(key) != KEY_SIZE:
+        raise IntegrityError(f"the OS keyring entry for vault {vault} is not a {KEY_SIZE}-byte key")
+    return UnlockedKey(key, "keyring", f"OS keyring ({_backend_name(backend)})")
+
+
+def load_vault_key(data_dir: Path, vault_id: bytes, *, prompt: bool = True) -> UnlockedKey:
+    """The vault's existing key, from its key file if present, else from the OS keyring."""
+    path = data_dir / KEY_FILE_NAME
+    if path.exists():
+        return _load_from_key_file(path, vault_id, prompt=prompt)
+    return _load_from_keyring(data_dir, vault_id)

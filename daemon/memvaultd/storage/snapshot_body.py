@@ -1,0 +1,229 @@
+"""The snapshot body: the whole vault state at one log position.
+
+    body   := meta_len:u32 BE | meta:meta_len bytes (UTF-8 JSON) | vectors
+    meta   := {"v": 2, "seq": N, "dimension": D, "hlc": [wall_ms, counter, device],
+               "memories": {FIELD: [value of memory 0, of memory 1, ...], ...},
+               "turns": {FIELD: [...], ...},
+               "tombstones": [ID, ...], "seen": [OP_ID, ...],
+               "stamps": {"ids": [ID, ...], "fields": [FIELD or "*", ...],
+                          "wall_ms": [...], "counter": [...], "device": [i, ...],
+                          "devices": [DEVICE, ...]},
+               "upkeep": {"sweep" | "consolidate": seconds}}     (absent: {})
+    vectors:= (len(memories) + len(turns)) x D x float32 LE: the memories' rows,
+              then the turns' rows, in list order
+
+Memories are columns, one list per Memory field (a field absent from the
+snapshot takes its default; tuple fields travel as lists), and stamps are
+rows of five columns, `device` an index into `devices`: a 100k-memory body
+decodes in 0.5 s against 1.9 s for one object per memory and per stamp
+(version 1, still read; 1.1 s now that the collector is paused):
+
+    meta v1 := {"v": 1, ..., "memories": [{every Memory field}, ...], "turns": [...],
+                "stamps": {ID: {FIELD or "*": [wall_ms, counter, device]}}, ...}
+
+`snapshot.py` seals the body; this module only builds and parses it. Vectors
+are raw (not JSON) so 100k memories load in one `frombuffer`.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import struct
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import MISSING, dataclass, field, fields
+from functools import partial
+from itertools import repeat
+from operator import attrgetter
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from memvault_base.errors import IntegrityError
+from memvaultd.model.hlc import Stamp
+from memvaultd.model.memory import Memory
+from memvaultd.model.operations import memory_from_dict
+
+FORMAT_VERSION = 2
+_LEN = struct.Struct(">I")
+
+
+@dataclass(frozen=True)
+class State:
+    seq: int
+    dimension: int
+    stamp: Stamp
+    memories: list[Memory]
+    vectors: npt.NDArray[np.float32]
+    tombstones: frozenset[str]
+    turns: list[Memory]
+    turn_vectors: npt.NDArray[np.float32]
+    seen: frozenset[str] = frozenset()
+    stamps: dict[str, dict[str, Stamp]] = field(default_factory=dict)
+    # When a sweep / consolidation last ran, on any device (docs/upkeep.md).
+    upkeep: dict[str, float] = field(default_factory=dict)
+
+
+def encode_state(state: State) -> bytes:
+    return b"".join(encode_state_parts(state))
+
+
+def encode_state_parts(state: State) -> list[bytes | memoryview]:
+    """The body of `state` as parts whose concatenation is `encode_state`.
+
+    A snapshot is written from the parts (`SnapshotStore.write`) so that no
+    single call holds the interpreter lock for long while writes wait: at
+    600k memories one `json.dumps` of the meta held it for 1.8 s, and
+    joining meta and vectors into one ~1 GB bytes (plus `tobytes`) for ~2 s
+    more; a RememberBatch running meanwhile took 3.3 s instead of 0.95.
+    """
+    meta = {"v": FORMAT_VERSION, "seq": state.seq, "dimension": state.dimension,
+            "hlc": state.stamp.encode(),
+            "memories": _memory_columns(state.memories),
+            "turns": _memory_columns(state.turns),
+            "tombstones": sorted(state.tombstones), "seen": sorted(state.seen),
+            "stamps": _stamp_columns(state.stamps),
+            "upkeep": dict(state.upkeep)}
+    head = [piece.encode() for piece in _json_pieces(meta)]
+    vectors = [np.ascontiguousarray(matrix, dtype="<f4").reshape(-1).view(np.uint8).data
+               for matrix in (state.vectors, state.turn_vectors)]
+    return [_LEN.pack(sum(map(len, head))), *head, *vectors]
+
+
+_JSON_PIECE = 20_000  # list items per json.dumps call: ~10-30 ms each
+_dumps = partial(json.dumps, separators=(",", ":"), ensure_ascii=False)
+
+
+def _json_pieces(value: Any) -> Iterator[str]:
+    """`json.dumps(value)` (compact, UTF-8), as pieces of at most
+    `_JSON_PIECE` list items, the interpreter lock free between them."""
+    if isinstance(value, dict) and all(isinstance(key, str) for key in value):
+        yield "{"
+        for i, (key, item) in enumerate(value.items()):
+            yield ("," if i else "") + _dumps(key) + ":"
+            yield from _json_pieces(item)
+        yield "}"
+    elif isinstance(value, list) and len(value) > _JSON_PIECE:
+        yield "["
+        for start in range(0, len(value), _JSON_PIECE):
+            yield ("," if start else "") + _dumps(value[start : start + _JSON_PIECE])[1:-1]
+        yield "]"
+    else:
+        yield _dumps(value)
+
+
+def decode_state(body: bytes) -> State:
+    """The state in `body`, version 1 or 2. The vectors are a read-only view
+    of `body` (whoever keeps them copies them once, into its own matrix)."""
+    try:
+        with collector_paused():
+            (size,) = _LEN.unpack_from(body)
+            meta = json.loads(body[4 : 4 + size])
+            version = meta.get("v")
+            if version == FORMAT_VERSION:
+                memories, turns = (_memories_from_columns(meta["memories"]),
+                                   _memories_from_columns(meta["turns"]))
+                stamps = _stamps_from_columns(meta["stamps"])
+            elif version == 1:
+                memories = [memory_from_dict(doc) for doc in meta["memories"]]
+                turns = [memory_from_dict(doc) for doc in meta["turns"]]
+                stamps = {memory_id: {name: Stamp.decode(raw) for name, raw in entry.items()}
+                          for memory_id, entry in meta["stamps"].items()}
+            else:
+                raise ValueError(f"snapshot format {version!r} is not 1 or {FORMAT_VERSION}")
+            dimension = int(meta["dimension"])
+            vectors = np.frombuffer(body, dtype="<f4", offset=4 + size)
+            vectors = vectors.astype(np.float32, copy=False).reshape(
+                len(memories) + len(turns), dimension)
+            return State(int(meta["seq"]), dimension, Stamp.decode(meta["hlc"]), memories,
+                         vectors[: len(memories)], frozenset(meta["tombstones"]), turns,
+                         vectors[len(memories) :], frozenset(meta["seen"]), stamps,
+                         {str(kind): float(at) for kind, at in meta.get("upkeep", {}).items()})
+    except (ValueError, KeyError, IndexError, TypeError, struct.error) as exc:
+        raise IntegrityError(f"snapshot body does not parse: {exc}") from exc
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """The cyclic garbage collector off while a state of millions of objects
+    is built: none of them is garbage, and the collections their allocation
+    triggers (each walking everything allocated so far) were half the time
+    of parsing a 100k snapshot (0.9 s -> 0.4 s without them)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _memory_columns(memories: Sequence[Memory]) -> dict[str, list[Any]]:
+    return {f.name: list(map(attrgetter(f.name), memories)) for f in fields(Memory)}
+
+
+def _memories_from_columns(columns: dict[str, list[Any]]) -> list[Memory]:
+    """Memories from one list per field, built by one `map` over the columns
+    (100k: 0.1 s against 0.4 s from one dict each)."""
+    count = len(columns["id"])
+    known = {f.name for f in fields(Memory)}
+    if unknown := sorted(set(columns) - known):
+        # A newer writer's field: refused rather than dropped, as in a put.
+        raise ValueError(f"unknown memory fields {unknown}")
+    values = [_column(f, columns.get(f.name), count) for f in fields(Memory)]
+    return list(map(Memory, *values))
+
+
+def _column(spec: Any, values: list[Any] | None, count: int) -> Iterable[Any]:
+    """One field's values for `count` memories: as stored, or the default."""
+    if values is None:
+        if spec.default is not MISSING:
+            return repeat(spec.default, count)
+        if spec.default_factory is not MISSING:
+            return (spec.default_factory() for _ in range(count))
+        raise ValueError(f"memories lack the field {spec.name!r}")
+    if len(values) != count:
+        raise ValueError(f"{len(values)} values of {spec.name!r} for {count} memories")
+    # A field whose default is a tuple holds a tuple; JSON carries a list.
+    return map(tuple, values) if isinstance(spec.default, tuple) else values
+
+
+def _stamp_columns(stamps: dict[str, dict[str, Stamp]]) -> dict[str, list[Any]]:
+    rows = [(memory_id, name, stamp) for memory_id, entry in stamps.items()
+            for name, stamp in entry.items()]
+    devices = list(dict.fromkeys(stamp.device for _, _, stamp in rows))
+    index = {device: i for i, device in enumerate(devices)}
+    return {"ids": [row[0] for row in rows], "fields": [row[1] for row in rows],
+            "wall_ms": [row[2].wall_ms for row in rows],
+            "counter": [row[2].counter for row in rows],
+            "device": [index[row[2].device] for row in rows], "devices": devices}
+
+
+_new_stamp = partial(tuple.__new__, Stamp)  # C-level: Stamp(...) costs 3x as much
+
+
+def _stamps_from_columns(columns: dict[str, list[Any]]) -> dict[str, dict[str, Stamp]]:
+    ids, names = columns["ids"], columns["fields"]
+    devices = [str(device) for device in columns["devices"]]
+    walls, counters = _integers(columns["wall_ms"]), _integers(columns["counter"])
+    devices_of = map(devices.__getitem__, columns["device"])
+    stamps: dict[str, dict[str, Stamp]] = {}
+    for memory_id, name, stamp in zip(ids, names, map(_new_stamp, zip(
+            walls, counters, devices_of, strict=True)), strict=True):
+        entry = stamps.get(memory_id)
+        if entry is None:
+            stamps[memory_id] = {name: stamp}
+        else:
+            entry[name] = stamp
+    return stamps
+
+
+def _integers(values: list[Any]) -> list[int]:
+    """`values` checked to be integers (as `Stamp.decode` makes them), in one pass."""
+    array = np.asarray(values)
+    if array.size and array.dtype.kind not in "iu":
+        raise ValueError("a stamp holds a non-integer")
+    result: list[int] = array.tolist()
+    return result

@@ -1,0 +1,74 @@
+"""What this device knows of the remote, kept sealed in `data/sync.state`.
+
+    file  := magic "MVSS" | format:u8 | sealed(JSON)
+             AAD "memvault/sync-state" | format:u8 | vault_id:16,
+             key = HKDF(vault key, "sync/state/v1")
+    JSON  := {"remote": URL, "token": TOKEN | null,
+              "head": N, "head_hash": HEX, "pushed_seq": S}
+
+`head` and `head_hash` are the high-water mark (borg's replay defence): the
+newest version this device has applied, and the sha256 of its object. A
+remote that later shows a shorter chain, or another object at that number,
+is reporting a rollback or a fork, and sync stops. `pushed_seq` is the last
+local log record whose operation the remote holds: the log is never pruned
+past it. The token is a secret, hence sealed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+from memvault_base.errors import IntegrityError
+from memvaultd.crypto.aead import open_sealed, seal
+from memvaultd.crypto.kdf import derive_key
+
+FILE_NAME = "sync.state"
+MAGIC = b"MVSS"
+FORMAT = 1
+
+
+@dataclass(frozen=True)
+class Mark:
+    remote: str
+    token: str | None = None
+    head: int = 0
+    head_hash: str = ""
+    pushed_seq: int = 0
+
+    def advanced(self, head: int, head_hash: bytes, pushed_seq: int | None = None) -> Mark:
+        return replace(self, head=head, head_hash=head_hash.hex(),
+                       pushed_seq=self.pushed_seq if pushed_seq is None else pushed_seq)
+
+
+class MarkFile:
+    def __init__(self, data_dir: Path, vault_key: bytes, vault_id: bytes) -> None:
+        self.path = data_dir / FILE_NAME
+        self._key = derive_key(vault_key, purpose="sync/state/v1")
+        self._aad = b"memvault/sync-state" + bytes([FORMAT]) + vault_id
+
+    def load(self) -> Mark | None:
+        try:
+            blob = self.path.read_bytes()
+        except FileNotFoundError:
+            return None
+        if blob[:5] != MAGIC + bytes([FORMAT]):
+            raise IntegrityError(f"{self.path}: not a memvault sync state (format "
+                                 f"{blob[4:5].hex() or 'missing'})")
+        try:
+            doc = json.loads(open_sealed(self._key, blob[5:], aad=self._aad))
+        except IntegrityError as exc:
+            raise IntegrityError(f"{self.path}: does not authenticate") from exc
+        return Mark(**doc)
+
+    def save(self, mark: Mark) -> None:
+        blob = MAGIC + bytes([FORMAT]) + seal(self._key, json.dumps(asdict(mark)).encode(),
+                                             aad=self._aad)
+        tmp = self.path.with_suffix(".tmp")
+        with open(tmp, "wb") as fh:
+            fh.write(blob)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, self.path)

@@ -1,0 +1,49 @@
+"""`s3://bucket/prefix`: any S3-compatible bucket, direct.
+
+    <prefix>/<vault_id>/objects/<name>
+    <prefix>/<vault_id>/versions/<number:020d>
+
+Put-if-absent is a PUT with `If-None-Match: *` (the store answers 412 when
+the key exists), as a single request, never multipart (a multipart upload's
+completion is not conditional everywhere). The bucket must honour it: AWS S3
+and Ceph RGW do; a store that ignores the header would let two writers of
+version N both "win", so check yours (tests/test_remote_contract.py races
+eight writers per number).
+
+Settings from the environment: `MEMVAULT_S3_ENDPOINT` (e.g.
+`http://127.0.0.1:7480`; unset means AWS), `AWS_ACCESS_KEY_ID`,
+`AWS_SECRET_ACCESS_KEY`, `AWS_REGION` (default us-east-1). Addressing is
+path-style (`endpoint/bucket/key`), which every S3-compatible store accepts.
+
+`watch_head` polls every 0.5 s (`MEMVAULT_S3_POLL_S` changes it): one LIST
+request per poll, 7,200 an hour per watching device, so that a memory written
+on one device is on the others within about a second. On a self-hosted
+S3-compatible store that is free; at AWS's LIST price it is about 3.6 cents
+an hour per device, and `MEMVAULT_S3_POLL_S=5` cuts it tenfold for a
+5-second delay. The sync worker also pulls on its own timer.
+
+Errors the store returns other than "not found" and "precondition failed"
+become `Unavailable` with the store's message (which names the key, never
+the secret key).
+"""
+
+from __future__ import annotations
+
+import os
+
+from memvault_base.errors import InvalidArgument
+from memvault_base.objects.s3 import S3Store, bucket_client
+from memvaultd.sync.remotes.blobs import BlobRemote
+
+POLL_INTERVAL = float(os.environ.get("MEMVAULT_S3_POLL_S", "0.5"))
+
+
+def open_s3(url: str, bucket: str, prefix: str, vault_id: str) -> BlobRemote:
+    """`url` is s3://`bucket`/`prefix`. The bucket code is the server's own
+    `S3Store` (one implementation of conditional writes), rooted at
+    `<prefix>/<vault_id>`; it holds no key and decrypts nothing."""
+    if not bucket:
+        raise InvalidArgument(f"{url!r} names no bucket: use s3://bucket/prefix")
+    prefix = prefix.strip("/")
+    root = f"{prefix}/{vault_id}" if prefix else vault_id
+    return BlobRemote(url, S3Store(bucket_client(bucket), root), POLL_INTERVAL)

@@ -1,0 +1,81 @@
+"""The puts `init` has yet to log: one per memory the device holds
+(`VaultSync.genesis`), each made only when it is logged.
+
+`genesis` cuts them under the write lock, and every write waits for that
+hold. Made there, they cost the hold a stamp (`Clock.now`, a lock each), an
+id and an `Operation` per memory and a copy of every vector (`export`):
+1.1-1.3 s at 155k memories, 11.9 s at 1M, which a remember waited whole.
+The cut now takes only what fixes the puts: each memory as it is now, the
+matrix and its row (rows are never rewritten, `MemoryIndex.cut`), and one
+block of stamps (`Clock.reserve`), drawn before any later write so that the
+write's fields still win over the put's: 74-90 ms at 155k, 0.80-0.95 s at
+1M (docs/benchmarks.md). The rest is done a chunk at a time, between writes.
+What the cut holds meanwhile is the matrix it read (never a copy): if the
+vault grows or compacts during `init`, that old matrix lives until the
+last put is made, as the copy `export` made did before.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from itertools import accumulate, chain, count, islice
+from operator import attrgetter
+
+from memvaultd.crypto.entropy import new_id
+from memvaultd.index.layer import Layer
+from memvaultd.index.memory_index import Rows, Vector
+from memvaultd.model.hlc import Clock, Stamp
+from memvaultd.model.memory import Memory
+from memvaultd.model.operations import PUT, Operation
+
+
+@dataclass(frozen=True, slots=True)
+class _Part:
+    """One layer's memories, as cut: memory i's vector is `matrix[rows[i]]`."""
+
+    layer: str
+    memories: list[Memory]
+    matrix: Vector
+    rows: Rows
+
+
+class PendingPuts:
+    """Puts by memory id, in the order of the cut; empty when no `init` runs."""
+
+    def __init__(self, parts: list[_Part] | None = None, first: Stamp | None = None) -> None:
+        self._parts = parts or []
+        self._starts = [0, *accumulate(len(part.memories) for part in self._parts)][:-1]
+        self._first = first
+        ids = chain.from_iterable(map(attrgetter("id"), part.memories) for part in self._parts)
+        self._pending: dict[str, int] = dict(zip(ids, count()))
+
+    @classmethod
+    def cut(cls, layers: Mapping[str, Layer], clock: Clock) -> PendingPuts:
+        """A put of every memory of `layers`, now. The caller holds the write lock."""
+        parts = [_Part(name, *layer.index.live_rows()) for name, layer in layers.items()]
+        return cls(parts, clock.reserve(sum(len(part.memories) for part in parts)))
+
+    def __bool__(self) -> bool:
+        return bool(self._pending)
+
+    def __len__(self) -> int:
+        return len(self._pending)
+
+    def take(self, names: Iterable[str]) -> list[Operation]:
+        """The puts still pending of `names`, no longer pending."""
+        pending = self._pending
+        return [self._put(pending.pop(name)) for name in names if name in pending]
+
+    def next(self, size: int) -> list[Operation]:
+        """The first `size` puts still pending, in order, no longer pending."""
+        return self.take(list(islice(self._pending, size)))
+
+    def _put(self, i: int) -> Operation:
+        assert self._first is not None  # an empty PendingPuts has nothing to make
+        k = bisect_right(self._starts, i) - 1
+        part, j = self._parts[k], i - self._starts[k]
+        stamp = Stamp(self._first.wall_ms, self._first.counter + i, self._first.device)
+        return Operation(new_id(), PUT, stamp, memory=part.memories[j],
+                         vector=part.matrix[part.rows[j]].copy(), layer=part.layer)

@@ -1,0 +1,74 @@
+"""Upkeep written as operations: the sweep and consolidation decide
+(`upkeep/`), the vault logs what they decided."""
+
+from __future__ import annotations
+
+import time
+
+from memvault_base.errors import InvalidArgument
+from memvaultd.crypto.entropy import new_id
+from memvaultd.model import memory as m
+from memvaultd.model.operations import FORGET, PUT, UPDATE, UPKEEP, Operation
+from memvaultd.upkeep import consolidation, summariser
+from memvaultd.upkeep import sweep as sweeping
+from memvaultd.vault.core import VaultCore
+
+
+class VaultUpkeep(VaultCore):
+    def sweep(self, dry_run: bool, threshold: float | None = None
+              ) -> tuple[int, sweeping.SweepPlan]:
+        """Forget what the sweep plans (upkeep/sweep.py) in one durable
+        append; returns (last txid or 0, the plan)."""
+        if threshold is not None and not 0.0 <= threshold <= 1.0:
+            raise InvalidArgument(f"threshold: {threshold!r} is outside 0..1")
+        self._await_loaded()
+        with self._write_lock:
+            now = time.time()
+            plan = sweeping.plan(self.memories.memories(), now, self.config.sweep,
+                                 self.config.heat, threshold)
+            if dry_run:
+                return 0, plan
+            ops = [Operation(new_id(), FORGET, self.clock.now(), target=s.memory.id,
+                             at=now) for s in plan.swept]
+            return self._commit_upkeep("sweep", ops, now), plan
+
+    def consolidate(self, request: consolidation.Request, dry_run: bool
+                    ) -> tuple[int, list[consolidation.Consolidated], int]:
+        """Write one memory per cluster and archive its sources (upkeep/
+        consolidation.py); returns (last txid or 0, what was written, how many
+        memories were candidates)."""
+        request = consolidation.check(request)
+        settings = self.config.consolidation
+        summarise = summariser.load(settings.summariser)
+        self._await_loaded()
+        with self._write_lock:
+            now = time.time()
+            candidates = [
+                (mem, vector) for mem in self.memories.memories()
+                if consolidation.is_candidate(mem, now, request, settings, self.config.heat)
+                and (vector := self.memories.index.vector(mem.id)) is not None]
+            planned = consolidation.plan(
+                candidates, request, settings, summarise,
+                lambda found: summariser.checked(found, settings.summariser or "extractive"))
+            if dry_run:
+                return 0, planned, len(candidates)
+            ops = []
+            for done in planned:
+                # The put first: a crash between leaves sources unarchived
+                # (still found), never archived sources with no summary.
+                ops.append(Operation(new_id(), PUT, self.clock.now(),
+                                     memory=done.memory, vector=done.vector))
+                ops += [Operation(new_id(), UPDATE, self.clock.now(), target=s.id,
+                                  at=now, fields={"tier": m.ARCHIVED,
+                                                  "consolidated_into": done.memory.id})
+                        for s in done.sources]
+            return self._commit_upkeep("consolidate", ops, now), planned, len(candidates)
+
+    def _commit_upkeep(self, what: str, ops: list[Operation], now: float) -> int:
+        """`ops` and a record that `what` ran, in one append; the last txid."""
+        ops.append(Operation(new_id(), UPKEEP, self.clock.now(), target=what, at=now,
+                             fields={"count": len(ops)}))
+        return self._commit(ops) + len(ops) - 1
+
+    def last_upkeep(self, what: str) -> float:
+        return self.state.upkeep.get(what, 0.0)
