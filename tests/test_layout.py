@@ -62,7 +62,7 @@ def test_the_client_works_without_the_daemons_dependencies(
             memory_id = client.remember("light clients can remember").id
             hits = client.recall("light clients can remember", top_k=1)
             assert hits[0].memory.id == memory_id, hits
-        from memvault import cli
+        from memvault.cli import main as cli
         import runpy, sys
         sys.argv = ["memvault", "status", "--json"]
         try:

@@ -506,7 +506,7 @@ WRITER = textwrap.dedent(
     """
     import hashlib, random, sys
     from pathlib import Path
-    from memvaultd import oplog
+    from memvaultd.storage import oplog
     oplog.SEGMENT_LIMIT = 20_000  # many segment boundaries to die at
 
     def record(seq):

@@ -69,7 +69,7 @@ def test_what_would_wait_is_declined_without_a_trace(vault: Vault) -> None:
     assert vault.recall_at_once(RecallQuery(vector=_vector(1), min_txid=applied + 1)) is None
     assert vault.recall_at_once(RecallQuery(text="a query the model never saw")) is None
     assert vault.embedder.hits == 0
-    with vault._access_lock:  # a commit or a snapshot's capture holds it
+    with vault.core.access_lock:  # a commit or a snapshot's capture holds it
         assert vault.recall_at_once(query) is None
     assert _accesses(vault, ids) == 0
     assert vault.recall_at_once(query) is not None

@@ -26,7 +26,6 @@ from memvaultd.model.memory import Memory
 from memvaultd.recall import engine
 from memvaultd.recall.hybrid import FusionSettings
 from memvaultd.recall.ranking import DEFAULT_HALF_LIVES_DAYS
-from memvaultd.recall.visibility import Visibility
 
 DIM = 32
 NOW = 1_800_000_000.0
@@ -123,7 +122,7 @@ def _request(r: random.Random) -> tuple[RecallQuery, FusionSettings, HeatSetting
 
 def _page(layer: Layer, query: RecallQuery, vector: np.ndarray, fusion: FusionSettings,
           heats: HeatSettings, *, reference: bool) -> engine.Page:
-    return engine.recall(layer, query, vector, Visibility.of(query, NOW, heats), now=NOW,
+    return engine.recall(layer, engine.plan(query, NOW, heats), vector,
                          half_lives=DEFAULT_HALF_LIVES_DAYS, settings=fusion,
                          heat_settings=heats, reference=reference)
 

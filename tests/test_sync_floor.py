@@ -1,11 +1,11 @@
 """The log keeps what the remote lacks from the moment a daemon starts.
 
-`resume_sync` sets the vault's prune floor once the vault has loaded; a
+`Syncing.resume` sets the vault's prune floor once the vault has loaded; a
 snapshot that ran before it (a write at start-up, with thousands of records
 since the last snapshot) used the floor of a vault without sync, and dropped
 log records never pushed: sync then stopped for good at "seq N is missing".
-`keep_unpushed`, which the daemon now runs before loading, closes that gap.
-These tests open a daemon's vault in this process, as `main.py` does.
+`Syncing.keep_unpushed`, which the daemon runs before loading, closes that
+gap. These tests open a daemon's vault in this process, as `app/main.py` does.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from memvault_base.errors import IntegrityError
 from memvaultd.config.settings import Config
 from memvaultd.embedding.embedder import Embedder
 from memvaultd.model.commands import MemoryDraft
-from memvaultd.sync.high_water import Mark, MarkFile
-from memvaultd.sync.setup import keep_unpushed
+from memvaultd.sync.high_water import HighWater, HighWaterFile
+from memvaultd.sync.setup import Syncing
 from memvaultd.vault.events import EventBus
 from memvaultd.vault.vault import Vault
 
@@ -51,8 +51,8 @@ def unpushed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Vault]
     events = EventBus()
     embedder = Embedder(Config().model, cache_size=1, events=events)  # never started
     vault = Vault.open(tmp_path / "home" / "data", Config(), embedder, events, prompt=False)
-    MarkFile(vault.data_dir, vault.vault_key, vault.info.vault_id_bytes).save(
-        Mark("memory://remote", pushed_seq=0))
+    HighWaterFile(vault.data_dir, vault.vault_key, vault.info.vault_id_bytes).save(
+        HighWater("memory://remote", pushed_seq=0))
     yield vault
     vault.close()
 
@@ -66,7 +66,7 @@ def _write_then_snapshot(vault: Vault) -> None:
 
 
 def test_records_the_remote_lacks_survive_a_snapshot_at_start(unpushed: Vault) -> None:
-    keep_unpushed(unpushed)
+    Syncing(unpushed).keep_unpushed()
     _write_then_snapshot(unpushed)
     ops, _ = unpushed.local_ops_after(0)
     texts = {op.memory.text for _, op in ops if op.memory is not None}
@@ -74,6 +74,6 @@ def test_records_the_remote_lacks_survive_a_snapshot_at_start(unpushed: Vault) -
 
 
 def test_without_the_floor_that_snapshot_drops_them(unpushed: Vault) -> None:
-    _write_then_snapshot(unpushed)  # what start-up did before keep_unpushed
+    _write_then_snapshot(unpushed)  # start-up without keep_unpushed
     with pytest.raises(IntegrityError, match="missing"):
         unpushed.local_ops_after(0)

@@ -23,7 +23,7 @@ from memvaultd.model.hlc import Stamp
 from memvaultd.model.operations import ACCESS, Operation
 from memvaultd.sync import worker as worker_module
 from memvaultd.sync.envelope import VERSION, Envelope, chain_context
-from memvaultd.sync.high_water import Mark, MarkFile
+from memvaultd.sync.high_water import HighWater, HighWaterFile
 from memvaultd.sync.remotes import open_remote
 from memvaultd.sync.remotes.base import Remote
 from memvaultd.sync.worker import SyncWorker, pack_ops, unpack_ops
@@ -32,10 +32,12 @@ from memvaultd.sync.worker import SyncWorker, pack_ops, unpack_ops
 class _IdleVault:
     """The part of a vault the worker calls, with nothing local to push."""
 
-    prune_floor = 0
-
     def __init__(self) -> None:
         self.applied: list[Operation] = []
+        self.prune_floor: int | None = 0
+
+    def keep_log_from(self, seq: int | None) -> None:
+        self.prune_floor = seq
 
     def local_ops_after(self, seq: int) -> tuple[list[tuple[int, Operation]], int]:
         return [], seq
@@ -43,6 +45,9 @@ class _IdleVault:
     def apply_remote(self, ops: Sequence[Operation]) -> int:
         self.applied += ops
         return len(ops)
+
+    def state_at_sync(self, pushed_seq: int) -> bytes | None:
+        return None
 
 
 class _Counting:
@@ -86,11 +91,11 @@ def setup(tmp_path: Path) -> tuple[SyncWorker, _Counting, _Chain]:
     chain = _Chain(remote, envelope)
     for _ in range(3):
         chain.append()
-    marks = MarkFile(tmp_path, os.urandom(32), vault_id)
+    marks = HighWaterFile(tmp_path, os.urandom(32), vault_id)
     worker = SyncWorker(_IdleVault(), counting, marks,  # type: ignore[arg-type]
-                        Mark("memory://test"), envelope)
+                        HighWater("memory://test"), envelope)
     worker.sync_once()  # pulls versions 1-3: 3 downloads
-    assert worker.mark.head == 3 and counting.versions_read == 3
+    assert worker.high_water.head == 3 and counting.versions_read == 3
     counting.versions_read = 0
     return worker, counting, chain
 
@@ -117,7 +122,7 @@ def test_a_new_version_is_downloaded_once(setup: tuple[SyncWorker, _Counting, _C
     chain.append()
     for _ in range(5):
         worker.sync_once(full_check=False)
-    assert worker.mark.head == 4 and counting.versions_read == 1
+    assert worker.high_water.head == 4 and counting.versions_read == 1
 
 
 def test_a_head_replaced_in_place_is_reported_by_sync_now(
@@ -148,7 +153,7 @@ def test_a_version_built_on_a_replaced_head_is_reported_as_a_fork(
     chain.append()  # version 4, whose parent is the replaced version 3
     with pytest.raises(RollbackDetected, match="forked or replaced"):
         worker.sync_once(full_check=False)
-    assert worker.mark.head == 3, "nothing of the fork was applied"
+    assert worker.high_water.head == 3, "nothing of the fork was applied"
 
 
 def test_a_push_sends_what_follows_the_mark_in_order_in_versions_of_1000(
@@ -159,9 +164,9 @@ def test_a_push_sends_what_follows_the_mark_in_order_in_versions_of_1000(
     worker, counting, chain = setup
     pending = [(seq, Operation(f"op{seq}", ACCESS, Stamp(1, seq, "dev"), ids=(f"m{seq}",),
                                at=1.0)) for seq in range(1, 2501)]
-    worker._advance(worker.mark.head, worker._head_hash(), pushed_seq=1200)
+    worker._advance(worker.high_water.head, worker._head_hash(), pushed_seq=1200)
     assert worker.push(pending, 2600) == 1300
-    assert worker.mark.head == 5 and worker.mark.pushed_seq == 2600
+    assert worker.high_water.head == 5 and worker.high_water.pushed_seq == 2600
     parent, sent = chain.hashes[-1], []
     for number, blob in counting.inner.versions_after(3, limit=10):
         body = worker.envelope.open(VERSION, blob, chain_context(number, parent), name="v")

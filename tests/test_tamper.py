@@ -439,8 +439,8 @@ def open_vault(pristine: Pristine) -> Iterator[Callable[[Path], dict[str, pb.Mem
                 tags=list(memory.tags), payload_json=json.dumps(memory.payload),
                 vector=vector.tolist()) for memory, vector in vault.export()}
         finally:
-            vault._closing.set()  # no snapshot of a scratch copy: just stop
-            vault.log.close()
+            vault.core.closing.set()  # no snapshot of a scratch copy: just stop
+            vault.core.log.close()
 
     yield load
 

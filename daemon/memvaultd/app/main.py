@@ -37,7 +37,7 @@ from memvaultd.embedding.embedder import Embedder
 from memvaultd.notes.watcher import NoteWatcher
 from memvaultd.serve.daemon_server import DaemonServer
 from memvaultd.serve.front.socket_guard import claim_socket, prepare_socket_dir
-from memvaultd.sync.setup import keep_unpushed, resume_sync
+from memvaultd.sync.setup import Syncing
 from memvaultd.vault.events import EventBus
 from memvaultd.vault.vault import Vault
 
@@ -92,7 +92,8 @@ def run(config: Config, data_dir: Path, socket: Path, *, config_file: Path | Non
         prepare_socket_dir(socket)
         claim_socket(socket)
         vault = Vault.open(data_dir, config, embedder, events, prompt=sys.stdin.isatty())
-        server = DaemonServer(vault, events, socket, on_failure=fail)
+        syncing = Syncing(vault)
+        server = DaemonServer(vault, syncing, events, socket, on_failure=fail)
         server.start()
     except MemvaultError as exc:
         _fail(str(exc), 2)
@@ -111,9 +112,9 @@ def run(config: Config, data_dir: Path, socket: Path, *, config_file: Path | Non
 
     def become_ready() -> None:
         try:
-            mark = keep_unpushed(vault)
+            syncing.keep_unpushed()
             vault.load()
-            if resume_sync(vault, mark) is not None:
+            if syncing.resume():
                 notify("STATUS=syncing")
             notify("STATUS=warming the model")
             embedder.wait_ready()
@@ -126,7 +127,7 @@ def run(config: Config, data_dir: Path, socket: Path, *, config_file: Path | Non
         log.info("ready: %d memories, model %s", len(vault.memories), embedder.model_name)
 
     threading.Thread(target=become_ready, name="start-up", daemon=True).start()
-    # The background sweep waits for the vault itself (upkeep/schedule.py).
+    # The background sweep waits for the vault itself (sweep_schedule.py).
     sweeps = SweepSchedule(vault)
     sweeps.start()
     # Watched note folders sync once the vault is loaded; config.toml is
@@ -143,8 +144,7 @@ def run(config: Config, data_dir: Path, socket: Path, *, config_file: Path | Non
     notes.stop()
     sweeps.stop()
     server.stop()
-    if vault.sync is not None:
-        vault.sync.stop()
+    syncing.stop()
     try:
         vault.close()
     finally:

@@ -33,14 +33,14 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
 
 from memvault_base.errors import Unavailable
 from memvault_base.paths import resolve
-from memvaultd.vault.events import EventBus
+from memvaultd.model.vector import Vector
 
 log = logging.getLogger("memvaultd.embedder")
 
@@ -51,7 +51,11 @@ KNOWN_DIMENSIONS = {DEFAULT_MODEL: 384, "sentence-transformers/all-MiniLM-L6-v2"
 _CHUNK = 32
 RUNTIMES = ("auto", "onnx", "torch")
 
-Vector = npt.NDArray[np.float32]
+class Publisher(Protocol):
+    """Where each cache lookup is told: "hit" or "miss" with the query (the
+    daemon's event bus, behind the `Events` stream)."""
+
+    def publish(self, type: str, *, query: str = "", id: str = "") -> None: ...
 
 
 def model_path(name: str) -> str:
@@ -64,7 +68,7 @@ def model_path(name: str) -> str:
 
 
 class Embedder:
-    def __init__(self, model: str, *, cache_size: int, events: EventBus,
+    def __init__(self, model: str, *, cache_size: int, events: Publisher,
                  runtime: str = "auto", cache_dir: Path | None = None) -> None:
         self.model_name = model
         self.cache_size = cache_size
@@ -131,6 +135,8 @@ class Embedder:
             return None
 
     def _load_torch(self) -> Callable[[list[str]], Vector]:
+        from memvaultd.embedding.torch_model import sentence_transformer
+
         model = sentence_transformer(model_path(self.model_name))
 
         def encode(texts: list[str]) -> Vector:
@@ -225,23 +231,6 @@ class Embedder:
 
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
-
-
-def sentence_transformer(path: str) -> Any:
-    """The model on sentence-transformers and torch, set up as the daemon runs
-    it (the torch runtime, and the export to ONNX)."""
-    import torch
-    from sentence_transformers import SentenceTransformer
-    from transformers.utils import logging as hf_logging
-
-    # One intra-op thread. Two (torch's default here) make every forward pass
-    # wait for whichever thread was descheduled: with the machine busy (load 6
-    # on 2 cores) a query took 516 ms p50 on two threads against 45 ms on one,
-    # and batches ran 24/s against 71/s. The gRPC threads and the scan need
-    # the other core anyway.
-    torch.set_num_threads(1)
-    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]  # log, no tty
-    return SentenceTransformer(path, device="cpu")
 
 
 def _first_line(exc: Exception) -> str:

@@ -44,10 +44,10 @@ from memvaultd.embedding.onnx_model import (
     Layout,
     OnnxModel,
     Unsupported,
-    Vector,
     read_layout,
     tokenizer,
 )
+from memvaultd.model.vector import Vector
 
 log = logging.getLogger("memvaultd.onnx_cache")
 
@@ -102,9 +102,7 @@ def _export(model_dir: Path, layout: Layout, path: Path) -> None:
     import onnx
     import torch
 
-    from memvaultd.embedding.embedder import (
-        sentence_transformer,  # here: embedder imports this module
-    )
+    from memvaultd.embedding.torch_model import sentence_transformer
 
     model = sentence_transformer(str(model_dir))
     transformer: Any = model[0].auto_model

@@ -31,6 +31,8 @@ import numpy.typing as npt
 import onnxruntime as ort  # type: ignore[import-untyped]  # ships no type stubs or py.typed
 from tokenizers import Tokenizer
 
+from memvaultd.model.vector import Vector
+
 # Model input -> the `tokenizers.Encoding` field that feeds it.
 INPUTS = {"input_ids": "ids", "attention_mask": "attention_mask", "token_type_ids": "type_ids"}
 _POOLING_FLAGS = {"pooling_mode_cls_token": "cls", "pooling_mode_mean_tokens": "mean",
@@ -38,7 +40,6 @@ _POOLING_FLAGS = {"pooling_mode_cls_token": "cls", "pooling_mode_mean_tokens": "
                   "pooling_mode_mean_sqrt_len_tokens": "mean_sqrt_len_tokens",
                   "pooling_mode_weightedmean_tokens": "weightedmean"}
 
-Vector = npt.NDArray[np.float32]
 
 
 class Unsupported(Exception):

@@ -12,8 +12,9 @@ import threading
 from collections.abc import Iterator
 
 from memvaultd.index.keyword import KeywordIndex
-from memvaultd.index.memory_index import MemoryIndex, Vector
+from memvaultd.index.memory_index import MemoryIndex
 from memvaultd.model.memory import Memory
+from memvaultd.model.vector import Vector
 
 
 def keyword_fields(memory: Memory) -> tuple[str, ...]:

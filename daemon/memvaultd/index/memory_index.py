@@ -38,10 +38,10 @@ import numpy.typing as npt
 from memvaultd.index import ivf as ann
 from memvaultd.index.columns import Columns
 from memvaultd.model.memory import Memory
+from memvaultd.model.vector import Vector
 
 log = logging.getLogger("memvaultd.index")
 
-Vector = npt.NDArray[np.float32]
 Rows = npt.NDArray[np.int64]
 Predicate = Callable[[Memory], bool]
 

@@ -50,6 +50,7 @@ class RecallQuery:
     min_txid: int = 0
     include_turns: bool = False
     band: str = ""
+    include_vectors: bool = False
 
 
 @dataclass(frozen=True)

@@ -15,10 +15,10 @@ import numpy as np
 
 from memvault_base.errors import InvalidArgument
 from memvaultd.crypto.entropy import new_id
-from memvaultd.index.memory_index import Vector
 from memvaultd.model import memory as m
 from memvaultd.model.commands import MemoryDraft
 from memvaultd.model.memory import Memory
+from memvaultd.model.vector import Vector
 
 # The fields `Update` may change, and how each is checked.
 UPDATABLE = ("text", "type", "topic_key", "payload_json", "entity", "tags", "category",

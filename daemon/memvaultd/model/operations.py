@@ -32,11 +32,11 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from memvault_base.errors import IntegrityError
 from memvaultd.model.hlc import Stamp
 from memvaultd.model.memory import Memory
+from memvaultd.model.vector import Vector
 
 FORMAT_VERSION = 1
 PUT, UPDATE, REINFORCE, FORGET, ACCESS = "put", "update", "reinforce", "forget", "access"
@@ -44,7 +44,6 @@ UPKEEP = "upkeep"
 MEMORIES, TURNS = "memories", "turns"
 _LEN = struct.Struct(">I")
 
-Vector = npt.NDArray[np.float32]
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,9 +30,10 @@ import numpy.typing as npt
 from memvaultd.index.columns import TYPE_CODES
 from memvaultd.index.keyword import KeywordHits
 from memvaultd.index.layer import Layer
-from memvaultd.index.memory_index import MemoryIndex, RowMask, Rows, Vector, View
+from memvaultd.index.memory_index import MemoryIndex, RowMask, Rows, View
 from memvaultd.model.heat import HeatSettings, heat
 from memvaultd.model.memory import PINNED_IMPORTANCE
+from memvaultd.model.vector import Vector
 from memvaultd.recall import hybrid
 from memvaultd.recall.hybrid import HYBRID, KEYWORD, VECTOR, Candidate, FusionSettings
 from memvaultd.recall.ranking import (

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 
 from memvault_base.errors import InvalidArgument
 from memvaultd.index.layer import Layer
-from memvaultd.index.memory_index import Vector
 from memvaultd.model import memory as m
 from memvaultd.model.commands import RecallQuery
 from memvaultd.model.heat import HeatSettings, check_band
+from memvaultd.model.vector import Vector
 from memvaultd.recall import columnar
 from memvaultd.recall.hybrid import HYBRID, MODES, Candidate, FusionSettings, candidates, explain
 from memvaultd.recall.ranking import MAX_TOP_K, OVERFETCH, Scored, check_top_k, rank
@@ -47,8 +47,21 @@ def approximate_tokens(text: str) -> int:
     return max(1, math.ceil(len(text.encode("utf-8", "surrogatepass")) / BYTES_PER_TOKEN))
 
 
-def check(query: RecallQuery) -> tuple[int, str]:
-    """Validate the request's own fields; returns (top_k, mode)."""
+@dataclass(frozen=True)
+class Plan:
+    """A recall request checked once: its page, its mode, what it may see,
+    and the time it is answered at (`plan`)."""
+
+    query: RecallQuery
+    top_k: int
+    mode: str
+    seen: Visibility
+    now: float
+
+
+def plan(query: RecallQuery, now: float, heat_settings: HeatSettings | None = None) -> Plan:
+    """Validate the request's own fields and compile its filter; raises
+    InvalidArgument naming the field."""
     top_k = check_top_k(query.top_k)
     mode = query.mode or HYBRID
     if mode not in MODES:
@@ -64,19 +77,20 @@ def check(query: RecallQuery) -> tuple[int, str]:
     for memory_type in query.types:
         m.normalize_type(memory_type)
     check_band(query.band)
-    return top_k, mode
+    return Plan(query, top_k, mode, Visibility.of(query, now, heat_settings), now)
 
 
-def recall(layer: Layer, query: RecallQuery, vector: Vector, seen: Visibility, *, now: float,
-           half_lives: Mapping[str, float], settings: FusionSettings,
-           heat_settings: HeatSettings | None = None, reference: bool = False) -> Page:
-    top_k, mode = check(query)
+def recall(layer: Layer, planned: Plan, vector: Vector, *, half_lives: Mapping[str, float],
+           settings: FusionSettings, heat_settings: HeatSettings | None = None,
+           reference: bool = False) -> Page:
+    query, top_k = planned.query, planned.top_k
     want = query.offset + top_k
     path = _reference if reference else columnar.ranked
-    ranked, found = path(layer, query.text, vector, seen, depth=OVERFETCH * want, mode=mode,
-                         topic_key=query.topic_key, top_k=min(want + 1, MAX_TOP_K),
-                         min_score=query.min_score, now=now, half_lives=half_lives,
-                         settings=settings, heat_settings=heat_settings)
+    ranked, found = path(layer, query.text, vector, planned.seen, depth=OVERFETCH * want,
+                         mode=planned.mode, topic_key=query.topic_key,
+                         top_k=min(want + 1, MAX_TOP_K), min_score=query.min_score,
+                         now=planned.now, half_lives=half_lives, settings=settings,
+                         heat_settings=heat_settings)
     has_more = len(ranked) > want or (want == MAX_TOP_K and found > want)
     hits = [Hit(scored, candidate) for scored, candidate in ranked[query.offset : want]]
     if query.max_tokens:

@@ -51,8 +51,9 @@ import numpy as np
 
 from memvaultd.index.keyword import KeywordHits, tokens
 from memvaultd.index.layer import Layer, keyword_fields
-from memvaultd.index.memory_index import Vector, View
+from memvaultd.index.memory_index import View
 from memvaultd.model.memory import Memory
+from memvaultd.model.vector import Vector
 from memvaultd.recall.ranking import similarity
 
 HYBRID, VECTOR, KEYWORD = "hybrid", "vector", "keyword"

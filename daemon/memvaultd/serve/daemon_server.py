@@ -35,6 +35,7 @@ from memvaultd.serve.front import relay as front
 from memvaultd.serve.front.socket_guard import claim_socket, prepare_socket_dir
 from memvaultd.serve.front_process import FrontProcess
 from memvaultd.serve.servicer import MemoryServicer
+from memvaultd.sync.setup import Syncing
 from memvaultd.vault.events import EventBus
 from memvaultd.vault.vault import Vault
 
@@ -161,7 +162,7 @@ class DaemonServer:
     serves the public socket (`front.py`). Its methods are called from other
     threads."""
 
-    def __init__(self, vault: Vault, events: EventBus, socket_path: Path,
+    def __init__(self, vault: Vault, syncing: Syncing, events: EventBus, socket_path: Path,
                  on_failure: Callable[[str], None] | None = None) -> None:
         self.socket_path = socket_path
         inner = socket_path.parent / "inner"
@@ -178,7 +179,7 @@ class DaemonServer:
                                         daemon=True)
         self._thread.start()
         self.health = health.aio.HealthServicer()
-        servicer = MemoryServicer(vault, events, str(socket_path), time.time())
+        servicer = MemoryServicer(vault, syncing, events, str(socket_path), time.time())
         self._methods = memory_methods(servicer, self._pool, self._recall_pool, self._streams)
         self.server: grpc.aio.Server = self._on_loop(self._build())
         self._link: asyncio.AbstractServer | None = None

@@ -20,15 +20,15 @@ from memvault_base.errors import InvalidArgument, MemvaultError, status_of
 from memvault_base.v1 import memory_pb2 as pb
 from memvault_base.v1 import memory_pb2_grpc as pb_grpc
 from memvaultd import __version__
-from memvaultd.index.memory_index import Vector
 from memvaultd.model import drafts
 from memvaultd.model import memory as m
 from memvaultd.model.commands import MemoryDraft, RecallQuery, TurnDraft
 from memvaultd.model.heat import band
 from memvaultd.model.memory import Memory
 from memvaultd.model.operations import memory_from_dict
+from memvaultd.model.vector import Vector
 from memvaultd.recall.engine import Hit
-from memvaultd.sync.setup import init_sync, join_sync
+from memvaultd.sync.setup import Syncing
 from memvaultd.upkeep import consolidation
 from memvaultd.upkeep.sweep import Swept
 from memvaultd.vault.events import EventBus
@@ -74,7 +74,8 @@ def query_from(msg: pb.RecallRequest) -> RecallQuery:
         source=msg.source, tiers=list(msg.tiers), include_superseded=msg.include_superseded,
         max_tokens=msg.max_tokens, offset=msg.offset,
         mark_accessed=msg.mark_accessed if msg.HasField("mark_accessed") else True,
-        min_txid=msg.min_txid, include_turns=msg.include_turns, band=msg.band)
+        min_txid=msg.min_txid, include_turns=msg.include_turns, band=msg.band,
+        include_vectors=msg.include_vectors)
 
 
 def record_of(memory: Memory, vector: Vector | None = None) -> pb.MemoryRecord:
@@ -122,9 +123,8 @@ def memory_from(record: pb.MemoryRecord) -> tuple[Memory, list[float]]:
     return memory_from_dict(doc), list(record.vector)
 
 
-def hit_of(hit: Hit, vault: Vault, include_vector: bool) -> pb.Hit:
+def hit_of(hit: Hit, vector: Vector | None) -> pb.Hit:
     scored, found = hit.scored, hit.candidate
-    vector = vault.memories.index.vector(scored.memory.id) if include_vector else None
     return pb.Hit(
         memory=record_of(scored.memory, vector), score=scored.score,
         similarity=found.similarity, decay=scored.decay, reinforcement=scored.reinforcement,
@@ -155,9 +155,10 @@ def facets_of(items: list[Facet]) -> pb.ListReply:
 
 
 class MemoryServicer(pb_grpc.MemoryServicer):
-    def __init__(self, vault: Vault, events: EventBus, socket_path: str,
+    def __init__(self, vault: Vault, syncing: Syncing, events: EventBus, socket_path: str,
                  started_at: float) -> None:
         self.vault = vault
+        self.syncing = syncing
         self.events = events
         self.socket_path = socket_path
         self.started_at = started_at
@@ -195,7 +196,7 @@ class MemoryServicer(pb_grpc.MemoryServicer):
 
     def _recall_reply(self, request: pb.RecallRequest, recalled: Recalled) -> pb.RecallReply:
         return pb.RecallReply(
-            hits=[hit_of(h, self.vault, request.include_vectors) for h in recalled.hits],
+            hits=[hit_of(h, recalled.vectors.get(h.scored.memory.id)) for h in recalled.hits],
             has_more=recalled.has_more, turns=[turn_hit_of(h) for h in recalled.turns])
 
     @_translate_errors
@@ -289,21 +290,20 @@ class MemoryServicer(pb_grpc.MemoryServicer):
     @_translate_errors
     def InitSync(self, request: pb.InitSyncRequest, context: grpc.ServicerContext
                  ) -> pb.InitSyncReply:
-        vault_id, recovery_key = init_sync(self.vault, request.remote, request.token or None)
+        vault_id, recovery_key = self.syncing.init(request.remote, request.token or None)
         return pb.InitSyncReply(vault_id=vault_id, recovery_key=recovery_key)
 
     @_translate_errors
     def JoinSync(self, request: pb.JoinSyncRequest, context: grpc.ServicerContext
                  ) -> pb.JoinSyncReply:
-        vault_id = join_sync(self.vault, request.remote, request.token or None,
-                             request.recovery_key)
+        vault_id = self.syncing.join(request.remote, request.token or None,
+                                     request.recovery_key)
         return pb.JoinSyncReply(vault_id=vault_id, memory_count=len(self.vault.memories))
 
     @_translate_errors
     def SyncNow(self, request: pb.SyncStatusRequest, context: grpc.ServicerContext
                 ) -> pb.SyncStatusReply:
-        if self.vault.sync is not None:
-            self.vault.sync.sync_once()
+        self.syncing.sync_now()
         return self._sync_status()
 
     @_translate_errors
@@ -312,9 +312,9 @@ class MemoryServicer(pb_grpc.MemoryServicer):
         return self._sync_status()
 
     def _sync_status(self) -> pb.SyncStatusReply:
-        if self.vault.sync is None:
+        status = self.syncing.status
+        if status is None:
             return pb.SyncStatusReply(configured=False, state="not configured")
-        status = self.vault.sync.status
         return pb.SyncStatusReply(
             configured=True, remote=status.remote, state=status.state, head=status.head,
             pushed_seq=status.pushed_seq, pending=status.pending, last_push=status.last_push,

@@ -51,7 +51,7 @@ _LEN = struct.Struct(">I")
 
 
 @dataclass(frozen=True)
-class State:
+class SnapshotBody:
     seq: int
     dimension: int
     stamp: Stamp
@@ -66,12 +66,12 @@ class State:
     upkeep: dict[str, float] = field(default_factory=dict)
 
 
-def encode_state(state: State) -> bytes:
-    return b"".join(encode_state_parts(state))
+def encode_body(state: SnapshotBody) -> bytes:
+    return b"".join(encode_body_parts(state))
 
 
-def encode_state_parts(state: State) -> list[bytes | memoryview]:
-    """The body of `state` as parts whose concatenation is `encode_state`.
+def encode_body_parts(state: SnapshotBody) -> list[bytes | memoryview]:
+    """The body of `state` as parts whose concatenation is `encode_body`.
 
     A snapshot is written from the parts (`SnapshotStore.write`) so that no
     single call holds the interpreter lock for long while writes wait: at
@@ -114,7 +114,7 @@ def _json_pieces(value: Any) -> Iterator[str]:
         yield _dumps(value)
 
 
-def decode_state(body: bytes) -> State:
+def decode_body(body: bytes) -> SnapshotBody:
     """The state in `body`, version 1 or 2. The vectors are a read-only view
     of `body` (whoever keeps them copies them once, into its own matrix)."""
     try:
@@ -137,7 +137,7 @@ def decode_state(body: bytes) -> State:
             vectors = np.frombuffer(body, dtype="<f4", offset=4 + size)
             vectors = vectors.astype(np.float32, copy=False).reshape(
                 len(memories) + len(turns), dimension)
-            return State(int(meta["seq"]), dimension, Stamp.decode(meta["hlc"]), memories,
+            return SnapshotBody(int(meta["seq"]), dimension, Stamp.decode(meta["hlc"]), memories,
                          vectors[: len(memories)], frozenset(meta["tombstones"]), turns,
                          vectors[len(memories) :], frozenset(meta["seen"]), stamps,
                          {str(kind): float(at) for kind, at in meta.get("upkeep", {}).items()})

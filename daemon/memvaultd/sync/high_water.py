@@ -31,25 +31,25 @@ FORMAT = 1
 
 
 @dataclass(frozen=True)
-class Mark:
+class HighWater:
     remote: str
     token: str | None = None
     head: int = 0
     head_hash: str = ""
     pushed_seq: int = 0
 
-    def advanced(self, head: int, head_hash: bytes, pushed_seq: int | None = None) -> Mark:
+    def advanced(self, head: int, head_hash: bytes, pushed_seq: int | None = None) -> HighWater:
         return replace(self, head=head, head_hash=head_hash.hex(),
                        pushed_seq=self.pushed_seq if pushed_seq is None else pushed_seq)
 
 
-class MarkFile:
+class HighWaterFile:
     def __init__(self, data_dir: Path, vault_key: bytes, vault_id: bytes) -> None:
         self.path = data_dir / FILE_NAME
         self._key = derive_key(vault_key, purpose="sync/state/v1")
         self._aad = b"memvault/sync-state" + bytes([FORMAT]) + vault_id
 
-    def load(self) -> Mark | None:
+    def load(self) -> HighWater | None:
         try:
             blob = self.path.read_bytes()
         except FileNotFoundError:
@@ -61,9 +61,9 @@ class MarkFile:
             doc = json.loads(open_sealed(self._key, blob[5:], aad=self._aad))
         except IntegrityError as exc:
             raise IntegrityError(f"{self.path}: does not authenticate") from exc
-        return Mark(**doc)
+        return HighWater(**doc)
 
-    def save(self, mark: Mark) -> None:
+    def save(self, mark: HighWater) -> None:
         blob = MAGIC + bytes([FORMAT]) + seal(self._key, json.dumps(asdict(mark)).encode(),
                                              aad=self._aad)
         tmp = self.path.with_suffix(".tmp")

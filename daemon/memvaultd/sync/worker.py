@@ -10,7 +10,7 @@ stays in the local log until the remote holds it.
 
     pull:  check the high-water mark (the chain is no shorter than the
            version this device saw last, and that version is still there,
-           unchanged: see `_check_mark` for when it is downloaded again),
+           unchanged: see `_check_high_water` for when it is downloaded again),
            then open each newer version with (number, parent hash) in its
            associated data, apply its operations, advance the mark.
     push:  the local operations after `pushed_seq`, a version of at most
@@ -36,17 +36,14 @@ import threading
 import time
 from bisect import bisect_right
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from memvault_base.errors import IntegrityError, InvalidArgument, RollbackDetected
 from memvaultd.model.operations import Operation, decode, encode
 from memvaultd.sync.envelope import SNAPSHOT, VERSION, Envelope, chain_context
-from memvaultd.sync.high_water import Mark, MarkFile
+from memvaultd.sync.high_water import HighWater, HighWaterFile
 from memvaultd.sync.remotes import redact
 from memvaultd.sync.remotes.base import Remote
-
-if TYPE_CHECKING:
-    from memvaultd.vault.vault import Vault
+from memvaultd.sync.vault_side import PushedVault
 
 log = logging.getLogger("memvaultd.sync")
 
@@ -131,15 +128,16 @@ class SyncStatus:
 
 
 class SyncWorker:
-    def __init__(self, vault: Vault, remote: Remote, marks: MarkFile, mark: Mark,
+    def __init__(self, vault: PushedVault, remote: Remote, water_file: HighWaterFile,
+                 high_water: HighWater,
                  envelope: Envelope) -> None:
         self.vault = vault
         self.remote = remote
-        self.marks = marks
-        self.mark = mark
+        self.water_file = water_file
+        self.high_water = high_water
         self.envelope = envelope
-        self.status = SyncStatus(redact(mark.remote), head=mark.head,
-                                 pushed_seq=mark.pushed_seq)
+        self.status = SyncStatus(redact(high_water.remote), head=high_water.head,
+                                 pushed_seq=high_water.pushed_seq)
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -149,7 +147,7 @@ class SyncWorker:
         self._unanswered: tuple[int, bytes, int] | None = None
         # When (time.monotonic) the mark was last known to match the remote:
         # checked in full, or moved to a version just pulled or appended.
-        # See `_check_mark`.
+        # See `_check_high_water`.
         self._known_at: float | None = None
 
     # -- lifecycle -----------------------------------------------------------
@@ -202,16 +200,16 @@ class SyncWorker:
         # Watch from the newest head heard of, not from the mark: until the
         # pull it triggers catches up, the mark is behind, and watching from
         # it would return at once, thousands of times a second.
-        heard = self.mark.head
+        heard = self.high_water.head
         backoff = Backoff()
         while not self._stop.is_set():
             try:
-                head = self.remote.watch_head(max(heard, self.mark.head), timeout=20.0)
+                head = self.remote.watch_head(max(heard, self.high_water.head), timeout=20.0)
             except Exception:
                 self._stop.wait(backoff.next())
                 continue
             backoff.reset()
-            if head > max(heard, self.mark.head):
+            if head > max(heard, self.high_water.head):
                 heard = head
                 self.poke()
 
@@ -224,7 +222,7 @@ class SyncWorker:
     def sync_once(self, *, full_check: bool = True) -> None:
         """One round. `full_check` downloads version `head` to check the mark
         whatever it was last known to be: `sync now`, `init` and `join` do;
-        the worker's own rounds do once an hour (`_check_mark`)."""
+        the worker's own rounds do once an hour (`_check_high_water`)."""
         with self._lock:
             if self.status.state == "stopped":
                 raise RollbackDetected(self.status.last_error)
@@ -232,7 +230,7 @@ class SyncWorker:
             # Read before the remote is called, so that while it is down or
             # slow the status shows what waits for it, not what waited after
             # the last round that succeeded.
-            pending, scanned_to = self.vault.local_ops_after(self.mark.pushed_seq)
+            pending, scanned_to = self.vault.local_ops_after(self.high_water.pushed_seq)
             self.status.pending = len(pending)
             try:
                 self.pull(full_check)
@@ -243,24 +241,25 @@ class SyncWorker:
                 log.error("sync stopped: %s", exc)
                 raise
             self.status.state, self.status.last_error = "idle", ""
-            self.status.pending = len(self.vault.local_ops_after(self.mark.pushed_seq)[0])
+            pending, _ = self.vault.local_ops_after(self.high_water.pushed_seq)
+            self.status.pending = len(pending)
 
     def pull(self, full_check: bool = False) -> int:
         """Apply the versions the remote has beyond the mark; returns how many."""
-        self._check_mark(full_check)
+        self._check_high_water(full_check)
         pulled = 0
         while True:
-            batch = self.remote.versions_after(self.mark.head, limit=50)
+            batch = self.remote.versions_after(self.high_water.head, limit=50)
             for number, blob in batch:
-                if number != self.mark.head + 1:
-                    raise RollbackDetected(f"version {self.mark.head + 1} is missing from "
+                if number != self.high_water.head + 1:
+                    raise RollbackDetected(f"version {self.high_water.head + 1} is missing from "
                                            f"the remote (it offered {number})")
                 try:
                     ops = self._open_version(number, blob)
                 except IntegrityError:
                     # A version `head` replaced since it was last checked
                     # reads as a fork, not as a damaged object.
-                    self._check_mark(full=True)
+                    self._check_high_water(full=True)
                     raise
                 self.vault.apply_remote(ops)
                 digest = hashlib.sha256(blob).digest()
@@ -282,10 +281,10 @@ class SyncWorker:
         # puts of `init` on a 1M vault those 1,000 filters alone took 88-94 s
         # of the interpreter (0.9 s at 100k), every write waiting its turn.
         seqs = [seq for seq, _ in pending]
-        start = bisect_right(seqs, self.mark.pushed_seq)
+        start = bisect_right(seqs, self.high_water.pushed_seq)
         while start < len(pending):
             chunk = pending[start : start + OPS_PER_VERSION]
-            number, parent = self.mark.head + 1, self._head_hash()
+            number, parent = self.high_water.head + 1, self._head_hash()
             blob = self.envelope.seal(VERSION, pack_ops([op for _, op in chunk]),
                                       chain_context(number, parent))
             digest = hashlib.sha256(blob).digest()
@@ -295,24 +294,24 @@ class SyncWorker:
             except InvalidArgument:
                 # memvault-server refuses a parent that is not its version
                 # `head`: say whether that version was replaced.
-                self._check_mark(full=True)
+                self._check_high_water(full=True)
                 raise
             if appended:
                 self._unanswered = None
                 self._advance(number, digest, pushed_seq=chunk[-1][0])
                 pushed += len(chunk)
                 self.status.last_push = time.time()
-            elif not self.pull() and self.remote.head() <= self.mark.head:
+            elif not self.pull() and self.remote.head() <= self.high_water.head:
                 # Refused, yet nothing newer to merge: the remote's version
                 # `head` is not the one this device built on.
                 raise RollbackDetected(f"the remote refused version {number} on top of "
-                                       f"version {self.mark.head}, and offers nothing newer:"
+                                       f"version {self.high_water.head}, and offers nothing newer:"
                                        " its history was forked or replaced")
-            start = bisect_right(seqs, self.mark.pushed_seq)
-        if scanned_to > self.mark.pushed_seq:
+            start = bisect_right(seqs, self.high_water.pushed_seq)
+        if scanned_to > self.high_water.pushed_seq:
             # Everything of this device up to `scanned_to` is on the remote;
             # the pulled records in between need not be read again.
-            self._advance(self.mark.head, self._head_hash(), pushed_seq=scanned_to)
+            self._advance(self.high_water.head, self._head_hash(), pushed_seq=scanned_to)
         return pushed
 
     def _own_version(self, number: int, digest: bytes) -> int | None:
@@ -337,7 +336,7 @@ class SyncWorker:
                                   name=name)
         return unpack_ops(body, name)
 
-    def _check_mark(self, full: bool) -> None:
+    def _check_high_water(self, full: bool) -> None:
         """Borg's replay defence: what this device saw must still be there.
 
         The chain's length is asked every round (one small call). Version
@@ -346,47 +345,47 @@ class SyncWorker:
         `_RECHECK_S` ago; so a version replaced in place on an idle remote
         is reported at the next `sync now`, restart or within the hour.
         """
-        if self.mark.head == 0:
+        if self.high_water.head == 0:
             return
         head = self.remote.head()
-        if head < self.mark.head:
+        if head < self.high_water.head:
             raise RollbackDetected(f"the remote's chain ends at version {head}, but this "
-                                   f"device has seen version {self.mark.head}: rollback")
+                                   f"device has seen version {self.high_water.head}: rollback")
         if (not full and self._known_at is not None
                 and time.monotonic() - self._known_at < _RECHECK_S):
             return
-        seen = self.remote.versions_after(self.mark.head - 1, limit=1)
-        if not seen or hashlib.sha256(seen[0][1]).hexdigest() != self.mark.head_hash:
-            raise RollbackDetected(f"version {self.mark.head} on the remote is not the one "
+        seen = self.remote.versions_after(self.high_water.head - 1, limit=1)
+        if not seen or hashlib.sha256(seen[0][1]).hexdigest() != self.high_water.head_hash:
+            raise RollbackDetected(f"version {self.high_water.head} on the remote is not the one "
                                    "this device saw: the history was forked or replaced")
         self._known_at = time.monotonic()
 
     def _advance(self, number: int, digest: bytes, pushed_seq: int | None = None) -> None:
         """Move the mark to version `number`, which this device has just
         pulled or had acknowledged, so it is known to be on the remote."""
-        if number != self.mark.head:
+        if number != self.high_water.head:
             self._known_at = time.monotonic()
-        self.mark = self.mark.advanced(number, digest, pushed_seq)
-        self.marks.save(self.mark)
-        self.vault.prune_floor = self.mark.pushed_seq
-        self.status.head, self.status.pushed_seq = self.mark.head, self.mark.pushed_seq
+        self.high_water = self.high_water.advanced(number, digest, pushed_seq)
+        self.water_file.save(self.high_water)
+        self.vault.keep_log_from(self.high_water.pushed_seq)
+        self.status.head, self.status.pushed_seq = self.high_water.head, self.high_water.pushed_seq
 
     def _head_hash(self) -> bytes:
-        return bytes.fromhex(self.mark.head_hash) if self.mark.head_hash else b""
+        return bytes.fromhex(self.high_water.head_hash) if self.high_water.head_hash else b""
 
     # -- snapshots -----------------------------------------------------------
 
     def _maybe_snapshot(self) -> None:
-        if self.mark.head == 0 or self.mark.head % SNAPSHOT_EVERY:
+        if self.high_water.head == 0 or self.high_water.head % SNAPSHOT_EVERY:
             return
-        name = f"snapshots/{self.mark.head:020d}"
-        body = self.vault.state_at_sync(self.mark.pushed_seq)
+        name = f"snapshots/{self.high_water.head:020d}"
+        body = self.vault.state_at_sync(self.high_water.pushed_seq)
         if body is None:
             return  # a local write arrived meanwhile; the next round snapshots
-        blob = self.envelope.seal(SNAPSHOT, body, chain_context(self.mark.head,
+        blob = self.envelope.seal(SNAPSHOT, body, chain_context(self.high_water.head,
                                                                 self._head_hash()))
         self.remote.put_object(name, blob)
-        log.info("published snapshot at version %d (%d bytes)", self.mark.head, len(blob))
+        log.info("published snapshot at version %d (%d bytes)", self.high_water.head, len(blob))
 
 
 def latest_snapshot(remote: Remote, envelope: Envelope) -> tuple[int, bytes, bytes] | None:

@@ -44,10 +44,10 @@ from typing import Final
 import numpy as np
 
 from memvault_base.errors import InvalidArgument
-from memvaultd.index.memory_index import Vector
 from memvaultd.model import memory as m
 from memvaultd.model.heat import COLD, FROZEN, SECONDS_PER_DAY, HeatSettings, band, heat
 from memvaultd.model.memory import Memory
+from memvaultd.model.vector import Vector
 from memvaultd.upkeep.summariser import Summariser, Summary
 
 ALL, SESSION = "all", "session"

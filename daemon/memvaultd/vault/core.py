@@ -1,17 +1,21 @@
-"""What every part of the vault shares: the state set up once, the waits
-for start-up and for a txid, and `_commit`, the one way an operation reaches
-that state (logged and fsynced first, then applied: `vault.py` says why).
+"""What every part of the vault shares: the state, the sealed log behind it,
+the waits for start-up and for a txid, and `commit`, the one way an
+operation reaches the state (logged and fsynced first, then applied:
+`vault.py` says why).
 
-Each part of the vault is a mixin over `VaultCore` in a module of its own;
-`vault.Vault` joins them.
+Each part of the vault (`writes.py`, `reads.py`, `access.py`,
+`snapshots.py`, `upkeep.py`, `replication.py`) is an object holding this
+core; `vault.Vault` builds them and wires the two things a commit tells
+others: the snapshot check (`after_commit`) and sync's wake-up
+(`on_local_commit`, set by sync through the vault).
 """
 
 from __future__ import annotations
 
 import errno
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from memvault_base.errors import NotFound, ResourceExhausted, Unavailable
 from memvaultd.config.settings import Config
@@ -30,9 +34,6 @@ from memvaultd.vault.events import EventBus
 from memvaultd.vault.genesis import PendingPuts
 from memvaultd.vault.state import VaultState
 
-if TYPE_CHECKING:
-    from memvaultd.sync.worker import SyncWorker
-
 MAX_BATCH = 10_000
 # How long a request waits for start-up (snapshot load and replay) to finish,
 # and for `min_txid` to be applied.
@@ -44,54 +45,47 @@ class VaultCore:
     def __init__(self, data_dir: Path, info: VaultInfo, key: UnlockedKey, config: Config,
                  embedder: Embedder, events: EventBus) -> None:
         self.data_dir = data_dir
-        self.info = info
-        self.key_storage = key.storage
-        self.key_detail = key.detail
-        self.vault_key = key.key
         self.config = config
         self.embedder = embedder
         self.events = events
-        vault_id = info.vault_id_bytes
-        self.log = OperationLog(data_dir / "log", derive_key(key.key, purpose=PURPOSE_LOG),
-                                vault_id)
-        self.snapshots = SnapshotStore(data_dir / "snapshots",
-                                       derive_key(key.key, purpose=PURPOSE_SNAPSHOT), vault_id)
         self.state = VaultState(info.dimension)
-        self.clock = Clock(info.device_id)
         self.applied_txid = 0
-        self._snapshot_txid = 0
-        self._write_lock = threading.Lock()
+        self.write_lock = threading.Lock()
         # Guards the records' access marks: a recall's read-modify-write of
         # access_count, and every write's apply, which would otherwise undo a
         # mark (or be undone by one). Held for microseconds, never over I/O
-        # but a snapshot's flush: recalls no longer queue behind the write
+        # but a snapshot's flush, so recalls never queue behind the write
         # lock, which a remember holds across its log append and fsync.
         # Order: the write lock first, then this one.
-        self._access_lock = threading.Lock()
-        self._snapshot_lock = threading.Lock()
-        self._loaded = threading.Event()
-        self._load_error = ""
-        self._applied = threading.Condition()
-        self._accessed: list[str] = []
-        self._closing = threading.Event()
-        # The sync worker, once sync is set up; it is told of every local write.
-        self.sync: SyncWorker | None = None
+        self.access_lock = threading.Lock()
+        self.closing = threading.Event()
+        # Called after every commit, under the write lock (the snapshot check).
+        self.after_commit: list[Callable[[], None]] = []
+        # Called after every commit of this device's own operations: sync's
+        # wake-up, once sync is set up.
+        self.on_local_commit: Callable[[], None] | None = None
         # The last log seq the remote holds: the log is never pruned past it.
         self.prune_floor: int | None = None
         # The puts `genesis` has yet to log, by memory id, in order: a write
-        # that names one of them logs that put first (`_commit`), and no
-        # snapshot starts while any is left (`_snapshot_if_due`).
-        self._genesis_rest = PendingPuts()
-        self._flusher = threading.Thread(target=self._flush_access_loop, name="access-flush",
-                                         daemon=True)
+        # that names one of them logs that put first (`commit`), and no
+        # snapshot starts while any is left (`Snapshots.if_due`).
+        self.genesis_rest = PendingPuts()
+        self._loaded = threading.Event()
+        self._load_error = ""
+        self._applied = threading.Condition()
+        self.clock = Clock(info.device_id)  # the device id survives a `join`
+        self.become(info, key)
 
-    if TYPE_CHECKING:
-        # Defined by the parts that own them: the access marks' flush loop
-        # (`vault_access.py`) and the check after each commit
-        # (`vault_snapshots.py`).
-        def _flush_access_loop(self) -> None: ...
-
-        def _snapshot_if_due(self) -> None: ...
+    def become(self, info: VaultInfo, key: UnlockedKey) -> None:
+        """Use `info`'s ids and `key` from now on: at opening, and after `join`."""
+        self.info = info
+        self.key_storage, self.key_detail, self.vault_key = key.storage, key.detail, key.key
+        vault_id = info.vault_id_bytes
+        self.log = OperationLog(self.data_dir / "log", derive_key(key.key, purpose=PURPOSE_LOG),
+                                vault_id)
+        self.snapshot_store = SnapshotStore(self.data_dir / "snapshots",
+                                            derive_key(key.key, purpose=PURPOSE_SNAPSHOT),
+                                            vault_id)
 
     @property
     def memories(self) -> Layer:
@@ -101,13 +95,18 @@ class VaultCore:
     def loaded(self) -> bool:
         return self._loaded.is_set() and not self._load_error
 
-    def _await_loaded(self) -> None:
+    def finish_loading(self, error: str = "") -> None:
+        """Start-up is over: requests waiting for it go on (or learn `error`)."""
+        self._load_error = error
+        self._loaded.set()
+
+    def await_loaded(self) -> None:
         if not self._loaded.wait(_LOAD_WAIT_S):
             raise Unavailable("the vault is still loading; try again shortly")
         if self._load_error:
             raise Unavailable(self._load_error)
 
-    def _await_txid(self, txid: int) -> None:
+    def await_txid(self, txid: int) -> None:
         if not txid:
             return
         with self._applied:
@@ -115,19 +114,25 @@ class VaultCore:
                 raise Unavailable(f"min_txid: transaction {txid} is not applied here yet "
                                   f"(applied: {self.applied_txid}); retry later")
 
-    def _get(self, memory_id: str) -> Memory:
+    def set_applied(self, txid: int) -> None:
+        with self._applied:
+            self.applied_txid = txid
+            self._applied.notify_all()
+
+    def get(self, memory_id: str) -> Memory:
         memory = self.memories.get(memory_id)
         if memory is None:
             raise NotFound(f"id: no memory {memory_id!r}")
         return memory
 
-    def _commit(self, ops: list[Operation], *, notify_sync: bool = True,
-                genesis: bool = False) -> int:
-        """Append `ops` durably, then apply them. Returns the first txid.
-        `genesis`: `ops` are genesis puts (which may name each other in any
-        order: a supersession reaches the older memory with its own put)."""
-        if not genesis and self._genesis_rest:
-            self._genesis_ahead([name for op in ops for name in _names(op)])
+    def commit(self, ops: list[Operation], *, local: bool = True, genesis: bool = False) -> int:
+        """Append `ops` durably, then apply them; the caller holds the write
+        lock. Returns the first txid. `local`: this device's own operations
+        (sync is told); `genesis`: `ops` are genesis puts (which may name each
+        other in any order: a supersession reaches the older memory with its
+        own put)."""
+        if not genesis and self.genesis_rest:
+            self.genesis_ahead([name for op in ops for name in _names(op)])
         try:
             last = self.log.append([encode(op) for op in ops])
         except OSError as exc:
@@ -135,34 +140,33 @@ class VaultCore:
                 raise ResourceExhausted("the data directory's disk is full; nothing was "
                                         "written. Free space and try again") from exc
             raise
-        with self._access_lock:
+        with self.access_lock:
             for op in ops:
-                self._apply(op)
-        with self._applied:
-            self.applied_txid = last
-            self._applied.notify_all()
+                self.apply(op)
+        self.set_applied(last)
         for op in ops:
             if op.kind not in (ACCESS, UPKEEP):
                 self.events.publish("forget" if op.kind == FORGET else "remember",
                                     id=op.memory_id)
-        if notify_sync and self.sync is not None:
-            self.sync.poke()
-        self._snapshot_if_due()
+        if local and not genesis and self.on_local_commit is not None:
+            self.on_local_commit()
+        for callback in self.after_commit:
+            callback()
         return last - len(ops) + 1
 
-    def _apply(self, op: Operation) -> bool:
+    def apply(self, op: Operation) -> bool:
         self.clock.observe(op.stamp)
         return self.state.apply(op)
 
-    def _genesis_ahead(self, names: list[str]) -> None:
+    def genesis_ahead(self, names: list[str]) -> None:
         """Log, now, the puts `genesis` has not logged yet of the memories a
         write is about to name. Another device applies this device's
         operations in log order and drops an update, a reinforce or an
-        access mark of a memory it does not hold yet (`merge.py`): the put
+        access mark of a memory it does not hold yet (`state.py`): the put
         must come first. The caller holds the write lock."""
-        ahead = self._genesis_rest.take(names)
+        ahead = self.genesis_rest.take(names)
         if ahead:
-            self._commit(ahead, notify_sync=False, genesis=True)
+            self.commit(ahead, genesis=True)
 
 
 def _names(op: Operation) -> tuple[str, ...]:

@@ -25,10 +25,11 @@ from operator import attrgetter
 
 from memvaultd.crypto.entropy import new_id
 from memvaultd.index.layer import Layer
-from memvaultd.index.memory_index import Rows, Vector
+from memvaultd.index.memory_index import Rows
 from memvaultd.model.hlc import Clock, Stamp
 from memvaultd.model.memory import Memory
 from memvaultd.model.operations import PUT, Operation
+from memvaultd.model.vector import Vector
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,35 +7,39 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from memvault_base.errors import InvalidArgument
-from memvaultd.index.memory_index import Vector
 from memvaultd.model import drafts
 from memvaultd.model import memory as m
 from memvaultd.model.commands import RecallQuery
 from memvaultd.model.heat import BANDS, band, heat
 from memvaultd.model.memory import Memory
 from memvaultd.model.operations import TURNS
+from memvaultd.model.vector import Vector
 from memvaultd.recall import engine
 from memvaultd.recall.filter.parse import parse_filter
-from memvaultd.recall.visibility import Visibility
-from memvaultd.vault.access import VaultAccessMarks
-from memvaultd.vault.core import visible
+from memvaultd.vault.access import AccessMarks
+from memvaultd.vault.core import VaultCore, visible
 
 # `recall_at_once` answers only in a vault of up to this many memories. A
 # recall on the event loop never hands the interpreter lock between threads
-# (aio_bridge.py), but neither does its vector work, which runs without the
-# lock, overlap another call's. That work grows with the rows the IVF reads
-# (~N/25): at 100k it is ~0.3 ms of a ~2 ms call and the loop wins (8 mixed
-# clients 516-556 against 402-470 calls/s on worker threads; 412-566 against
-# 379-413 once the IVF read 8-bit codes and BM25 summed without the lock,
-# leaving ~1.2 ms a recall); at 1M it is
-# several ms of ~9 and two recalls on workers at once win (1.38-1.46 x one
-# client in runs R, U, the daemon 1.48 cores busy, against 1.19 x and 1.02
-# cores on the loop in run W). At 300k the loop still made as many calls
-# (8 clients 302-342 against 241-327 calls/s, alternating; 309-366 against
-# 346-395 once the workers' recalls had a thread per core, server.py); at
-# 500k the recall threads won (255-286 against 229-249 calls/s with the loop
-# answering): the cut is between 300k and 500k (docs/benchmarks.md).
+# (serve/), but neither does its vector work, which runs without the lock,
+# overlap another call's. That work grows with the rows the IVF reads
+# (~N/25): at 100k it is ~0.3 ms of a ~2 ms call, and 8 mixed clients made
+# 412-566 calls/s with the loop answering against 379-413 on worker threads;
+# at 1M it is several ms of ~9, and two recalls on workers at once made
+# 1.38-1.46 x one client against 1.19 x on the loop. Between, alternating
+# runs at 300k still favoured the loop (309-366 against 346-395 calls/s was
+# within noise) and at 500k the workers won (255-286 against 229-249): the
+# cut is at 500k (docs/benchmarks.md).
 AT_ONCE_MAX_MEMORIES = 500_000
+
+
+@dataclass(frozen=True)
+class PreparedRecall:
+    """A recall request checked once (`Reads.prepare`), whichever path then
+    answers it: its plan, and the query's own vector if it came with one."""
+
+    plan: engine.Plan
+    vector: Vector | None
 
 
 @dataclass(frozen=True)
@@ -43,6 +47,8 @@ class Recalled:
     hits: list[engine.Hit]
     has_more: bool
     turns: list[engine.Hit]
+    # Each hit's vector, by id, when the query asked for them.
+    vectors: dict[str, Vector]
 
 
 @dataclass(frozen=True)
@@ -52,104 +58,115 @@ class Facet:
     last_activity: float
 
 
-class VaultReads(VaultAccessMarks):
-    def recall(self, query: RecallQuery) -> Recalled:
-        engine.check(query)
-        now = time.time()
-        seen = Visibility.of(query, now, self.config.heat)  # a bad filter fails before embedding
-        vector = self._given_vector(query)
+class Reads:
+    def __init__(self, core: VaultCore, marks: AccessMarks) -> None:
+        self.core = core
+        self.marks = marks
+
+    def prepare(self, query: RecallQuery) -> PreparedRecall:
+        """Check `query` once, whichever path answers it: bad input fails
+        here, before any embedding, naming the field."""
+        planned = engine.plan(query, time.time(), self.core.config.heat)
+        return PreparedRecall(planned, self._given_vector(query))
+
+    def recall(self, prepared: PreparedRecall) -> Recalled:
+        query = prepared.plan.query
+        vector = prepared.vector
         if vector is None:
-            vector = self.embedder.embed_query(query.text)
-        self._await_loaded()
-        self._await_txid(query.min_txid)
-        recalled = self._recalled(query, vector, seen, now, wait=True)
+            vector = self.core.embedder.embed_query(query.text)
+        self.core.await_loaded()
+        self.core.await_txid(query.min_txid)
+        recalled = self._recalled(prepared.plan, vector, wait=True)
         assert recalled is not None
         return recalled
 
-    def recall_at_once(self, query: RecallQuery) -> Recalled | None:
+    def recall_at_once(self, prepared: PreparedRecall) -> Recalled | None:
         """`recall`, when it can be answered without waiting: the vault is
         loaded, `min_txid` is applied, the query's vector is given or cached
         and the access marks' lock is free; and the vault holds at most
-        AT_ONCE_MAX_MEMORIES. None otherwise, having marked nothing. Bad
-        input fails here as in `recall`."""
-        if len(self.memories) > AT_ONCE_MAX_MEMORIES:
+        AT_ONCE_MAX_MEMORIES. None otherwise, having marked nothing."""
+        if len(self.core.memories) > AT_ONCE_MAX_MEMORIES:
             return None
-        engine.check(query)
-        now = time.time()
-        seen = Visibility.of(query, now, self.config.heat)
-        vector = self._given_vector(query)
+        query = prepared.plan.query
+        vector = prepared.vector
         if vector is None:
-            vector = self.embedder.cached_query(query.text, count=False)
+            vector = self.core.embedder.cached_query(query.text, count=False)
         if vector is None or not self._caught_up(query.min_txid):
             return None
-        recalled = self._recalled(query, vector, seen, now, wait=False)
-        if recalled is not None and not query.vector:
-            self.embedder.count_hit(query.text)  # counted once, by whichever path answers
+        recalled = self._recalled(prepared.plan, vector, wait=False)
+        if recalled is not None and prepared.vector is None:
+            self.core.embedder.count_hit(query.text)  # counted once, by whichever path answers
         return recalled
 
-    def recall_ready(self, query: RecallQuery) -> bool:
-        """Whether `recall(query)` would wait for nothing but, briefly, the
-        access marks' lock (a commit or a snapshot's capture holds it): the
-        vault is loaded, `min_txid` applied, and the query's vector given or
-        cached, so that no model call queues behind a batch being embedded."""
+    def recall_ready(self, prepared: PreparedRecall) -> bool:
+        """Whether `recall(prepared)` would wait for nothing but, briefly,
+        the access marks' lock (a commit or a snapshot's capture holds it):
+        the vault is loaded, `min_txid` applied, and the query's vector given
+        or cached, so that no model call queues behind a batch being embedded."""
+        query = prepared.plan.query
         if not self._caught_up(query.min_txid):
             return False
-        return bool(query.vector) or (
-            self.embedder.cached_query(query.text, count=False) is not None)
+        return prepared.vector is not None or (
+            self.core.embedder.cached_query(query.text, count=False) is not None)
 
     def _caught_up(self, min_txid: int) -> bool:
-        return self.loaded and self.applied_txid >= min_txid
+        return self.core.loaded and self.core.applied_txid >= min_txid
 
     def _given_vector(self, query: RecallQuery) -> Vector | None:
         """The query's own vector, checked; None for a text query, its text checked."""
+        info = self.core.info
         if query.vector:
-            return drafts.own_vector(query.vector, self.info.dimension, self.info.model,
-                                     "query_vector")
+            return drafts.own_vector(query.vector, info.dimension, info.model, "query_vector")
         if not query.text.strip():
             raise InvalidArgument("query: must not be empty")
         m.check_text(query.text, "query")
         return None
 
-    def _recalled(self, query: RecallQuery, vector: Vector, seen: Visibility, now: float,
-                  *, wait: bool) -> Recalled | None:
-        settings = self.config.fusion
-        page = engine.recall(self.memories, query, vector, seen, now=now,
-                             half_lives=self.config.half_lives, settings=settings,
-                             heat_settings=self.config.heat)
+    def _recalled(self, planned: engine.Plan, vector: Vector, *, wait: bool
+                  ) -> Recalled | None:
+        config, query = self.core.config, planned.query
+        page = engine.recall(self.core.memories, planned, vector, half_lives=config.half_lives,
+                             settings=config.fusion, heat_settings=config.heat)
         turns: list[engine.Hit] = []
         if query.include_turns:
             turn_query = RecallQuery(text=query.text, top_k=query.top_k,
                                      session_id=query.session_id, min_score=query.min_score)
-            turns = engine.recall(self.state.layers[TURNS], turn_query, vector,
-                                  Visibility.of(turn_query, now, self.config.heat), now=now,
-                                  half_lives=self.config.half_lives, settings=settings).hits
-        if query.mark_accessed and page.hits and not self._mark_accessed(
+            turns = engine.recall(self.core.state.layers[TURNS],
+                                  engine.plan(turn_query, planned.now, config.heat), vector,
+                                  half_lives=config.half_lives, settings=config.fusion).hits
+        if query.mark_accessed and page.hits and not self.marks.mark(
                 [hit.scored.memory.id for hit in page.hits], wait=wait):
             return None
-        return Recalled(page.hits, page.has_more, turns)
+        vectors = {}
+        if query.include_vectors:
+            index = self.core.memories.index
+            vectors = {hit.scored.memory.id: row for hit in page.hits
+                       if (row := index.vector(hit.scored.memory.id)) is not None}
+        return Recalled(page.hits, page.has_more, turns, vectors)
 
     def get(self, memory_id: str) -> tuple[Memory, Vector, list[Memory], list[Memory]]:
         """The memory, its vector, its supersession chain and, for a
         consolidated memory, the (archived) memories it summarises."""
-        self._await_loaded()
-        memory = self._get(memory_id)
-        vector = self.memories.index.vector(memory_id)
+        self.core.await_loaded()
+        memory = self.core.get(memory_id)
+        vector = self.core.memories.index.vector(memory_id)
         assert vector is not None
-        sources = [s for i in memory.consolidated_from if (s := self.memories.get(i)) is not None]
+        memories = self.core.memories
+        sources = [s for i in memory.consolidated_from if (s := memories.get(i)) is not None]
         return memory, vector, self.chain(memory), sources
 
     def chain(self, memory: Memory) -> list[Memory]:
         """The supersession chain through `memory`, oldest first."""
         first, seen = memory, {memory.id}
         while first.supersedes and first.supersedes not in seen:
-            older = self.memories.get(first.supersedes)
+            older = self.core.memories.get(first.supersedes)
             if older is None:
                 break
             first = older
             seen.add(first.id)
         chain, current = [first], first
         while current.superseded_by and current.superseded_by not in {c.id for c in chain}:
-            newer = self.memories.get(current.superseded_by)
+            newer = self.core.memories.get(current.superseded_by)
             if newer is None:
                 break
             chain.append(newer)
@@ -158,11 +175,11 @@ class VaultReads(VaultAccessMarks):
 
     def facets(self, field: str, filter_json: str = "") -> list[Facet]:
         """Counts and last activity per topic_key or entity (non-empty)."""
-        self._await_loaded()
+        self.core.await_loaded()
         matches = parse_filter(filter_json or None)
         now = time.time()
         counts: dict[str, list[float]] = {}
-        for memory in self.memories.memories():
+        for memory in self.core.memories.memories():
             name = getattr(memory, field)
             if name and visible(memory, now) and matches.matches(memory):
                 entry = counts.setdefault(name, [0, 0.0])
@@ -172,16 +189,16 @@ class VaultReads(VaultAccessMarks):
                       key=lambda f: (-f.count, f.name))
 
     def export(self) -> Iterator[tuple[Memory, Vector]]:
-        self._await_loaded()
-        memories, vectors = self.memories.index.export()
+        self.core.await_loaded()
+        memories, vectors = self.core.memories.index.export()
         yield from zip(memories, vectors, strict=True)
 
     def band_counts(self) -> dict[str, int]:
         """Visible memories per heat band."""
-        self._await_loaded()
-        now, half_life = time.time(), self.config.heat.half_life_days
+        self.core.await_loaded()
+        now, half_life = time.time(), self.core.config.heat.half_life_days
         counts = dict.fromkeys(BANDS, 0)
-        for memory in self.memories.memories():
+        for memory in self.core.memories.memories():
             if visible(memory, now):
                 counts[band(heat(memory, now, half_life))] += 1
         return counts

@@ -10,16 +10,16 @@ import time
 from collections.abc import Sequence
 
 from memvaultd.crypto.entropy import new_id
-from memvaultd.crypto.kdf import PURPOSE_LOG, PURPOSE_SNAPSHOT, derive_key
+from memvaultd.crypto.kdf import PURPOSE_LOG, derive_key
 from memvaultd.model.operations import PUT, Operation, decode, encode
 from memvaultd.storage.keys import create_vault_key
 from memvaultd.storage.oplog import OperationLog
-from memvaultd.storage.snapshot_body import State, encode_state
-from memvaultd.storage.snapshots import SnapshotStore
+from memvaultd.storage.snapshot_body import SnapshotBody, encode_body
 from memvaultd.storage.vault_info import VaultInfo
-from memvaultd.vault.core import MAX_BATCH
+from memvaultd.vault.access import AccessMarks
+from memvaultd.vault.core import MAX_BATCH, VaultCore
 from memvaultd.vault.genesis import PendingPuts
-from memvaultd.vault.snapshots import VaultSnapshots
+from memvaultd.vault.snapshots import Snapshots
 from memvaultd.vault.state import VaultState
 
 log = logging.getLogger("memvaultd.vault")
@@ -34,7 +34,12 @@ _GENESIS_CHUNK = 250
 _GENESIS_PAUSE_S = 0.001  # between chunks: 0.4 s in all at 100k
 
 
-class VaultSync(VaultSnapshots):
+class Replication:
+    def __init__(self, core: VaultCore, marks: AccessMarks, snapshots: Snapshots) -> None:
+        self.core = core
+        self.marks = marks
+        self.snapshots = snapshots
+
     def local_ops_after(self, seq: int) -> tuple[list[tuple[int, Operation]], int]:
         """This device's operations logged after `seq`, in order (what the
         remote may lack), and the log seq the scan reached: once these are
@@ -45,30 +50,33 @@ class VaultSync(VaultSnapshots):
         with `upto`). Reading them under the lock held every write back for
         as long as a backlog took to decode: after `init` on a vault of
         100k memories, or a remote down for long, seconds at every round."""
-        with self._write_lock:
-            upto = self.log.last_seq
-        ops = [(at, op) for at, record in self.log.replay(after=seq, upto=upto)
-               if (op := decode(record)).stamp.device == self.info.device_id]
+        core = self.core
+        with core.write_lock:
+            upto = core.log.last_seq
+        ops = [(at, op) for at, record in core.log.replay(after=seq, upto=upto)
+               if (op := decode(record)).stamp.device == core.info.device_id]
         return ops, upto
 
     def apply_remote(self, ops: Sequence[Operation]) -> int:
         """Log and apply the operations of a pulled version that are new here."""
-        self._await_loaded()
-        with self._write_lock:
-            fresh = [op for op in ops if op.op_id not in self.state.seen]
+        core = self.core
+        core.await_loaded()
+        with core.write_lock:
+            fresh = [op for op in ops if op.op_id not in core.state.seen]
             if fresh:
-                self._commit(fresh, notify_sync=False)
+                core.commit(fresh, local=False)
             return len(fresh)
 
     def state_at_sync(self, pushed_seq: int) -> bytes | None:
         """The state body for a remote snapshot, if every local operation is
         pushed (then the state is exactly the chain's); else None."""
-        with self._write_lock:
-            for _, record in self.log.replay(after=pushed_seq):
-                if decode(record).stamp.device == self.info.device_id:
+        core = self.core
+        with core.write_lock:
+            for _, record in core.log.replay(after=pushed_seq):
+                if decode(record).stamp.device == core.info.device_id:
                     return None
-            capture = self._capture()
-        return encode_state(capture())
+            capture = self.snapshots.capture()
+        return encode_body(capture())
 
     def genesis(self) -> int:
         """Log a put of every memory and turn this device holds, so a remote
@@ -89,27 +97,28 @@ class VaultSync(VaultSnapshots):
         rather than one every tenth of the vault: none of these records can
         be pruned before the remote holds them, and each snapshot held
         writes back for ~1 s at 100k."""
-        with self._write_lock:
-            before = self.log.last_seq
-            self._genesis_rest = PendingPuts.cut(self.state.layers, self.clock)
+        core = self.core
+        with core.write_lock:
+            before = core.log.last_seq
+            core.genesis_rest = PendingPuts.cut(core.state.layers, core.clock)
         try:
             while True:
-                with self._write_lock:
-                    chunk = self._genesis_rest.next(_GENESIS_CHUNK)
+                with core.write_lock:
+                    chunk = core.genesis_rest.next(_GENESIS_CHUNK)
                     if not chunk:
                         break
-                    self._commit(chunk, notify_sync=False, genesis=True)
+                    core.commit(chunk, genesis=True)
                 # Python's locks are not fair: released and taken again at
                 # once, the lock went back to this loop before a waiting
                 # write woke up (one remember waited 5.8 s of a 100k init).
                 time.sleep(_GENESIS_PAUSE_S)
         finally:
-            with self._write_lock:
-                self._genesis_rest = PendingPuts()
-                self._snapshot_if_due()
+            with core.write_lock:
+                core.genesis_rest = PendingPuts()
+                self.snapshots.if_due()
         return before
 
-    def adopt(self, info: VaultInfo, key: bytes, base: State | None) -> int:
+    def adopt(self, info: VaultInfo, key: bytes, base: SnapshotBody | None) -> int:
         """Become another vault (`join`): its id and key, starting from `base`
         (its newest snapshot), with every memory this device held put into it
         so nothing is lost. Returns the log seq before those puts (what the
@@ -119,10 +128,12 @@ class VaultSync(VaultSnapshots):
         in `log.joining` first; only then are the old log and snapshots moved
         away, the new key stored and `vault.json` replaced.
         """
-        self._await_loaded()
-        with self._write_lock:
-            self._flush_access_locked()
-            joining = self.data_dir / "log.joining"
+        core = self.core
+        data_dir = core.data_dir
+        core.await_loaded()
+        with core.write_lock:
+            self.marks.flush_locked()
+            joining = data_dir / "log.joining"
             shutil.rmtree(joining, ignore_errors=True)
             new_log = OperationLog(joining, derive_key(key, purpose=PURPOSE_LOG),
                                    info.vault_id_bytes)
@@ -133,44 +144,36 @@ class VaultSync(VaultSnapshots):
                               set(base.tombstones), set(base.seen), base.stamps)
                 state.upkeep = dict(base.upkeep)
             mine = []
-            for layer_name, layer in self.state.layers.items():
+            for layer_name, layer in core.state.layers.items():
                 memories, vectors = layer.index.export()
-                mine += [Operation(new_id(), PUT, self.clock.now(), memory=memory,
+                mine += [Operation(new_id(), PUT, core.clock.now(), memory=memory,
                                    vector=vector, layer=layer_name)
                          for memory, vector in zip(memories, vectors, strict=True)]
             for start in range(0, len(mine), MAX_BATCH):
                 new_log.append([encode(op) for op in mine[start : start + MAX_BATCH]])
             for op in mine:
                 state.apply(op)
-            old_key_file = self.data_dir / "vault.key"
-            self.log.close()
+            old_key_file = data_dir / "vault.key"
+            core.log.close()
             for name in ("log", "snapshots"):
-                shutil.rmtree(self.data_dir / f"{name}.previous", ignore_errors=True)
-                if (self.data_dir / name).exists():
-                    (self.data_dir / name).rename(self.data_dir / f"{name}.previous")
-            joining.rename(self.data_dir / "log")
+                shutil.rmtree(data_dir / f"{name}.previous", ignore_errors=True)
+                if (data_dir / name).exists():
+                    (data_dir / name).rename(data_dir / f"{name}.previous")
+            joining.rename(data_dir / "log")
             new_log.close()
             if old_key_file.exists():
-                old_key_file.rename(self.data_dir / "vault.key.previous")
-            unlocked = create_vault_key(self.data_dir, info.vault_id_bytes,
-                                        storage=self.config.key_storage, prompt=False, key=key)
-            info.save(self.data_dir)
+                old_key_file.rename(data_dir / "vault.key.previous")
+            unlocked = create_vault_key(data_dir, info.vault_id_bytes,
+                                        storage=core.config.key_storage, prompt=False, key=key)
+            info.save(data_dir)
             for name in ("log.previous", "snapshots.previous"):
-                shutil.rmtree(self.data_dir / name, ignore_errors=True)
-            (self.data_dir / "vault.key.previous").unlink(missing_ok=True)
-            self.info, self.key_storage, self.key_detail = info, unlocked.storage, unlocked.detail
-            self.vault_key = key
-            self.log = OperationLog(self.data_dir / "log", derive_key(key, purpose=PURPOSE_LOG),
-                                    info.vault_id_bytes)
-            self.snapshots = SnapshotStore(self.data_dir / "snapshots",
-                                           derive_key(key, purpose=PURPOSE_SNAPSHOT),
-                                           info.vault_id_bytes)
-            self.state = state
-            with self._applied:
-                self.applied_txid = self.log.last_seq
-                self._applied.notify_all()
-            self._snapshot_txid = -1
+                shutil.rmtree(data_dir / name, ignore_errors=True)
+            (data_dir / "vault.key.previous").unlink(missing_ok=True)
+            core.become(info, unlocked)
+            core.state = state
+            core.set_applied(core.log.last_seq)
+            self.snapshots.txid = -1
         # The base came from the remote, not the log: a snapshot keeps it here.
-        self.snapshot()
+        self.snapshots.snapshot()
         log.info("joined vault %s with %d memories of this device", info.vault_id, len(mine))
         return 0

@@ -8,65 +8,77 @@ import threading
 from collections.abc import Callable
 
 from memvaultd.model.operations import TURNS
-from memvaultd.storage.snapshot_body import State, collector_paused, encode_state_parts
+from memvaultd.storage.snapshot_body import SnapshotBody, collector_paused, encode_body_parts
 from memvaultd.storage.snapshots import due as snapshot_due
-from memvaultd.vault.access import VaultAccessMarks
+from memvaultd.vault.access import AccessMarks
+from memvaultd.vault.core import VaultCore
 
 log = logging.getLogger("memvaultd.vault")
 
 
-class VaultSnapshots(VaultAccessMarks):
+class Snapshots:
+    def __init__(self, core: VaultCore, marks: AccessMarks) -> None:
+        self.core = core
+        self.marks = marks
+        self.txid = 0  # the txid of the newest snapshot (-1: none of this vault yet)
+        self._lock = threading.Lock()
+
     def snapshot(self, wait: bool = False) -> bool:
         """Seal the whole state at the current txid, then drop the log
         segments it covers. Returns False when there was nothing new, or
         when one is being written and `wait` is False."""
-        if not self._snapshot_lock.acquire(blocking=wait):
+        if not self._lock.acquire(blocking=wait):
             return False  # one is already being written
+        core = self.core
         try:
             # The capture and the encoding allocate a few objects per memory,
             # none of them garbage; collections they would trigger walk the
             # whole heap with the lock held (see `collector_paused`).
             with collector_paused():
-                with self._write_lock, self._access_lock:
+                with core.write_lock, core.access_lock:
                     # Marks applied in memory but not yet logged would otherwise
                     # be counted twice: once in the snapshot, once on replay. The
                     # access lock keeps new ones out until the state is captured.
-                    self._log_access(self._take_access_marks())
-                    if self.applied_txid == self._snapshot_txid or not self.loaded:
+                    self.marks.log(self.marks.take())
+                    if core.applied_txid == self.txid or not core.loaded:
                         return False
-                    capture = self._capture()
-                    self.log.rotate()
-                state = capture()
-                parts = encode_state_parts(state)
-            self.snapshots.write(state.seq, parts)
-            self.snapshots.prune(keep=2)
+                    capture = self.capture()
+                    core.log.rotate()
+                body = capture()
+                parts = encode_body_parts(body)
+            core.snapshot_store.write(body.seq, parts)
+            core.snapshot_store.prune(keep=2)
             # Records the remote does not hold yet stay, whatever the snapshot.
-            self.log.prune(state.seq if self.prune_floor is None
-                           else min(state.seq, self.prune_floor))
-            self._snapshot_txid = state.seq
-            log.info("snapshot at txid %d (%d memories)", state.seq, len(state.memories))
+            core.log.prune(body.seq if core.prune_floor is None
+                           else min(body.seq, core.prune_floor))
+            self.txid = body.seq
+            log.info("snapshot at txid %d (%d memories)", body.seq, len(body.memories))
             return True
         finally:
-            self._snapshot_lock.release()
+            self._lock.release()
 
-    def _capture(self) -> Callable[[], State]:
+    def capture(self) -> Callable[[], SnapshotBody]:
         """The whole state at `applied_txid`, in two steps: the cut now (the
         caller holds the write lock), the copy of the vectors when the
         returned function is called (outside the lock: `MemoryIndex.cut`)."""
-        memories, vectors = self.memories.index.cut()
-        turns, turn_vectors = self.state.layers[TURNS].index.cut()
-        seq, dimension, stamp = self.applied_txid, self.info.dimension, self.clock.last
-        tombstones, seen = frozenset(self.state.tombstones), frozenset(self.state.seen)
-        stamps = {k: dict(v) for k, v in self.state.stamps.items()}
-        upkeep = dict(self.state.upkeep)
-        return lambda: State(seq, dimension, stamp, memories, vectors(), tombstones, turns,
-                             turn_vectors(), seen, stamps, upkeep)
+        core = self.core
+        state = core.state
+        memories, vectors = state.memories.index.cut()
+        turns, turn_vectors = state.layers[TURNS].index.cut()
+        seq, dimension, stamp = core.applied_txid, core.info.dimension, core.clock.last
+        tombstones, seen = frozenset(state.tombstones), frozenset(state.seen)
+        stamps = {k: dict(v) for k, v in state.stamps.items()}
+        upkeep = dict(state.upkeep)
+        return lambda: SnapshotBody(seq, dimension, stamp, memories, vectors(), tombstones,
+                                    turns, turn_vectors(), seen, stamps, upkeep)
 
-    def _snapshot_if_due(self) -> None:
+    def if_due(self) -> None:
+        """Start a snapshot in the background when enough was written since
+        the last one; called after each commit, under the write lock."""
+        core = self.core
         # Not while one is being written: each commit until it finished
         # started a thread that gave up at once, and a thread start waits
         # for the new thread to run (0.9 s of remembers' time in one init).
-        if not self._genesis_rest and not self._snapshot_lock.locked() and snapshot_due(
-                self.applied_txid - self._snapshot_txid, len(self.memories),
-                self.config.snapshot_every):
+        if not core.genesis_rest and not self._lock.locked() and snapshot_due(
+                core.applied_txid - self.txid, len(core.memories), core.config.snapshot_every):
             threading.Thread(target=self.snapshot, name="snapshot", daemon=True).start()

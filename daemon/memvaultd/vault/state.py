@@ -24,7 +24,6 @@ import gc
 from dataclasses import fields
 
 from memvaultd.index.layer import Layer
-from memvaultd.index.memory_index import Vector
 from memvaultd.model.hlc import Stamp
 from memvaultd.model.memory import Memory
 from memvaultd.model.operations import (
@@ -39,6 +38,7 @@ from memvaultd.model.operations import (
     UPKEEP,
     Operation,
 )
+from memvaultd.model.vector import Vector
 from memvaultd.storage.snapshot_body import collector_paused
 
 MEMORY_FIELDS = tuple(f.name for f in fields(Memory))

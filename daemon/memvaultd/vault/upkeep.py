@@ -14,21 +14,24 @@ from memvaultd.upkeep import sweep as sweeping
 from memvaultd.vault.core import VaultCore
 
 
-class VaultUpkeep(VaultCore):
+class Upkeep:
+    def __init__(self, core: VaultCore) -> None:
+        self.core = core
+
     def sweep(self, dry_run: bool, threshold: float | None = None
               ) -> tuple[int, sweeping.SweepPlan]:
         """Forget what the sweep plans (upkeep/sweep.py) in one durable
         append; returns (last txid or 0, the plan)."""
         if threshold is not None and not 0.0 <= threshold <= 1.0:
             raise InvalidArgument(f"threshold: {threshold!r} is outside 0..1")
-        self._await_loaded()
-        with self._write_lock:
+        self.core.await_loaded()
+        with self.core.write_lock:
             now = time.time()
-            plan = sweeping.plan(self.memories.memories(), now, self.config.sweep,
-                                 self.config.heat, threshold)
+            plan = sweeping.plan(self.core.memories.memories(), now, self.core.config.sweep,
+                                 self.core.config.heat, threshold)
             if dry_run:
                 return 0, plan
-            ops = [Operation(new_id(), FORGET, self.clock.now(), target=s.memory.id,
+            ops = [Operation(new_id(), FORGET, self.core.clock.now(), target=s.memory.id,
                              at=now) for s in plan.swept]
             return self._commit_upkeep("sweep", ops, now), plan
 
@@ -38,15 +41,15 @@ class VaultUpkeep(VaultCore):
         consolidation.py); returns (last txid or 0, what was written, how many
         memories were candidates)."""
         request = consolidation.check(request)
-        settings = self.config.consolidation
+        settings = self.core.config.consolidation
         summarise = summariser.load(settings.summariser)
-        self._await_loaded()
-        with self._write_lock:
+        self.core.await_loaded()
+        with self.core.write_lock:
             now = time.time()
             candidates = [
-                (mem, vector) for mem in self.memories.memories()
-                if consolidation.is_candidate(mem, now, request, settings, self.config.heat)
-                and (vector := self.memories.index.vector(mem.id)) is not None]
+                (mem, vector) for mem in self.core.memories.memories()
+                if consolidation.is_candidate(mem, now, request, settings, self.core.config.heat)
+                and (vector := self.core.memories.index.vector(mem.id)) is not None]
             planned = consolidation.plan(
                 candidates, request, settings, summarise,
                 lambda found: summariser.checked(found, settings.summariser or "extractive"))
@@ -56,9 +59,9 @@ class VaultUpkeep(VaultCore):
             for done in planned:
                 # The put first: a crash between leaves sources unarchived
                 # (still found), never archived sources with no summary.
-                ops.append(Operation(new_id(), PUT, self.clock.now(),
+                ops.append(Operation(new_id(), PUT, self.core.clock.now(),
                                      memory=done.memory, vector=done.vector))
-                ops += [Operation(new_id(), UPDATE, self.clock.now(), target=s.id,
+                ops += [Operation(new_id(), UPDATE, self.core.clock.now(), target=s.id,
                                   at=now, fields={"tier": m.ARCHIVED,
                                                   "consolidated_into": done.memory.id})
                         for s in done.sources]
@@ -66,9 +69,9 @@ class VaultUpkeep(VaultCore):
 
     def _commit_upkeep(self, what: str, ops: list[Operation], now: float) -> int:
         """`ops` and a record that `what` ran, in one append; the last txid."""
-        ops.append(Operation(new_id(), UPKEEP, self.clock.now(), target=what, at=now,
+        ops.append(Operation(new_id(), UPKEEP, self.core.clock.now(), target=what, at=now,
                              fields={"count": len(ops)}))
-        return self._commit(ops) + len(ops) - 1
+        return self.core.commit(ops) + len(ops) - 1
 
     def last_upkeep(self, what: str) -> float:
-        return self.state.upkeep.get(what, 0.0)
+        return self.core.state.upkeep.get(what, 0.0)

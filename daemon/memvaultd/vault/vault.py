@@ -11,13 +11,12 @@ applied at once and written in one record per second by a background flush,
 so a recall never waits on the disk. A crash can lose the last second of
 access counts, never a memory.
 
-The class is joined from parts, a module each: `vault_core.py` (the shared
-state and `_commit`), `vault_access.py`, `vault_snapshots.py`,
-`vault_reads.py`, `vault_writes.py`, `vault_upkeep.py` and `vault_sync.py`;
-`Vault` itself opens, loads and closes the vault.
-
-It knows nothing of gRPC; the servicer translates requests into
-`requests.py` terms and maps `memvault_base.errors` to status codes.
+`Vault` composes its parts, each an object with its own state over the
+shared `VaultCore`: `AccessMarks`, `Snapshots`, `Writes`, `Reads`, `Upkeep`
+and `Replication` (what sync asks of the vault). Its methods are the vault's
+whole surface: the serving layer, the note watcher and sync call nothing
+else. It knows nothing of gRPC or of the sync worker, which it tells of each
+local write through the callback sync gives `on_local_commit`.
 """
 
 from __future__ import annotations
@@ -25,29 +24,49 @@ from __future__ import annotations
 import gc
 import logging
 import time
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from memvault_base.errors import MemvaultError
 from memvaultd.config.settings import Config
 from memvaultd.embedding.embedder import Embedder
-from memvaultd.model.operations import TURNS, decode
-from memvaultd.storage.keys import create_vault_key, load_vault_key
-from memvaultd.storage.snapshot_body import decode_state
+from memvaultd.index.layer import Layer
+from memvaultd.model.commands import MemoryDraft, RecallQuery, RememberOutcome, TurnDraft
+from memvaultd.model.memory import Memory
+from memvaultd.model.operations import TURNS, Operation, decode
+from memvaultd.model.vector import Vector
+from memvaultd.storage.keys import UnlockedKey, create_vault_key, load_vault_key
+from memvaultd.storage.snapshot_body import SnapshotBody, decode_body
 from memvaultd.storage.vault_info import VaultInfo
-from memvaultd.vault.core import MAX_BATCH
+from memvaultd.upkeep import consolidation
+from memvaultd.upkeep.sweep import SweepPlan
+from memvaultd.vault.access import AccessMarks
+from memvaultd.vault.core import MAX_BATCH, VaultCore
 from memvaultd.vault.events import EventBus
-from memvaultd.vault.reads import Facet, Recalled, VaultReads
-from memvaultd.vault.replication import VaultSync
-from memvaultd.vault.upkeep import VaultUpkeep
-from memvaultd.vault.writes import VaultWrites
+from memvaultd.vault.reads import Facet, PreparedRecall, Reads, Recalled
+from memvaultd.vault.replication import Replication
+from memvaultd.vault.snapshots import Snapshots
+from memvaultd.vault.upkeep import Upkeep
+from memvaultd.vault.writes import Writes
 
 log = logging.getLogger("memvaultd.vault")
 
-__all__ = ["MAX_BATCH", "Facet", "Recalled", "Vault"]
+__all__ = ["MAX_BATCH", "Facet", "PreparedRecall", "Recalled", "Vault"]
 
 
-class Vault(VaultWrites, VaultReads, VaultUpkeep, VaultSync):
-    # -- opening -----------------------------------------------------------
+class Vault:
+    def __init__(self, data_dir: Path, info: VaultInfo, key: UnlockedKey, config: Config,
+                 embedder: Embedder, events: EventBus) -> None:
+        self.core = core = VaultCore(data_dir, info, key, config, embedder, events)
+        self.marks = AccessMarks(core)
+        self.snapshots = Snapshots(core, self.marks)
+        self.writes = Writes(core)
+        self.reads = Reads(core, self.marks)
+        self.upkeep = Upkeep(core)
+        self.replication = Replication(core, self.marks, self.snapshots)
+        core.after_commit.append(self.snapshots.if_due)
+
+    # -- opening, loading, closing ---------------------------------------------
 
     @classmethod
     def open(cls, data_dir: Path, config: Config, embedder: Embedder, events: EventBus, *,
@@ -75,48 +94,198 @@ class Vault(VaultWrites, VaultReads, VaultUpkeep, VaultSync):
             self._load()
         except BaseException as exc:
             # Waiting requests learn at once that the vault will not open.
-            self._load_error = f"the vault could not be loaded: {exc}"
-            self._loaded.set()
+            self.core.finish_loading(f"the vault could not be loaded: {exc}")
             raise
 
     def _load(self) -> None:
+        core = self.core
         started = time.monotonic()
-        latest = self.snapshots.latest()
+        latest = core.snapshot_store.latest()
         if latest is not None:
-            state = decode_state(latest[1])
-            self.state.restore(list(zip(state.memories, state.vectors, strict=True)),
-                               list(zip(state.turns, state.turn_vectors, strict=True)),
-                               set(state.tombstones), set(state.seen), state.stamps)
-            self.state.upkeep = dict(state.upkeep)
-            self.clock.observe(state.stamp)
-            self.applied_txid = self._snapshot_txid = state.seq
+            body = decode_body(latest[1])
+            core.state.restore(list(zip(body.memories, body.vectors, strict=True)),
+                               list(zip(body.turns, body.turn_vectors, strict=True)),
+                               set(body.tombstones), set(body.seen), body.stamps)
+            core.state.upkeep = dict(body.upkeep)
+            core.clock.observe(body.stamp)
+            core.applied_txid = self.snapshots.txid = body.seq
         replayed = 0
-        for seq, record in self.log.replay(after=self.applied_txid):
-            self._apply(decode(record))
-            self.applied_txid = seq
+        for seq, record in core.log.replay(after=core.applied_txid):
+            core.apply(decode(record))
+            core.applied_txid = seq
             replayed += 1
         # A million memories are tens of millions of objects that never die;
         # left to the cyclic collector, each full collection pauses every
         # thread for ~0.4 s at 200k memories (6 µs once frozen).
         gc.collect()
         gc.freeze()
-        self._loaded.set()
-        self._flusher.start()
+        core.finish_loading()
+        self.marks.start()
         log.info("loaded %d memories, %d turns (snapshot at %d, %d log records) in %.2f s",
-                 len(self.memories), len(self.state.layers[TURNS]), self._snapshot_txid, replayed,
-                 time.monotonic() - started)
+                 len(core.memories), len(core.state.layers[TURNS]), self.snapshots.txid,
+                 replayed, time.monotonic() - started)
 
     def close(self) -> None:
-        self._closing.set()
-        if self.loaded:
+        core = self.core
+        core.closing.set()
+        if core.loaded:
             try:
                 # A background snapshot still being written would die with
                 # the process (the next start then replayed up to 10,000
                 # records, ~1 s at 100k): wait for it, then seal what it missed.
-                self.snapshot(wait=True)
+                self.snapshots.snapshot(wait=True)
             except (OSError, MemvaultError) as exc:
                 # Everything acknowledged is in the log already; the next
                 # start replays it. A snapshot only makes that start faster.
                 log.warning("no snapshot at stop (%s); the log has every write", exc)
-            self.flush_access()
-        self.log.close()
+            self.marks.flush()
+        core.log.close()
+
+    # -- what the vault is ----------------------------------------------------
+
+    @property
+    def info(self) -> VaultInfo:
+        return self.core.info
+
+    @property
+    def data_dir(self) -> Path:
+        return self.core.data_dir
+
+    @property
+    def vault_key(self) -> bytes:
+        return self.core.vault_key
+
+    @property
+    def key_storage(self) -> str:
+        return self.core.key_storage
+
+    @property
+    def config(self) -> Config:
+        return self.core.config
+
+    @config.setter
+    def config(self, config: Config) -> None:
+        """A new configuration, applied from the next call on (live config.toml)."""
+        self.core.config = config
+
+    @property
+    def embedder(self) -> Embedder:
+        return self.core.embedder
+
+    @property
+    def memories(self) -> Layer:
+        return self.core.memories
+
+    @property
+    def applied_txid(self) -> int:
+        return self.core.applied_txid
+
+    @property
+    def loaded(self) -> bool:
+        return self.core.loaded
+
+    def snapshot(self, wait: bool = False) -> bool:
+        return self.snapshots.snapshot(wait)
+
+    def flush_access(self) -> None:
+        self.marks.flush()
+
+    # -- writes (writes.py) ---------------------------------------------------
+
+    def remember(self, items: Sequence[MemoryDraft]) -> list[RememberOutcome]:
+        return self.writes.remember(items)
+
+    def supersede(self, memory_id: str, draft: MemoryDraft) -> RememberOutcome:
+        return self.writes.supersede(memory_id, draft)
+
+    def update(self, memory_id: str, draft: MemoryDraft, names: Sequence[str]
+               ) -> tuple[int, Memory]:
+        return self.writes.update(memory_id, draft, names)
+
+    def reinforce(self, memory_id: str) -> tuple[int, Memory]:
+        return self.writes.reinforce(memory_id)
+
+    def forget(self, memory_id: str = "", filter_json: str = "", dry_run: bool = False
+               ) -> tuple[int, list[str]]:
+        return self.writes.forget(memory_id, filter_json, dry_run)
+
+    def append_turns(self, session_id: str, turns: Sequence[TurnDraft]) -> tuple[int, list[str]]:
+        return self.writes.append_turns(session_id, turns)
+
+    def import_memories(self, records: Sequence[tuple[Memory, Vector | None]]
+                        ) -> tuple[int, int, int]:
+        return self.writes.import_memories(records)
+
+    def replace_chunks(self, items: Sequence[MemoryDraft], forget_ids: Sequence[str] = ()
+                       ) -> list[str]:
+        return self.writes.replace_chunks(items, forget_ids)
+
+    # -- reads (reads.py) -----------------------------------------------------
+
+    def prepare_recall(self, query: RecallQuery) -> PreparedRecall:
+        return self.reads.prepare(query)
+
+    def recall(self, query: RecallQuery | PreparedRecall) -> Recalled:
+        return self.reads.recall(self._prepared(query))
+
+    def recall_at_once(self, query: RecallQuery | PreparedRecall) -> Recalled | None:
+        return self.reads.recall_at_once(self._prepared(query))
+
+    def recall_ready(self, query: RecallQuery | PreparedRecall) -> bool:
+        return self.reads.recall_ready(self._prepared(query))
+
+    def _prepared(self, query: RecallQuery | PreparedRecall) -> PreparedRecall:
+        return query if isinstance(query, PreparedRecall) else self.reads.prepare(query)
+
+    def get(self, memory_id: str) -> tuple[Memory, Vector, list[Memory], list[Memory]]:
+        return self.reads.get(memory_id)
+
+    def chain(self, memory: Memory) -> list[Memory]:
+        return self.reads.chain(memory)
+
+    def facets(self, field: str, filter_json: str = "") -> list[Facet]:
+        return self.reads.facets(field, filter_json)
+
+    def export(self) -> Iterator[tuple[Memory, Vector]]:
+        return self.reads.export()
+
+    def band_counts(self) -> dict[str, int]:
+        return self.reads.band_counts()
+
+    # -- upkeep (upkeep.py) ---------------------------------------------------
+
+    def sweep(self, dry_run: bool, threshold: float | None = None) -> tuple[int, SweepPlan]:
+        return self.upkeep.sweep(dry_run, threshold)
+
+    def consolidate(self, request: consolidation.Request, dry_run: bool
+                    ) -> tuple[int, list[consolidation.Consolidated], int]:
+        return self.upkeep.consolidate(request, dry_run)
+
+    def last_upkeep(self, what: str) -> float:
+        return self.upkeep.last_upkeep(what)
+
+    # -- what sync asks of the vault (replication.py; sync/vault_side.py) ------
+
+    def local_ops_after(self, seq: int) -> tuple[list[tuple[int, Operation]], int]:
+        return self.replication.local_ops_after(seq)
+
+    def apply_remote(self, ops: Sequence[Operation]) -> int:
+        return self.replication.apply_remote(ops)
+
+    def state_at_sync(self, pushed_seq: int) -> bytes | None:
+        return self.replication.state_at_sync(pushed_seq)
+
+    def genesis(self) -> int:
+        return self.replication.genesis()
+
+    def adopt(self, info: VaultInfo, key: bytes, base: SnapshotBody | None) -> int:
+        return self.replication.adopt(info, key, base)
+
+    def keep_log_from(self, seq: int | None) -> None:
+        """Never prune the log past `seq` (None: no floor): the records the
+        remote does not hold yet."""
+        self.core.prune_floor = seq
+
+    def on_local_commit(self, callback: Callable[[], None] | None) -> None:
+        """Call `callback` after every commit of this device's own operations."""
+        self.core.on_local_commit = callback

@@ -10,12 +10,12 @@ from dataclasses import dataclass, replace
 
 from memvault_base.errors import InvalidArgument
 from memvaultd.crypto.entropy import new_id
-from memvaultd.index.memory_index import Vector
 from memvaultd.model import drafts
 from memvaultd.model import memory as m
 from memvaultd.model.commands import MemoryDraft, RememberOutcome, TurnDraft
 from memvaultd.model.memory import Memory
 from memvaultd.model.operations import FORGET, PUT, REINFORCE, TURNS, UPDATE, Operation
+from memvaultd.model.vector import Vector
 from memvaultd.recall.filter.parse import parse_filter
 from memvaultd.vault.core import MAX_BATCH, VaultCore, visible
 
@@ -34,25 +34,29 @@ class _Prepared:
 _Batch = dict[tuple[str, str], list[_Prepared]]
 
 
-class VaultWrites(VaultCore):
+class Writes:
+    def __init__(self, core: VaultCore) -> None:
+        self.core = core
+
     def remember(self, items: Sequence[MemoryDraft]) -> list[RememberOutcome]:
         if not items:
             raise InvalidArgument("memories: at least one memory is required")
         if len(items) > MAX_BATCH:
             raise InvalidArgument(f"memories: {len(items)} is over the batch limit of {MAX_BATCH}")
         prepared = self._prepare(items)
-        self._await_loaded()
-        with self._write_lock:
+        self.core.await_loaded()
+        with self.core.write_lock:
             for item in prepared:
-                if item.memory.supersedes and self.memories.get(item.memory.supersedes) is None:
+                older = item.memory.supersedes
+                if older and self.core.memories.get(older) is None:
                     raise InvalidArgument(f"supersedes: no memory {item.memory.supersedes!r}")
             ops, restated = self._plan(prepared)
-            first = self._commit(ops)
+            first = self.core.commit(ops)
         return [RememberOutcome(op.memory_id, first + i, was)
                 for i, (op, was) in enumerate(zip(ops, restated, strict=True))]
 
     def supersede(self, memory_id: str, draft: MemoryDraft) -> RememberOutcome:
-        self._get(memory_id)
+        self.core.get(memory_id)
         (outcome,) = self.remember([replace(draft, supersedes=memory_id)])
         return outcome
 
@@ -63,40 +67,42 @@ class VaultWrites(VaultCore):
         changes = drafts.checked_fields(draft, names)
         vector = None
         if "text" in changes:
-            vector = (drafts.own_vector(draft.vector, self.info.dimension, self.info.model,
-                                        "vector") if draft.vector
-                      else self.embedder.embed_documents([changes["text"]])[0])
-        self._await_loaded()
-        with self._write_lock:
-            self._get(memory_id)
-            txid = self._commit([Operation(new_id(), UPDATE, self.clock.now(),
+            info = self.core.info
+            vector = (drafts.own_vector(draft.vector, info.dimension, info.model, "vector")
+                      if draft.vector
+                      else self.core.embedder.embed_documents([changes["text"]])[0])
+        self.core.await_loaded()
+        with self.core.write_lock:
+            self.core.get(memory_id)
+            txid = self.core.commit([Operation(new_id(), UPDATE, self.core.clock.now(),
                                            target=memory_id, at=time.time(), fields=changes,
                                            vector=vector)])
-            return txid, self._get(memory_id)
+            return txid, self.core.get(memory_id)
 
     def reinforce(self, memory_id: str) -> tuple[int, Memory]:
-        self._await_loaded()
-        with self._write_lock:
-            self._get(memory_id)
-            txid = self._commit([self._reinforce_op(memory_id, time.time())])
-            return txid, self._get(memory_id)
+        self.core.await_loaded()
+        with self.core.write_lock:
+            self.core.get(memory_id)
+            txid = self.core.commit([self._reinforce_op(memory_id, time.time())])
+            return txid, self.core.get(memory_id)
 
     def forget(self, memory_id: str = "", filter_json: str = "", dry_run: bool = False
                ) -> tuple[int, list[str]]:
         if bool(memory_id) == bool(filter_json):
             raise InvalidArgument("id: give either an id or a filter to forget by")
         matches = parse_filter(filter_json) if filter_json else None
-        self._await_loaded()
-        with self._write_lock:
+        self.core.await_loaded()
+        with self.core.write_lock:
             if matches is None:
-                self._get(memory_id)
+                self.core.get(memory_id)
                 ids = [memory_id]
             else:
-                ids = sorted(mem.id for mem in self.memories.memories() if matches.matches(mem))
+                ids = sorted(mem.id for mem in self.core.memories.memories()
+                             if matches.matches(mem))
             if dry_run or not ids:
-                return self.applied_txid, ids
+                return self.core.applied_txid, ids
             now = time.time()
-            last = self._commit([Operation(new_id(), FORGET, self.clock.now(),
+            last = self.core.commit([Operation(new_id(), FORGET, self.core.clock.now(),
                                            target=i, at=now) for i in ids])
             return last + len(ids) - 1, ids
 
@@ -115,10 +121,10 @@ class VaultWrites(VaultCore):
                                        now, f"turns[{i}].")
             at = m.check_time(turn.at, f"turns[{i}].at") or now
             memories.append(memory.copy(created_at=at, last_reinforced_at=at))
-        vectors = self.embedder.embed_documents([t.text for t in memories])
-        self._await_loaded()
-        with self._write_lock:
-            first = self._commit([Operation(new_id(), PUT, self.clock.now(),
+        vectors = self.core.embedder.embed_documents([t.text for t in memories])
+        self.core.await_loaded()
+        with self.core.write_lock:
+            first = self.core.commit([Operation(new_id(), PUT, self.core.clock.now(),
                                             memory=t, vector=v, layer=TURNS)
                                   for t, v in zip(memories, vectors, strict=True)])
         return first + len(memories) - 1, [t.id for t in memories]
@@ -129,29 +135,30 @@ class VaultWrites(VaultCore):
         if len(records) > MAX_BATCH:
             raise InvalidArgument(f"memories: over the batch limit of {MAX_BATCH}")
         missing = [i for i, (_, v) in enumerate(records) if v is None]
-        embedded = self.embedder.embed_documents([records[i][0].text for i in missing])
+        embedded = self.core.embedder.embed_documents([records[i][0].text for i in missing])
         vectors = [v for _, v in records]
         for i, vector in zip(missing, embedded, strict=True):
             vectors[i] = vector
-        self._await_loaded()
-        with self._write_lock:
+        self.core.await_loaded()
+        with self.core.write_lock:
             ops: list[Operation] = []
             batch: _Batch = {}
             added = 0
             for (memory, _), vector in zip(records, vectors, strict=True):
                 assert vector is not None
-                if self.memories.get(memory.id) is not None or memory.id in self.state.tombstones:
+                if (self.core.memories.get(memory.id) is not None
+                        or memory.id in self.core.state.tombstones):
                     continue  # already here (or deliberately forgotten): nothing to add
                 item = _Prepared(memory, vector)
                 target = self._restated(item, batch, time.time())
                 if target is None:
-                    ops.append(Operation(new_id(), PUT, self.clock.now(),
+                    ops.append(Operation(new_id(), PUT, self.core.clock.now(),
                                          memory=memory, vector=vector))
                     batch.setdefault((item.memory.type, item.memory.topic_key), []).append(item)
                     added += 1
                 else:
                     ops.append(self._reinforce_op(target, memory.last_reinforced_at))
-            first = self._commit(ops) if ops else self.applied_txid + 1
+            first = self.core.commit(ops) if ops else self.core.applied_txid + 1
             return added, len(ops) - added, first + len(ops) - 1
 
     def _prepare(self, items: Sequence[MemoryDraft]) -> list[_Prepared]:
@@ -162,12 +169,12 @@ class VaultWrites(VaultCore):
         memories = [drafts.new_memory(d, now, f"memories[{i}]." if many else "")
                     for i, d in enumerate(items)]
         vectors: list[Vector | None] = [
-            drafts.own_vector(d.vector, self.info.dimension, self.info.model,
+            drafts.own_vector(d.vector, self.core.info.dimension, self.core.info.model,
                               f"memories[{i}].vector" if many else "vector") if d.vector else None
             for i, d in enumerate(items)]
         to_embed = [i for i, vector in enumerate(vectors) if vector is None]
         if to_embed:
-            embedded = self.embedder.embed_documents([memories[i].text for i in to_embed])
+            embedded = self.core.embedder.embed_documents([memories[i].text for i in to_embed])
             for i, vector in zip(to_embed, embedded, strict=True):
                 vectors[i] = vector
         return [_Prepared(mem, vec) for mem, vec in zip(memories, vectors, strict=True)
@@ -183,7 +190,7 @@ class VaultWrites(VaultCore):
         for item in prepared:
             target = None if item.memory.supersedes else self._restated(item, batch, now)
             if target is None:
-                ops.append(Operation(new_id(), PUT, self.clock.now(),
+                ops.append(Operation(new_id(), PUT, self.core.clock.now(),
                                      memory=item.memory, vector=item.vector))
                 batch.setdefault((item.memory.type, item.memory.topic_key), []).append(item)
             else:
@@ -192,7 +199,7 @@ class VaultWrites(VaultCore):
         return ops, restated
 
     def _reinforce_op(self, memory_id: str, at: float) -> Operation:
-        return Operation(new_id(), REINFORCE, self.clock.now(), target=memory_id, at=at)
+        return Operation(new_id(), REINFORCE, self.core.clock.now(), target=memory_id, at=at)
 
     def _restated(self, item: _Prepared, batch: _Batch, now: float) -> str | None:
         """The id of a visible memory of the same type and topic that `item`
@@ -204,20 +211,20 @@ class VaultWrites(VaultCore):
         not grow with the vault: scanning it with a filter that matches
         nothing made 100k memories take ~45 minutes to load.
         """
-        threshold = self.config.restatement_threshold
+        threshold = self.core.config.restatement_threshold
         new = item.memory
 
         def same_kind(old: Memory) -> bool:
             return (old.type == new.type and old.topic_key == new.topic_key
                     and visible(old, now))
 
-        if self.memories.topic_size(new.topic_key) <= _SMALL_TOPIC:
-            group = [old for i in self.memories.with_topic(new.topic_key)
-                     if (old := self.memories.get(i)) is not None and same_kind(old)]
-            olds = [(old.id, self.memories.index.vector(old.id)) for old in group]
+        if self.core.memories.topic_size(new.topic_key) <= _SMALL_TOPIC:
+            group = [old for i in self.core.memories.with_topic(new.topic_key)
+                     if (old := self.core.memories.get(i)) is not None and same_kind(old)]
+            olds = [(old.id, self.core.memories.index.vector(old.id)) for old in group]
         else:  # a big group (memories without a topic): its nearest is found fast
-            olds = [(old.id, self.memories.index.vector(old.id))
-                    for old, _ in self.memories.index.search(item.vector, 1, same_kind)]
+            olds = [(old.id, self.core.memories.index.vector(old.id))
+                    for old, _ in self.core.memories.index.search(item.vector, 1, same_kind)]
         olds += [(e.memory.id, e.vector) for e in batch.get((new.type, new.topic_key), ())
                  if same_kind(e.memory)]
         best_id, best_cos = None, threshold
@@ -237,13 +244,13 @@ class VaultWrites(VaultCore):
         alike must stay two; then `forget_ids` are forgotten (those already
         gone are skipped). Returns the new memories' ids, in order."""
         prepared = self._prepare(items) if items else []
-        self._await_loaded()
-        with self._write_lock:
-            ops = [Operation(new_id(), PUT, self.clock.now(), memory=p.memory,
+        self.core.await_loaded()
+        with self.core.write_lock:
+            ops = [Operation(new_id(), PUT, self.core.clock.now(), memory=p.memory,
                              vector=p.vector) for p in prepared]
             now = time.time()
-            ops += [Operation(new_id(), FORGET, self.clock.now(), target=i, at=now)
-                    for i in dict.fromkeys(forget_ids) if self.memories.get(i) is not None]
+            ops += [Operation(new_id(), FORGET, self.core.clock.now(), target=i, at=now)
+                    for i in dict.fromkeys(forget_ids) if self.core.memories.get(i) is not None]
             if ops:
-                self._commit(ops)
+                self.core.commit(ops)
         return [p.memory.id for p in prepared]

@@ -1,0 +1,58 @@
+"""What sync needs of a vault, and nothing more: the one interface through
+which the sync worker and `init`/`join` reach it (the daemon's `Vault`
+provides it; tests give a stand-in)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Protocol
+
+from memvaultd.model.operations import Operation
+from memvaultd.storage.snapshot_body import SnapshotBody
+from memvaultd.storage.vault_info import VaultInfo
+
+
+class PushedVault(Protocol):
+    """What the sync worker calls on every round."""
+
+    def local_ops_after(self, seq: int) -> tuple[list[tuple[int, Operation]], int]:
+        """This device's operations logged after `seq`, and the seq the scan reached."""
+        ...
+
+    def apply_remote(self, ops: Sequence[Operation]) -> int:
+        """Log and apply the pulled operations that are new here; how many were."""
+        ...
+
+    def state_at_sync(self, pushed_seq: int) -> bytes | None:
+        """The snapshot body of the state, if every local operation is pushed."""
+        ...
+
+    def keep_log_from(self, seq: int | None) -> None:
+        """Never prune the log past `seq`: the records the remote lacks."""
+        ...
+
+
+class SyncedVault(PushedVault, Protocol):
+    """What setting sync up (`init`, `join`) and resuming it at start need."""
+
+    @property
+    def info(self) -> VaultInfo: ...
+
+    @property
+    def vault_key(self) -> bytes: ...
+
+    @property
+    def data_dir(self) -> Path: ...
+
+    def genesis(self) -> int:
+        """Log a put of every memory held; the log seq before them."""
+        ...
+
+    def adopt(self, info: VaultInfo, key: bytes, base: SnapshotBody | None) -> int:
+        """Become the vault `info` names, from `base`, keeping every memory held."""
+        ...
+
+    def on_local_commit(self, callback: Callable[[], None] | None) -> None:
+        """Call `callback` after every commit of this device's own operations."""
+        ...
