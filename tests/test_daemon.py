@@ -254,7 +254,7 @@ def test_health_serving_and_reflection_lists_the_services(daemon: DaemonProcess)
     assert daemon.health() == "SERVING"
     with grpc.insecure_channel(f"unix://{daemon.socket}") as channel:
         services = set(ProtoReflectionDescriptorDatabase(channel).get_services())
-    assert {"memvault_base.v1.Memory", "grpc.health.v1.Health"} <= services
+    assert {"memvault.v1.Memory", "grpc.health.v1.Health"} <= services
 
 
 def test_socket_is_private(daemon: DaemonProcess) -> None:

@@ -186,7 +186,7 @@ def test_the_socket_tells_what_it_serves(daemon: DaemonProcess) -> None:
         replies = stub.ServerReflectionInfo(
             iter([reflection_pb2.ServerReflectionRequest(list_services="")]), timeout=10)
         names = {s.name for r in replies for s in r.list_services_response.service}
-    assert {"memvault_base.v1.Memory", "grpc.health.v1.Health"} <= names
+    assert {"memvault.v1.Memory", "grpc.health.v1.Health"} <= names
 
 
 def test_a_sigterm_to_the_front_stops_the_daemon_cleanly(home: Path) -> None:

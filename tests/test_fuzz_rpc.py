@@ -1,4 +1,4 @@
-"""Hostile requests to every RPC of memvault_base.v1.Memory, against one real daemon.
+"""Hostile requests to every RPC of memvault.v1.Memory, against one real daemon.
 
 Hypothesis builds requests with random and huge strings, NaN and infinities,
 enormous numbers, unknown type/tier/mode names, and deep or wide filters;
@@ -67,7 +67,7 @@ class Target:
     def raw(self, method: str, payload: bytes) -> grpc.StatusCode:
         self.calls += 1
         call: grpc.UnaryUnaryMultiCallable[bytes, bytes] = self.channel.unary_unary(
-            f"/memvault_base.v1.Memory/{method}")
+            f"/memvault.v1.Memory/{method}")
         try:
             call(payload, timeout=DEADLINE_S)
         except grpc.RpcError as err:

@@ -5,7 +5,7 @@ nothing twice and backs off.
 Real parts: two daemons as users run them (laptop A, desktop B, one vault),
 reached over their unix sockets, and a real memvault-server on a loopback
 port. Between the daemons and the server sits `FaultProxy`, a gRPC relay in
-this process that forwards every call of `memvault_base.v1.Sync` unless told to
+this process that forwards every call of `memvault.v1.Sync` unless told to
 delay it, answer an error instead, or kill the server (SIGKILL) around an
 `AppendVersion`. A third daemon without sync (conftest's shared `daemon`) is
 the baseline local calls are compared with, measured in the same moments.

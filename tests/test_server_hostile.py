@@ -1,4 +1,4 @@
-"""Hostile requests to a real memvault-server (memvault_base.v1.Sync).
+"""Hostile requests to a real memvault-server (memvault.v1.Sync).
 
 Tokens missing, malformed or wrong; one account reaching for another's
 vault; objects over the size limit; floods over the rate limit; and
@@ -95,7 +95,7 @@ class Target:
     def raw(self, method: str, body: bytes, token: str) -> grpc.StatusCode:
         """Send `body` as the request's wire bytes, unchecked by any stub."""
         self.calls += 1
-        path = f"/memvault_base.v1.Sync/{method}"
+        path = f"/memvault.v1.Sync/{method}"
         metadata = (("authorization", f"Bearer {token}"),)
         try:
             if method == "WatchHead":
@@ -116,7 +116,7 @@ class Target:
     def serving(self) -> bool:
         assert self.server.proc is not None and self.server.proc.poll() is None, self.server.log
         reply = health_pb2_grpc.HealthStub(self.channel).Check(
-            health_pb2.HealthCheckRequest(service="memvault_base.v1.Sync"), timeout=DEADLINE_S)
+            health_pb2.HealthCheckRequest(service="memvault.v1.Sync"), timeout=DEADLINE_S)
         return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)
 
 

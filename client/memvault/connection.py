@@ -89,7 +89,7 @@ class Connection:
         self, method: str, request: type[_Req], reply: type[_Resp]
     ) -> grpc.UnaryUnaryMultiCallable[_Req, _Resp]:
         return self._channel.unary_unary(
-            f"/memvault_base.v1.Memory/{method}",
+            f"/memvault.v1.Memory/{method}",
             request_serializer=request.SerializeToString,
             response_deserializer=reply.FromString,
         )
@@ -98,7 +98,7 @@ class Connection:
         self, method: str, request: type[_Req], reply: type[_Resp]
     ) -> grpc.UnaryStreamMultiCallable[_Req, _Resp]:
         return self._channel.unary_stream(
-            f"/memvault_base.v1.Memory/{method}",
+            f"/memvault.v1.Memory/{method}",
             request_serializer=request.SerializeToString,
             response_deserializer=reply.FromString,
         )

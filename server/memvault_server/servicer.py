@@ -1,4 +1,4 @@
-"""memvault_base.v1.Sync: translate requests, check who is calling, delegate.
+"""memvault.v1.Sync: translate requests, check who is calling, delegate.
 
 Every call, before anything else: the bearer token names an account
 (UNAUTHENTICATED if not), the token's rate is charged (RESOURCE_EXHAUSTED

@@ -35,107 +35,107 @@ class MemoryStub:
             channel: A grpc.Channel.
         """
         self.Remember = channel.unary_unary(
-                '/memvault_base.v1.Memory/Remember',
+                '/memvault.v1.Memory/Remember',
                 request_serializer=memvault__base_dot_v1_dot_memory__pb2.RememberRequest.SerializeToString,
                 response_deserializer=memvault__base_dot_v1_dot_memory__pb2.RememberReply.FromString,
                 _registered_method=True)
         self.RememberBatch = channel.unary_unary(
-                '/memvault_base.v1.Memory/RememberBatch',
+                '/memvault.v1.Memory/RememberBatch',
                 request_serializer=memvault__base_dot_v1_dot_memory__pb2.RememberBatchRequest.SerializeToString,
                 response_deserializer=memvault__base_dot_v1_dot_memory__pb2.RememberBatchReply.FromString,
                 _registered_method=True)
         self.Recall = channel.unary_unary(
-                '/memvault_base.v1.Memory/Recall',
+                '/memvault.v1.Memory/Recall',
                 request_serializer=memvault__base_dot_v1_dot_memory__pb2.RecallRequest.SerializeToString,
                 response_deserializer=memvault__base_dot_v1_dot_memory__pb2.RecallReply.FromString,
                 _registered_method=True)
         self.Get = channel.unary_unary(
-                '/memvault_base.v1.Memory/Get',
+                '/memvault.v1.Memory/Get',
                 request_serializer=memvault__base_dot_v1_dot_memory__pb2.GetRequest.SerializeToString,
                 response_deserializer=memvault__base_dot_v1_dot_memory__pb2.GetReply.FromString,
                 _registered_method=True)
         self.Forget = channel.unary_unary(
-                '/memvault_base.v1.Memory/Forget',
+                '/memvault.v1.Memory/Forget',
                 request_serializer=memvault__base_dot_v1_dot_memory__pb2.ForgetRequest.SerializeToString,
                 response_deserializer=memvault__base_dot_v1_dot_memory__pb2.ForgetReply.FromString,
                 _registered_method=True)
         self.Update = channel.unary_unary(
-                '/memvault_base.v1.Memory/Update',
+                '/memvault.v1.Memory/Update',
                 request_serializer=memvault__base_dot_v1_dot_memory__pb2.UpdateRequest.SerializeToString,
                 response_deserializer=memvault__base_dot_v1_dot_memory__pb2.UpdateReply.FromString,
                 _registered_method=True)
         self.Supersede = channel.unary_unary(
-                '/memvault_base.v1.Memory/Supersede',
+                '/memvault.v1.Memory/Supersede',
                 request_serializer=memvault__base_dot_v1_dot_memory__pb2.SupersedeRequest.SerializeToString,
                 response_deserializer=memvault__base_dot_v1_dot_memory__pb2.RememberReply.FromString,
                 _registered_method=True)
         self.Reinforce = channel.unary_unary(
-                '/memvault_base.v1.Memory/Reinforce',
+                '/memvault.v1.Memory/Reinforce',
                 request_serializer=memvault__base_dot_v1_dot_memory__pb2.ReinforceRequest.SerializeToString,
                 response_deserializer=memvault__base_dot_v1_dot_memory__pb2.ReinforceReply.FromString,
                 _registered_method=True)
         self.ListTopics = channel.unary_unary(
-                '/memvault_base.v1.Memory/ListTopics',
+                '/memvault.v1.Memory/ListTopics',
                 request_serializer=memvault__base_dot_v1_dot_memory__pb2.ListRequest.SerializeToString,
                 response_deserializer=memvault__base_dot_v1_dot_memory__pb2.ListReply.FromString,
                 _registered_method=True)
         self.ListEntities = channel.unary_unary(
-                '/memvault_base.v1.Memory/ListEntities',
+                '/memvault.v1.Memory/ListEntities',
                 request_serializer=memvault__base_dot_v1_dot_memory__pb2.ListRequest.SerializeToString,
                 response_deserializer=memvault__base_dot_v1_dot_memory__pb2.ListReply.FromString,
                 _registered_method=True)
         self.AppendTurns = channel.unary_unary(
-                '/memvault_base.v1.Memory/AppendTurns',
+                '/memvault.v1.Memory/AppendTurns',
                 request_serializer=memvault__base_dot_v1_dot_memory__pb2.AppendTurnsRequest.SerializeToString,
                 response_deserializer=memvault__base_dot_v1_dot_memory__pb2.AppendTurnsReply.FromString,
                 _registered_method=True)
         self.Export = channel.unary_stream(
-                '/memvault_base.v1.Memory/Export',
+                '/memvault.v1.Memory/Export',
                 request_serializer=memvault__base_dot_v1_dot_memory__pb2.ExportRequest.SerializeToString,
                 response_deserializer=memvault__base_dot_v1_dot_memory__pb2.MemoryRecord.FromString,
                 _registered_method=True)
         self.Import = channel.unary_unary(
-                '/memvault_base.v1.Memory/Import',
+                '/memvault.v1.Memory/Import',
                 request_serializer=memvault__base_dot_v1_dot_memory__pb2.ImportRequest.SerializeToString,
                 response_deserializer=memvault__base_dot_v1_dot_memory__pb2.ImportReply.FromString,
                 _registered_method=True)
         self.InitSync = channel.unary_unary(
-                '/memvault_base.v1.Memory/InitSync',
+                '/memvault.v1.Memory/InitSync',
                 request_serializer=memvault__base_dot_v1_dot_memory__pb2.InitSyncRequest.SerializeToString,
                 response_deserializer=memvault__base_dot_v1_dot_memory__pb2.InitSyncReply.FromString,
                 _registered_method=True)
         self.JoinSync = channel.unary_unary(
-                '/memvault_base.v1.Memory/JoinSync',
+                '/memvault.v1.Memory/JoinSync',
                 request_serializer=memvault__base_dot_v1_dot_memory__pb2.JoinSyncRequest.SerializeToString,
                 response_deserializer=memvault__base_dot_v1_dot_memory__pb2.JoinSyncReply.FromString,
                 _registered_method=True)
         self.SyncNow = channel.unary_unary(
-                '/memvault_base.v1.Memory/SyncNow',
+                '/memvault.v1.Memory/SyncNow',
                 request_serializer=memvault__base_dot_v1_dot_memory__pb2.SyncStatusRequest.SerializeToString,
                 response_deserializer=memvault__base_dot_v1_dot_memory__pb2.SyncStatusReply.FromString,
                 _registered_method=True)
         self.SyncStatus = channel.unary_unary(
-                '/memvault_base.v1.Memory/SyncStatus',
+                '/memvault.v1.Memory/SyncStatus',
                 request_serializer=memvault__base_dot_v1_dot_memory__pb2.SyncStatusRequest.SerializeToString,
                 response_deserializer=memvault__base_dot_v1_dot_memory__pb2.SyncStatusReply.FromString,
                 _registered_method=True)
         self.Status = channel.unary_unary(
-                '/memvault_base.v1.Memory/Status',
+                '/memvault.v1.Memory/Status',
                 request_serializer=memvault__base_dot_v1_dot_memory__pb2.StatusRequest.SerializeToString,
                 response_deserializer=memvault__base_dot_v1_dot_memory__pb2.StatusReply.FromString,
                 _registered_method=True)
         self.Sweep = channel.unary_unary(
-                '/memvault_base.v1.Memory/Sweep',
+                '/memvault.v1.Memory/Sweep',
                 request_serializer=memvault__base_dot_v1_dot_memory__pb2.SweepRequest.SerializeToString,
                 response_deserializer=memvault__base_dot_v1_dot_memory__pb2.SweepReply.FromString,
                 _registered_method=True)
         self.Consolidate = channel.unary_unary(
-                '/memvault_base.v1.Memory/Consolidate',
+                '/memvault.v1.Memory/Consolidate',
                 request_serializer=memvault__base_dot_v1_dot_memory__pb2.ConsolidateRequest.SerializeToString,
                 response_deserializer=memvault__base_dot_v1_dot_memory__pb2.ConsolidateReply.FromString,
                 _registered_method=True)
         self.Events = channel.unary_stream(
-                '/memvault_base.v1.Memory/Events',
+                '/memvault.v1.Memory/Events',
                 request_serializer=memvault__base_dot_v1_dot_memory__pb2.EventsRequest.SerializeToString,
                 response_deserializer=memvault__base_dot_v1_dot_memory__pb2.Event.FromString,
                 _registered_method=True)
@@ -383,9 +383,9 @@ def add_MemoryServicer_to_server(servicer, server):
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
-            'memvault_base.v1.Memory', rpc_method_handlers)
+            'memvault.v1.Memory', rpc_method_handlers)
     server.add_generic_rpc_handlers((generic_handler,))
-    server.add_registered_method_handlers('memvault_base.v1.Memory', rpc_method_handlers)
+    server.add_registered_method_handlers('memvault.v1.Memory', rpc_method_handlers)
 
 
  # This class is part of an EXPERIMENTAL API.
@@ -406,7 +406,7 @@ class Memory:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/memvault_base.v1.Memory/Remember',
+            '/memvault.v1.Memory/Remember',
             memvault__base_dot_v1_dot_memory__pb2.RememberRequest.SerializeToString,
             memvault__base_dot_v1_dot_memory__pb2.RememberReply.FromString,
             options,
@@ -433,7 +433,7 @@ class Memory:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/memvault_base.v1.Memory/RememberBatch',
+            '/memvault.v1.Memory/RememberBatch',
             memvault__base_dot_v1_dot_memory__pb2.RememberBatchRequest.SerializeToString,
             memvault__base_dot_v1_dot_memory__pb2.RememberBatchReply.FromString,
             options,
@@ -460,7 +460,7 @@ class Memory:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/memvault_base.v1.Memory/Recall',
+            '/memvault.v1.Memory/Recall',
             memvault__base_dot_v1_dot_memory__pb2.RecallRequest.SerializeToString,
             memvault__base_dot_v1_dot_memory__pb2.RecallReply.FromString,
             options,
@@ -487,7 +487,7 @@ class Memory:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/memvault_base.v1.Memory/Get',
+            '/memvault.v1.Memory/Get',
             memvault__base_dot_v1_dot_memory__pb2.GetRequest.SerializeToString,
             memvault__base_dot_v1_dot_memory__pb2.GetReply.FromString,
             options,
@@ -514,7 +514,7 @@ class Memory:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/memvault_base.v1.Memory/Forget',
+            '/memvault.v1.Memory/Forget',
             memvault__base_dot_v1_dot_memory__pb2.ForgetRequest.SerializeToString,
             memvault__base_dot_v1_dot_memory__pb2.ForgetReply.FromString,
             options,
@@ -541,7 +541,7 @@ class Memory:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/memvault_base.v1.Memory/Update',
+            '/memvault.v1.Memory/Update',
             memvault__base_dot_v1_dot_memory__pb2.UpdateRequest.SerializeToString,
             memvault__base_dot_v1_dot_memory__pb2.UpdateReply.FromString,
             options,
@@ -568,7 +568,7 @@ class Memory:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/memvault_base.v1.Memory/Supersede',
+            '/memvault.v1.Memory/Supersede',
             memvault__base_dot_v1_dot_memory__pb2.SupersedeRequest.SerializeToString,
             memvault__base_dot_v1_dot_memory__pb2.RememberReply.FromString,
             options,
@@ -595,7 +595,7 @@ class Memory:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/memvault_base.v1.Memory/Reinforce',
+            '/memvault.v1.Memory/Reinforce',
             memvault__base_dot_v1_dot_memory__pb2.ReinforceRequest.SerializeToString,
             memvault__base_dot_v1_dot_memory__pb2.ReinforceReply.FromString,
             options,
@@ -622,7 +622,7 @@ class Memory:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/memvault_base.v1.Memory/ListTopics',
+            '/memvault.v1.Memory/ListTopics',
             memvault__base_dot_v1_dot_memory__pb2.ListRequest.SerializeToString,
             memvault__base_dot_v1_dot_memory__pb2.ListReply.FromString,
             options,
@@ -649,7 +649,7 @@ class Memory:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/memvault_base.v1.Memory/ListEntities',
+            '/memvault.v1.Memory/ListEntities',
             memvault__base_dot_v1_dot_memory__pb2.ListRequest.SerializeToString,
             memvault__base_dot_v1_dot_memory__pb2.ListReply.FromString,
             options,
@@ -676,7 +676,7 @@ class Memory:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/memvault_base.v1.Memory/AppendTurns',
+            '/memvault.v1.Memory/AppendTurns',
             memvault__base_dot_v1_dot_memory__pb2.AppendTurnsRequest.SerializeToString,
             memvault__base_dot_v1_dot_memory__pb2.AppendTurnsReply.FromString,
             options,
@@ -703,7 +703,7 @@ class Memory:
         return grpc.experimental.unary_stream(
             request,
             target,
-            '/memvault_base.v1.Memory/Export',
+            '/memvault.v1.Memory/Export',
             memvault__base_dot_v1_dot_memory__pb2.ExportRequest.SerializeToString,
             memvault__base_dot_v1_dot_memory__pb2.MemoryRecord.FromString,
             options,
@@ -730,7 +730,7 @@ class Memory:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/memvault_base.v1.Memory/Import',
+            '/memvault.v1.Memory/Import',
             memvault__base_dot_v1_dot_memory__pb2.ImportRequest.SerializeToString,
             memvault__base_dot_v1_dot_memory__pb2.ImportReply.FromString,
             options,
@@ -757,7 +757,7 @@ class Memory:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/memvault_base.v1.Memory/InitSync',
+            '/memvault.v1.Memory/InitSync',
             memvault__base_dot_v1_dot_memory__pb2.InitSyncRequest.SerializeToString,
             memvault__base_dot_v1_dot_memory__pb2.InitSyncReply.FromString,
             options,
@@ -784,7 +784,7 @@ class Memory:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/memvault_base.v1.Memory/JoinSync',
+            '/memvault.v1.Memory/JoinSync',
             memvault__base_dot_v1_dot_memory__pb2.JoinSyncRequest.SerializeToString,
             memvault__base_dot_v1_dot_memory__pb2.JoinSyncReply.FromString,
             options,
@@ -811,7 +811,7 @@ class Memory:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/memvault_base.v1.Memory/SyncNow',
+            '/memvault.v1.Memory/SyncNow',
             memvault__base_dot_v1_dot_memory__pb2.SyncStatusRequest.SerializeToString,
             memvault__base_dot_v1_dot_memory__pb2.SyncStatusReply.FromString,
             options,
@@ -838,7 +838,7 @@ class Memory:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/memvault_base.v1.Memory/SyncStatus',
+            '/memvault.v1.Memory/SyncStatus',
             memvault__base_dot_v1_dot_memory__pb2.SyncStatusRequest.SerializeToString,
             memvault__base_dot_v1_dot_memory__pb2.SyncStatusReply.FromString,
             options,
@@ -865,7 +865,7 @@ class Memory:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/memvault_base.v1.Memory/Status',
+            '/memvault.v1.Memory/Status',
             memvault__base_dot_v1_dot_memory__pb2.StatusRequest.SerializeToString,
             memvault__base_dot_v1_dot_memory__pb2.StatusReply.FromString,
             options,
@@ -892,7 +892,7 @@ class Memory:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/memvault_base.v1.Memory/Sweep',
+            '/memvault.v1.Memory/Sweep',
             memvault__base_dot_v1_dot_memory__pb2.SweepRequest.SerializeToString,
             memvault__base_dot_v1_dot_memory__pb2.SweepReply.FromString,
             options,
@@ -919,7 +919,7 @@ class Memory:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/memvault_base.v1.Memory/Consolidate',
+            '/memvault.v1.Memory/Consolidate',
             memvault__base_dot_v1_dot_memory__pb2.ConsolidateRequest.SerializeToString,
             memvault__base_dot_v1_dot_memory__pb2.ConsolidateReply.FromString,
             options,
@@ -946,7 +946,7 @@ class Memory:
         return grpc.experimental.unary_stream(
             request,
             target,
-            '/memvault_base.v1.Memory/Events',
+            '/memvault.v1.Memory/Events',
             memvault__base_dot_v1_dot_memory__pb2.EventsRequest.SerializeToString,
             memvault__base_dot_v1_dot_memory__pb2.Event.FromString,
             options,

@@ -24,47 +24,47 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bmemvault_base/v1/sync.proto\x12\x10memvault_base.v1\"@\n\x10PutObjectRequest\x12\x10\n\x08vault_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\"$\n\x11PutObjectResponse\x12\x0f\n\x07written\x18\x01 \x01(\x08\"2\n\x10GetObjectRequest\x12\x10\n\x08vault_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\"!\n\x11GetObjectResponse\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\"K\n\x12ListObjectsRequest\x12\x10\n\x08vault_id\x18\x01 \x01(\t\x12\x0e\n\x06prefix\x18\x02 \x01(\t\x12\x13\n\x0bstart_after\x18\x03 \x01(\t\"7\n\x13ListObjectsResponse\x12\r\n\x05names\x18\x01 \x03(\t\x12\x11\n\ttruncated\x18\x02 \x01(\x08\"5\n\x13\x44\x65leteObjectRequest\x12\x10\n\x08vault_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\"\x16\n\x14\x44\x65leteObjectResponse\"V\n\x14\x41ppendVersionRequest\x12\x10\n\x08vault_id\x18\x01 \x01(\t\x12\x0e\n\x06number\x18\x02 \x01(\x04\x12\x0e\n\x06parent\x18\x03 \x01(\x0c\x12\x0c\n\x04\x64\x61ta\x18\x04 \x01(\x0c\"7\n\x15\x41ppendVersionResponse\x12\x10\n\x08\x61ppended\x18\x01 \x01(\x08\x12\x0c\n\x04head\x18\x02 \x01(\x04\"E\n\x13ListVersionsRequest\x12\x10\n\x08vault_id\x18\x01 \x01(\t\x12\r\n\x05\x61\x66ter\x18\x02 \x01(\x04\x12\r\n\x05limit\x18\x03 \x01(\r\"\'\n\x07Version\x12\x0e\n\x06number\x18\x01 \x01(\x04\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\"V\n\x14ListVersionsResponse\x12+\n\x08versions\x18\x01 \x03(\x0b\x32\x19.memvault_base.v1.Version\x12\x11\n\ttruncated\x18\x02 \x01(\x08\"\"\n\x0eGetHeadRequest\x12\x10\n\x08vault_id\x18\x01 \x01(\t\"\x1f\n\x0fGetHeadResponse\x12\x0c\n\x04head\x18\x01 \x01(\x04\"$\n\x10WatchHeadRequest\x12\x10\n\x08vault_id\x18\x01 \x01(\t\"\x19\n\tHeadEvent\x12\x0c\n\x04head\x18\x01 \x01(\x04\x32\xce\x05\n\x04Sync\x12T\n\tPutObject\x12\".memvault_base.v1.PutObjectRequest\x1a#.memvault_base.v1.PutObjectResponse\x12T\n\tGetObject\x12\".memvault_base.v1.GetObjectRequest\x1a#.memvault_base.v1.GetObjectResponse\x12Z\n\x0bListObjects\x12$.memvault_base.v1.ListObjectsRequest\x1a%.memvault_base.v1.ListObjectsResponse\x12]\n\x0c\x44\x65leteObject\x12%.memvault_base.v1.DeleteObjectRequest\x1a&.memvault_base.v1.DeleteObjectResponse\x12`\n\rAppendVersion\x12&.memvault_base.v1.AppendVersionRequest\x1a\'.memvault_base.v1.AppendVersionResponse\x12]\n\x0cListVersions\x12%.memvault_base.v1.ListVersionsRequest\x1a&.memvault_base.v1.ListVersionsResponse\x12N\n\x07GetHead\x12 .memvault_base.v1.GetHeadRequest\x1a!.memvault_base.v1.GetHeadResponse\x12N\n\tWatchHead\x12\".memvault_base.v1.WatchHeadRequest\x1a\x1b.memvault_base.v1.HeadEvent0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bmemvault_base/v1/sync.proto\x12\x0bmemvault.v1\"@\n\x10PutObjectRequest\x12\x10\n\x08vault_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\"$\n\x11PutObjectResponse\x12\x0f\n\x07written\x18\x01 \x01(\x08\"2\n\x10GetObjectRequest\x12\x10\n\x08vault_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\"!\n\x11GetObjectResponse\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\"K\n\x12ListObjectsRequest\x12\x10\n\x08vault_id\x18\x01 \x01(\t\x12\x0e\n\x06prefix\x18\x02 \x01(\t\x12\x13\n\x0bstart_after\x18\x03 \x01(\t\"7\n\x13ListObjectsResponse\x12\r\n\x05names\x18\x01 \x03(\t\x12\x11\n\ttruncated\x18\x02 \x01(\x08\"5\n\x13\x44\x65leteObjectRequest\x12\x10\n\x08vault_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\"\x16\n\x14\x44\x65leteObjectResponse\"V\n\x14\x41ppendVersionRequest\x12\x10\n\x08vault_id\x18\x01 \x01(\t\x12\x0e\n\x06number\x18\x02 \x01(\x04\x12\x0e\n\x06parent\x18\x03 \x01(\x0c\x12\x0c\n\x04\x64\x61ta\x18\x04 \x01(\x0c\"7\n\x15\x41ppendVersionResponse\x12\x10\n\x08\x61ppended\x18\x01 \x01(\x08\x12\x0c\n\x04head\x18\x02 \x01(\x04\"E\n\x13ListVersionsRequest\x12\x10\n\x08vault_id\x18\x01 \x01(\t\x12\r\n\x05\x61\x66ter\x18\x02 \x01(\x04\x12\r\n\x05limit\x18\x03 \x01(\r\"\'\n\x07Version\x12\x0e\n\x06number\x18\x01 \x01(\x04\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\"Q\n\x14ListVersionsResponse\x12&\n\x08versions\x18\x01 \x03(\x0b\x32\x14.memvault.v1.Version\x12\x11\n\ttruncated\x18\x02 \x01(\x08\"\"\n\x0eGetHeadRequest\x12\x10\n\x08vault_id\x18\x01 \x01(\t\"\x1f\n\x0fGetHeadResponse\x12\x0c\n\x04head\x18\x01 \x01(\x04\"$\n\x10WatchHeadRequest\x12\x10\n\x08vault_id\x18\x01 \x01(\t\"\x19\n\tHeadEvent\x12\x0c\n\x04head\x18\x01 \x01(\x04\x32\xfe\x04\n\x04Sync\x12J\n\tPutObject\x12\x1d.memvault.v1.PutObjectRequest\x1a\x1e.memvault.v1.PutObjectResponse\x12J\n\tGetObject\x12\x1d.memvault.v1.GetObjectRequest\x1a\x1e.memvault.v1.GetObjectResponse\x12P\n\x0bListObjects\x12\x1f.memvault.v1.ListObjectsRequest\x1a .memvault.v1.ListObjectsResponse\x12S\n\x0c\x44\x65leteObject\x12 .memvault.v1.DeleteObjectRequest\x1a!.memvault.v1.DeleteObjectResponse\x12V\n\rAppendVersion\x12!.memvault.v1.AppendVersionRequest\x1a\".memvault.v1.AppendVersionResponse\x12S\n\x0cListVersions\x12 .memvault.v1.ListVersionsRequest\x1a!.memvault.v1.ListVersionsResponse\x12\x44\n\x07GetHead\x12\x1b.memvault.v1.GetHeadRequest\x1a\x1c.memvault.v1.GetHeadResponse\x12\x44\n\tWatchHead\x12\x1d.memvault.v1.WatchHeadRequest\x1a\x16.memvault.v1.HeadEvent0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'memvault_base.v1.sync_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_PUTOBJECTREQUEST']._serialized_start=49
-  _globals['_PUTOBJECTREQUEST']._serialized_end=113
-  _globals['_PUTOBJECTRESPONSE']._serialized_start=115
-  _globals['_PUTOBJECTRESPONSE']._serialized_end=151
-  _globals['_GETOBJECTREQUEST']._serialized_start=153
-  _globals['_GETOBJECTREQUEST']._serialized_end=203
-  _globals['_GETOBJECTRESPONSE']._serialized_start=205
-  _globals['_GETOBJECTRESPONSE']._serialized_end=238
-  _globals['_LISTOBJECTSREQUEST']._serialized_start=240
-  _globals['_LISTOBJECTSREQUEST']._serialized_end=315
-  _globals['_LISTOBJECTSRESPONSE']._serialized_start=317
-  _globals['_LISTOBJECTSRESPONSE']._serialized_end=372
-  _globals['_DELETEOBJECTREQUEST']._serialized_start=374
-  _globals['_DELETEOBJECTREQUEST']._serialized_end=427
-  _globals['_DELETEOBJECTRESPONSE']._serialized_start=429
-  _globals['_DELETEOBJECTRESPONSE']._serialized_end=451
-  _globals['_APPENDVERSIONREQUEST']._serialized_start=453
-  _globals['_APPENDVERSIONREQUEST']._serialized_end=539
-  _globals['_APPENDVERSIONRESPONSE']._serialized_start=541
-  _globals['_APPENDVERSIONRESPONSE']._serialized_end=596
-  _globals['_LISTVERSIONSREQUEST']._serialized_start=598
-  _globals['_LISTVERSIONSREQUEST']._serialized_end=667
-  _globals['_VERSION']._serialized_start=669
-  _globals['_VERSION']._serialized_end=708
-  _globals['_LISTVERSIONSRESPONSE']._serialized_start=710
-  _globals['_LISTVERSIONSRESPONSE']._serialized_end=796
-  _globals['_GETHEADREQUEST']._serialized_start=798
-  _globals['_GETHEADREQUEST']._serialized_end=832
-  _globals['_GETHEADRESPONSE']._serialized_start=834
-  _globals['_GETHEADRESPONSE']._serialized_end=865
-  _globals['_WATCHHEADREQUEST']._serialized_start=867
-  _globals['_WATCHHEADREQUEST']._serialized_end=903
-  _globals['_HEADEVENT']._serialized_start=905
-  _globals['_HEADEVENT']._serialized_end=930
-  _globals['_SYNC']._serialized_start=933
-  _globals['_SYNC']._serialized_end=1651
+  _globals['_PUTOBJECTREQUEST']._serialized_start=44
+  _globals['_PUTOBJECTREQUEST']._serialized_end=108
+  _globals['_PUTOBJECTRESPONSE']._serialized_start=110
+  _globals['_PUTOBJECTRESPONSE']._serialized_end=146
+  _globals['_GETOBJECTREQUEST']._serialized_start=148
+  _globals['_GETOBJECTREQUEST']._serialized_end=198
+  _globals['_GETOBJECTRESPONSE']._serialized_start=200
+  _globals['_GETOBJECTRESPONSE']._serialized_end=233
+  _globals['_LISTOBJECTSREQUEST']._serialized_start=235
+  _globals['_LISTOBJECTSREQUEST']._serialized_end=310
+  _globals['_LISTOBJECTSRESPONSE']._serialized_start=312
+  _globals['_LISTOBJECTSRESPONSE']._serialized_end=367
+  _globals['_DELETEOBJECTREQUEST']._serialized_start=369
+  _globals['_DELETEOBJECTREQUEST']._serialized_end=422
+  _globals['_DELETEOBJECTRESPONSE']._serialized_start=424
+  _globals['_DELETEOBJECTRESPONSE']._serialized_end=446
+  _globals['_APPENDVERSIONREQUEST']._serialized_start=448
+  _globals['_APPENDVERSIONREQUEST']._serialized_end=534
+  _globals['_APPENDVERSIONRESPONSE']._serialized_start=536
+  _globals['_APPENDVERSIONRESPONSE']._serialized_end=591
+  _globals['_LISTVERSIONSREQUEST']._serialized_start=593
+  _globals['_LISTVERSIONSREQUEST']._serialized_end=662
+  _globals['_VERSION']._serialized_start=664
+  _globals['_VERSION']._serialized_end=703
+  _globals['_LISTVERSIONSRESPONSE']._serialized_start=705
+  _globals['_LISTVERSIONSRESPONSE']._serialized_end=786
+  _globals['_GETHEADREQUEST']._serialized_start=788
+  _globals['_GETHEADREQUEST']._serialized_end=822
+  _globals['_GETHEADRESPONSE']._serialized_start=824
+  _globals['_GETHEADRESPONSE']._serialized_end=855
+  _globals['_WATCHHEADREQUEST']._serialized_start=857
+  _globals['_WATCHHEADREQUEST']._serialized_end=893
+  _globals['_HEADEVENT']._serialized_start=895
+  _globals['_HEADEVENT']._serialized_end=920
+  _globals['_SYNC']._serialized_start=923
+  _globals['_SYNC']._serialized_end=1561
 # @@protoc_insertion_point(module_scope)

@@ -35,42 +35,42 @@ class SyncStub:
             channel: A grpc.Channel.
         """
         self.PutObject = channel.unary_unary(
-                '/memvault_base.v1.Sync/PutObject',
+                '/memvault.v1.Sync/PutObject',
                 request_serializer=memvault__base_dot_v1_dot_sync__pb2.PutObjectRequest.SerializeToString,
                 response_deserializer=memvault__base_dot_v1_dot_sync__pb2.PutObjectResponse.FromString,
                 _registered_method=True)
         self.GetObject = channel.unary_unary(
-                '/memvault_base.v1.Sync/GetObject',
+                '/memvault.v1.Sync/GetObject',
                 request_serializer=memvault__base_dot_v1_dot_sync__pb2.GetObjectRequest.SerializeToString,
                 response_deserializer=memvault__base_dot_v1_dot_sync__pb2.GetObjectResponse.FromString,
                 _registered_method=True)
         self.ListObjects = channel.unary_unary(
-                '/memvault_base.v1.Sync/ListObjects',
+                '/memvault.v1.Sync/ListObjects',
                 request_serializer=memvault__base_dot_v1_dot_sync__pb2.ListObjectsRequest.SerializeToString,
                 response_deserializer=memvault__base_dot_v1_dot_sync__pb2.ListObjectsResponse.FromString,
                 _registered_method=True)
         self.DeleteObject = channel.unary_unary(
-                '/memvault_base.v1.Sync/DeleteObject',
+                '/memvault.v1.Sync/DeleteObject',
                 request_serializer=memvault__base_dot_v1_dot_sync__pb2.DeleteObjectRequest.SerializeToString,
                 response_deserializer=memvault__base_dot_v1_dot_sync__pb2.DeleteObjectResponse.FromString,
                 _registered_method=True)
         self.AppendVersion = channel.unary_unary(
-                '/memvault_base.v1.Sync/AppendVersion',
+                '/memvault.v1.Sync/AppendVersion',
                 request_serializer=memvault__base_dot_v1_dot_sync__pb2.AppendVersionRequest.SerializeToString,
                 response_deserializer=memvault__base_dot_v1_dot_sync__pb2.AppendVersionResponse.FromString,
                 _registered_method=True)
         self.ListVersions = channel.unary_unary(
-                '/memvault_base.v1.Sync/ListVersions',
+                '/memvault.v1.Sync/ListVersions',
                 request_serializer=memvault__base_dot_v1_dot_sync__pb2.ListVersionsRequest.SerializeToString,
                 response_deserializer=memvault__base_dot_v1_dot_sync__pb2.ListVersionsResponse.FromString,
                 _registered_method=True)
         self.GetHead = channel.unary_unary(
-                '/memvault_base.v1.Sync/GetHead',
+                '/memvault.v1.Sync/GetHead',
                 request_serializer=memvault__base_dot_v1_dot_sync__pb2.GetHeadRequest.SerializeToString,
                 response_deserializer=memvault__base_dot_v1_dot_sync__pb2.GetHeadResponse.FromString,
                 _registered_method=True)
         self.WatchHead = channel.unary_stream(
-                '/memvault_base.v1.Sync/WatchHead',
+                '/memvault.v1.Sync/WatchHead',
                 request_serializer=memvault__base_dot_v1_dot_sync__pb2.WatchHeadRequest.SerializeToString,
                 response_deserializer=memvault__base_dot_v1_dot_sync__pb2.HeadEvent.FromString,
                 _registered_method=True)
@@ -182,9 +182,9 @@ def add_SyncServicer_to_server(servicer, server):
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
-            'memvault_base.v1.Sync', rpc_method_handlers)
+            'memvault.v1.Sync', rpc_method_handlers)
     server.add_generic_rpc_handlers((generic_handler,))
-    server.add_registered_method_handlers('memvault_base.v1.Sync', rpc_method_handlers)
+    server.add_registered_method_handlers('memvault.v1.Sync', rpc_method_handlers)
 
 
  # This class is part of an EXPERIMENTAL API.
@@ -205,7 +205,7 @@ class Sync:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/memvault_base.v1.Sync/PutObject',
+            '/memvault.v1.Sync/PutObject',
             memvault__base_dot_v1_dot_sync__pb2.PutObjectRequest.SerializeToString,
             memvault__base_dot_v1_dot_sync__pb2.PutObjectResponse.FromString,
             options,
@@ -232,7 +232,7 @@ class Sync:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/memvault_base.v1.Sync/GetObject',
+            '/memvault.v1.Sync/GetObject',
             memvault__base_dot_v1_dot_sync__pb2.GetObjectRequest.SerializeToString,
             memvault__base_dot_v1_dot_sync__pb2.GetObjectResponse.FromString,
             options,
@@ -259,7 +259,7 @@ class Sync:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/memvault_base.v1.Sync/ListObjects',
+            '/memvault.v1.Sync/ListObjects',
             memvault__base_dot_v1_dot_sync__pb2.ListObjectsRequest.SerializeToString,
             memvault__base_dot_v1_dot_sync__pb2.ListObjectsResponse.FromString,
             options,
@@ -286,7 +286,7 @@ class Sync:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/memvault_base.v1.Sync/DeleteObject',
+            '/memvault.v1.Sync/DeleteObject',
             memvault__base_dot_v1_dot_sync__pb2.DeleteObjectRequest.SerializeToString,
             memvault__base_dot_v1_dot_sync__pb2.DeleteObjectResponse.FromString,
             options,
@@ -313,7 +313,7 @@ class Sync:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/memvault_base.v1.Sync/AppendVersion',
+            '/memvault.v1.Sync/AppendVersion',
             memvault__base_dot_v1_dot_sync__pb2.AppendVersionRequest.SerializeToString,
             memvault__base_dot_v1_dot_sync__pb2.AppendVersionResponse.FromString,
             options,
@@ -340,7 +340,7 @@ class Sync:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/memvault_base.v1.Sync/ListVersions',
+            '/memvault.v1.Sync/ListVersions',
             memvault__base_dot_v1_dot_sync__pb2.ListVersionsRequest.SerializeToString,
             memvault__base_dot_v1_dot_sync__pb2.ListVersionsResponse.FromString,
             options,
@@ -367,7 +367,7 @@ class Sync:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/memvault_base.v1.Sync/GetHead',
+            '/memvault.v1.Sync/GetHead',
             memvault__base_dot_v1_dot_sync__pb2.GetHeadRequest.SerializeToString,
             memvault__base_dot_v1_dot_sync__pb2.GetHeadResponse.FromString,
             options,
@@ -394,7 +394,7 @@ class Sync:
         return grpc.experimental.unary_stream(
             request,
             target,
-            '/memvault_base.v1.Sync/WatchHead',
+            '/memvault.v1.Sync/WatchHead',
             memvault__base_dot_v1_dot_sync__pb2.WatchHeadRequest.SerializeToString,
             memvault__base_dot_v1_dot_sync__pb2.HeadEvent.FromString,
             options,
