@@ -242,7 +242,7 @@ class Daemon:
         with grpc.insecure_channel(f"unix://{self.socket}") as channel:
             stub = health_pb2_grpc.HealthStub(channel)
             try:
-                reply = stub.Check(health_pb2.HealthCheckRequest(service="memvault_base.v1.Memory"),
+                reply = stub.Check(health_pb2.HealthCheckRequest(service="memvault.v1.Memory"),
                                    timeout=1.0)
             except grpc.RpcError:
                 return "UNREACHABLE"

@@ -76,7 +76,7 @@ class DaemonProcess:
             stub = health_pb2_grpc.HealthStub(channel)
             try:
                 reply = stub.Check(
-                    health_pb2.HealthCheckRequest(service="memvault_base.v1.Memory"), timeout=1.0
+                    health_pb2.HealthCheckRequest(service="memvault.v1.Memory"), timeout=1.0
                 )
             except grpc.RpcError:
                 return "UNREACHABLE"

@@ -22,7 +22,7 @@ from memvaultd.index.layer import Layer
 from memvaultd.model.hlc import Stamp
 from memvaultd.model.memory import Memory
 from memvaultd.model.operations import MEMORIES, PUT, Operation, memory_to_dict
-from memvaultd.storage.snapshot_body import State, decode_state, encode_state
+from memvaultd.storage.snapshot_body import SnapshotBody, decode_body, encode_body
 from memvaultd.vault.state import VaultState
 
 DIM = 16
@@ -151,7 +151,7 @@ def test_restore_refuses_vectors_of_the_wrong_shape() -> None:
         Layer(DIM).index.restore(memories, vectors[:9])
 
 
-def _state(seed: int = 9) -> State:
+def _state(seed: int = 9) -> SnapshotBody:
     memories, vectors = _memories(50, seed)
     memories = [m.copy(payload={"n": i, "nested": [1, "x"]}, importance=0.25 + i / 100)
                 for i, m in enumerate(memories)]
@@ -162,7 +162,7 @@ def _state(seed: int = 9) -> State:
               for i, m in enumerate(memories)}
     stamps["m7"]["text"] = Stamp(1_800_000_000_000, 2, "dev-b")
     stamps["m8"] = {"tier": Stamp(1_800_000_000_001, 0, "dev-c")}
-    return State(seq=77, dimension=DIM, stamp=Stamp(1_900_000_000_000, 4, "dev-a"),
+    return SnapshotBody(seq=77, dimension=DIM, stamp=Stamp(1_900_000_000_000, 4, "dev-a"),
                  memories=memories, vectors=vectors, tombstones=frozenset({"gone-1", "gone-2"}),
                  turns=turns, turn_vectors=turn_vectors,
                  seen=frozenset({"op-1", "op-2", "op-3"}), stamps=stamps,
@@ -181,7 +181,7 @@ def _non_default_new_fields() -> dict[str, object]:
     return changes
 
 
-def _assert_states_equal(a: State, b: State) -> None:
+def _assert_states_equal(a: SnapshotBody, b: SnapshotBody) -> None:
     assert (a.seq, a.dimension, a.stamp) == (b.seq, b.dimension, b.stamp)
     assert a.memories == b.memories and a.turns == b.turns
     assert np.array_equal(a.vectors, b.vectors)
@@ -192,7 +192,7 @@ def _assert_states_equal(a: State, b: State) -> None:
 
 def test_version_2_round_trips_every_field() -> None:
     state = _state()
-    decoded = decode_state(encode_state(state))
+    decoded = decode_body(encode_body(state))
     _assert_states_equal(decoded, state)
     tuple_fields = [f.name for f in fields(Memory) if isinstance(f.default, tuple)]
     assert all(isinstance(getattr(m, name), tuple) for m in decoded.memories
@@ -200,7 +200,7 @@ def test_version_2_round_trips_every_field() -> None:
     assert all(isinstance(s, Stamp) for entry in decoded.stamps.values() for s in entry.values())
 
 
-def _version_1(state: State) -> bytes:
+def _version_1(state: SnapshotBody) -> bytes:
     """The body as version 1 wrote it: one object per memory and per stamp."""
     meta = {"v": 1, "seq": state.seq, "dimension": state.dimension,
             "hlc": state.stamp.encode(),
@@ -217,7 +217,7 @@ def _version_1(state: State) -> bytes:
 
 def test_version_1_is_still_read() -> None:
     state = _state()
-    _assert_states_equal(decode_state(_version_1(state)), state)
+    _assert_states_equal(decode_body(_version_1(state)), state)
 
 
 def _meta_edited(body: bytes, edit: object) -> bytes:
@@ -231,10 +231,10 @@ def _meta_edited(body: bytes, edit: object) -> bytes:
 def test_a_column_missing_from_an_older_writer_takes_the_default() -> None:
     state = _state()
     newest = fields(Memory)[-1]
-    body = _meta_edited(encode_state(state), lambda meta: meta["memories"].pop(newest.name))
+    body = _meta_edited(encode_body(state), lambda meta: meta["memories"].pop(newest.name))
     expected = newest.default if not callable(newest.default_factory) else \
         newest.default_factory()
-    assert all(getattr(m, newest.name) == expected for m in decode_state(body).memories)
+    assert all(getattr(m, newest.name) == expected for m in decode_body(body).memories)
 
 
 @pytest.mark.parametrize("edit", [
@@ -248,11 +248,11 @@ def test_a_column_missing_from_an_older_writer_takes_the_default() -> None:
 ])
 def test_a_malformed_body_is_refused(edit: object) -> None:
     with pytest.raises(IntegrityError):
-        decode_state(_meta_edited(encode_state(_state()), edit))
+        decode_body(_meta_edited(encode_body(_state()), edit))
 
 
 def test_vault_state_restore_equals_applying_the_puts() -> None:
-    state = decode_state(encode_state(_state()))
+    state = decode_body(encode_body(_state()))
     reference = VaultState(DIM)
     for i, (memory, vector) in enumerate(zip(state.memories, state.vectors, strict=True)):
         reference.apply(Operation(f"op-{i}", PUT, state.stamps.get(memory.id, {}).get(
@@ -293,7 +293,7 @@ def test_the_body_in_pieces_is_the_body_of_one_json_dumps(monkeypatch: pytest.Mo
 
     monkeypatch.setattr(state_module, "_JSON_PIECE", 3)  # 50 memories: 17 pieces a column
     state = _state()
-    parts = state_module.encode_state_parts(state)
+    parts = state_module.encode_body_parts(state)
     body = b"".join(parts)
     (size,) = struct.unpack_from(">I", body)
     meta = json.loads(body[4 : 4 + size])
@@ -302,4 +302,4 @@ def test_the_body_in_pieces_is_the_body_of_one_json_dumps(monkeypatch: pytest.Mo
     assert body[4 + size :] == (np.ascontiguousarray(state.vectors, dtype="<f4").tobytes()
                                 + np.ascontiguousarray(state.turn_vectors, "<f4").tobytes())
     assert len(parts) > 17
-    _assert_states_equal(decode_state(body), state)
+    _assert_states_equal(decode_body(body), state)

@@ -190,7 +190,7 @@ def test_request_flood_is_limited_and_the_server_stays_up(data: Path) -> None:
         remote.close()
         with grpc.insecure_channel(server.target) as channel:
             reply = health_pb2_grpc.HealthStub(channel).Check(
-                health_pb2.HealthCheckRequest(service="memvault_base.v1.Sync"), timeout=5)
+                health_pb2.HealthCheckRequest(service="memvault.v1.Sync"), timeout=5)
             assert reply.status == health_pb2.HealthCheckResponse.SERVING
 
 

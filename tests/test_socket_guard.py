@@ -7,6 +7,7 @@ on purpose, so that only the peer uid check stands in its way.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -15,13 +16,14 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from memvault import Client
-from memvault_base.errors import MemvaultError
+from memvault_base.errors import MemvaultError, Unavailable
 from memvaultd.serve.front.peer_gate import PeerGate
 from memvaultd.serve.front.peercred import peer_credentials
 from memvaultd.serve.front.socket_guard import SocketInUse, claim_socket, prepare_socket_dir
@@ -217,15 +219,37 @@ def test_peer_credentials_name_the_connecting_process(tmp_path: Path) -> None:
 # -- a real daemon, a real stranger ---------------------------------------------------
 
 
-def _as_other_uid(code: str) -> subprocess.CompletedProcess[str]:
-    if os.getuid() != 0 or shutil.which("setpriv") is None:
-        pytest.skip("needs root and setpriv to run a client as another uid")
-    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(ROOT / "client"),
-           "HOME": "/nonexistent", "GRPC_VERBOSITY": "ERROR"}
-    return subprocess.run(
-        ["setpriv", f"--reuid={OTHER_UID}", f"--regid={OTHER_UID}", "--clear-groups",
-         sys.executable, "-c", code],
-        capture_output=True, text=True, env=env, timeout=60, cwd="/")
+def _other_uid_command(*command: str) -> list[str]:
+    """`command` run as uid OTHER_UID. socat, not this interpreter: in a
+    checkout under a 0700 home (or /root) another uid can reach neither the
+    virtual environment's Python nor the checkout's packages."""
+    if os.getuid() != 0 or shutil.which("setpriv") is None or shutil.which("socat") is None:
+        pytest.skip("needs root, setpriv and socat to connect as another uid")
+    return ["setpriv", f"--reuid={OTHER_UID}", f"--regid={OTHER_UID}", "--clear-groups",
+            *command]
+
+
+@contextlib.contextmanager
+def _relay_as_other_uid(target: Path) -> Iterator[Path]:
+    """A socket that relays each connection to `target` over a connection of
+    uid OTHER_UID's own: a client of this process that dials it is, to the
+    daemon, that other user."""
+    top = Path(tempfile.mkdtemp(prefix="memvault-relay-"))
+    os.chown(top, OTHER_UID, OTHER_UID)
+    relay = top / "relay.sock"
+    proc = subprocess.Popen(_other_uid_command(
+        "socat", f"UNIX-LISTEN:{relay},fork,mode=666", f"UNIX-CONNECT:{target}"),
+        stderr=subprocess.DEVNULL, cwd="/")
+    try:
+        deadline = time.monotonic() + 10
+        while not relay.exists():
+            assert time.monotonic() < deadline and proc.poll() is None, "socat did not listen"
+            time.sleep(0.05)
+        yield relay
+    finally:
+        proc.kill()
+        proc.wait()
+        shutil.rmtree(top, ignore_errors=True)
 
 
 @pytest.fixture
@@ -246,29 +270,13 @@ def open_daemon() -> Iterator[DaemonProcess]:
 
 
 def test_another_uid_is_refused_and_the_owner_is_served(open_daemon: DaemonProcess) -> None:
-    sock = str(open_daemon.socket)
-    stranger = _as_other_uid(f"""
-import socket
-from memvault import Client
-s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-s.settimeout(10)
-s.connect({sock!r})
-s.sendall({PREFACE!r})
-data = b""
-while chunk := s.recv(65536):
-    data += chunk
-print(repr(data))
-try:
-    with Client(socket={sock!r}, timeout=3) as client:
-        client.remember("written by a stranger", topic="intruder")
-except Exception as exc:
-    print("REFUSED", type(exc).__name__)
-else:
-    print("ACCEPTED")
-""")
-    assert f"memvaultd refused uid {OTHER_UID}" in stranger.stdout, stranger.stderr
-    assert "REFUSED Unavailable" in stranger.stdout, stranger.stdout + stranger.stderr
-    assert "ACCEPTED" not in stranger.stdout
+    raw = subprocess.run(_other_uid_command("socat", "-t", "10", "-",
+                                            f"UNIX-CONNECT:{open_daemon.socket}"),
+                         input=PREFACE, capture_output=True, timeout=60, cwd="/")
+    assert f"memvaultd refused uid {OTHER_UID}".encode() in raw.stdout, raw.stderr
+    with (_relay_as_other_uid(open_daemon.socket) as relay,
+          Client(socket=relay, timeout=3) as stranger, pytest.raises(Unavailable)):
+        stranger.remember("written by a stranger", topic="intruder")
     assert f"refused a connection from uid {OTHER_UID}" in open_daemon.log
 
     with Client(socket=open_daemon.socket) as owner:

@@ -140,23 +140,23 @@ def test_sweeping_a_consolidated_memory_takes_its_archived_sources() -> None:
 
 
 def test_upkeep_times_travel_in_snapshots() -> None:
-    from memvaultd.storage.snapshot_body import State, decode_state, encode_state
+    from memvaultd.storage.snapshot_body import SnapshotBody, decode_body, encode_body
 
     empty = np.zeros((0, DIM), np.float32)
-    state = State(7, DIM, Stamp(1, 0, "d"), [], empty, frozenset(), [], empty,
+    state = SnapshotBody(7, DIM, Stamp(1, 0, "d"), [], empty, frozenset(), [], empty,
                   upkeep={"sweep": NOW, "consolidate": NOW - DAY})
-    assert decode_state(encode_state(state)).upkeep == {"sweep": NOW, "consolidate": NOW - DAY}
+    assert decode_body(encode_body(state)).upkeep == {"sweep": NOW, "consolidate": NOW - DAY}
 
 
 def test_upkeep_fields_of_memories_travel_in_snapshots() -> None:
-    from memvaultd.storage.snapshot_body import State, decode_state, encode_state
+    from memvaultd.storage.snapshot_body import SnapshotBody, decode_body, encode_body
 
     memories = [_memory(protected=True), _memory(consolidated_from=("a", "b")),
                 _memory(tier=m.ARCHIVED, consolidated_into="c")]
     vectors = np.stack([_unit([1, 0, 0, 0, 0, 0, 0, i]) for i in range(3)])
     empty = np.zeros((0, DIM), np.float32)
-    state = State(7, DIM, Stamp(1, 0, "d"), memories, vectors, frozenset(), [], empty)
-    assert decode_state(encode_state(state)).memories == memories
+    state = SnapshotBody(7, DIM, Stamp(1, 0, "d"), memories, vectors, frozenset(), [], empty)
+    assert decode_body(encode_body(state)).memories == memories
 
 
 # -- the summariser -------------------------------------------------------------

@@ -117,7 +117,7 @@ class Client(WriteCalls, ReadCalls, TransferCalls, SyncCalls, UpkeepCalls, Conne
 
     def close(self) -> None:
         """Close the connection; open event streams end."""
-        self._channel.close()
+        self._close_channel()
 
     def __enter__(self) -> Client:
         return self

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import threading
+import weakref
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -76,6 +77,11 @@ class Connection:
         self.socket: Path = raw.expanduser().absolute()
         self.timeout = timeout
         self._channel = grpc.insecure_channel(f"unix://{self.socket}", options=_CHANNEL_OPTIONS)
+        # A channel left open keeps the interpreter waiting at exit for good:
+        # a script that never calls `close` (most do not) would never end.
+        # The finalizer closes it when the Connection is collected, at exit
+        # at the latest, and it is what `close` calls (once, whoever first).
+        self._close_channel = weakref.finalize(self, self._channel.close)
         self._connected = False
         self._make_stubs()
 
