@@ -28,6 +28,8 @@ from memvaultd.recall.hybrid import FusionSettings
 from memvaultd.recall.ranking import DEFAULT_HALF_LIVES_DAYS
 from memvaultd.recall.visibility import Visibility
 
+from .reference_index import wait_for_ivf
+
 DIM = 32
 NOW = 1_800_000_000.0
 DAY = 86_400.0
@@ -89,7 +91,7 @@ def _vault(n: int, seed: int, threshold: int) -> tuple[Layer, np.random.Generato
         layer.remove(f"m{i:05d}")
     for i in range(n, n + n // 10):
         layer.put(_memory(i, r), _unit(rng, centres))
-    layer.index.wait_for_ivf()
+    wait_for_ivf(layer.index)
     return layer, rng, centres
 
 
@@ -131,7 +133,7 @@ def _page(layer: Layer, query: RecallQuery, vector: np.ndarray, fusion: FusionSe
 @pytest.mark.parametrize(("n", "threshold", "seed"), [(600, 10**9, 1), (3000, 1000, 2)])
 def test_the_columnar_path_gives_the_reference_page(n: int, threshold: int, seed: int) -> None:
     layer, rng, centres = _vault(n, seed, threshold)
-    assert layer.index.wait_for_ivf() is (n >= threshold)
+    assert wait_for_ivf(layer.index) is (n >= threshold)
     r = random.Random(seed)
     nonempty = 0
     for _ in range(300):

@@ -1,0 +1,44 @@
+"""The index as tests hold it: its exact search, and a wait for its IVF.
+
+`search_exact` scores every row, the reference `MemoryIndex.search` (IVF
+candidates above the threshold) and `MemoryIndex.nearest` are held to
+(test_index_equivalence.py, test_restore.py). `wait_for_ivf` lets a test
+see the IVF the index builds on a background thread once it is ready.
+Both read the index's internals, as its own methods would.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from memvaultd.index import ivf as ann
+from memvaultd.index.memory_index import MemoryIndex, Predicate, Vector, View
+from memvaultd.model.memory import Memory
+
+
+def search_exact(index: MemoryIndex, query: Vector, limit: int, keep: Predicate | None = None,
+                 view: View | None = None) -> list[tuple[Memory, float]]:
+    """`index.search` with every row scored: the same walk over the whole matrix."""
+    view = view or index.view()
+    if view.count == 0 or limit <= 0:
+        return []
+    rows = np.arange(view.count)
+    return index._walk(view, rows, ann.scores(view.matrix[: view.count], query), limit, keep)
+
+
+def wait_for_ivf(index: MemoryIndex, timeout: float = 60.0) -> bool:
+    """Block until no IVF work is pending, starting it when it is due but
+    not running (after a compaction, say); whether an IVF exists."""
+    deadline = time.monotonic() + timeout
+    with index._lock:
+        stale = index._ivf_stale()
+    if stale:
+        index._maintain()
+    while time.monotonic() < deadline:
+        with index._lock:
+            if not index._maintaining:
+                return index._ivf is not None
+        time.sleep(0.005)
+    return False
