@@ -1,12 +1,12 @@
 """The recall engine's path over columns against its reference path.
 
-`columnar.ranked` (what recall runs) and the reference (`hybrid.candidates`
-then `ranking.rank`, one Memory at a time) must give the same page: the same
-hits in the same order with the same scores and factors, bit for bit, and
-the same `has_more`. Random vaults with every field the ranking and the
-visibility read varied, below and above the IVF threshold, after updates,
-new vectors, removals and a compaction; random requests with and without
-filters, in every mode and both fusion methods.
+`engine.recall` (what recall runs, over `columnar.ranked`) and the reference
+(`reference_recall.recall`, one Memory at a time) must give the same page:
+the same hits in the same order with the same scores and factors, bit for
+bit, and the same `has_more`. Random vaults with every field the ranking and
+the visibility read varied, below and above the IVF threshold, after
+updates, new vectors, removals and a compaction; random requests with and
+without filters, in every mode and both fusion methods.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from memvaultd.recall.hybrid import FusionSettings
 from memvaultd.recall.ranking import DEFAULT_HALF_LIVES_DAYS
 from memvaultd.recall.visibility import Visibility
 
+from . import reference_recall
 from .reference_index import wait_for_ivf
 
 DIM = 32
@@ -125,9 +126,9 @@ def _request(r: random.Random) -> tuple[RecallQuery, FusionSettings, HeatSetting
 
 def _page(layer: Layer, query: RecallQuery, vector: np.ndarray, fusion: FusionSettings,
           heats: HeatSettings, *, reference: bool) -> engine.Page:
-    return engine.recall(layer, query, vector, Visibility.of(query, NOW, heats), now=NOW,
-                         half_lives=DEFAULT_HALF_LIVES_DAYS, settings=fusion,
-                         heat_settings=heats, reference=reference)
+    recall = reference_recall.recall if reference else engine.recall
+    return recall(layer, query, vector, Visibility.of(query, NOW, heats), now=NOW,
+                  half_lives=DEFAULT_HALF_LIVES_DAYS, settings=fusion, heat_settings=heats)
 
 
 @pytest.mark.parametrize(("n", "threshold", "seed"), [(600, 10**9, 1), (3000, 1000, 2)])
