@@ -1,19 +1,23 @@
-"""The index as tests hold it: its exact search, and a wait for its IVF.
+"""The index as tests hold it: its exact search, a wait for its IVF, and
+the keyword hits in order.
 
 `search_exact` scores every row, the reference `MemoryIndex.search` (IVF
-candidates above the threshold) and `MemoryIndex.nearest` are held to
-(test_index_equivalence.py, test_restore.py). `wait_for_ivf` lets a test
-see the IVF the index builds on a background thread once it is ready.
-Both read the index's internals, as its own methods would.
+candidates above the threshold) is held to (test_index_equivalence.py,
+test_restore.py). `wait_for_ivf` lets a test see the IVF the index builds
+on a background thread once it is ready; it and `search_exact` read the
+index's internals, as its own methods would. `ranked` lists a keyword
+search's documents one id at a time, as the reference recall reads them.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 
 import numpy as np
 
 from memvaultd.index import ivf as ann
+from memvaultd.index.keyword import KeywordHits
 from memvaultd.index.memory_index import MemoryIndex, Predicate, Vector, View
 from memvaultd.model.memory import Memory
 
@@ -42,3 +46,10 @@ def wait_for_ivf(index: MemoryIndex, timeout: float = 60.0) -> bool:
                 return index._ivf is not None
         time.sleep(0.005)
     return False
+
+
+def ranked(hits: KeywordHits) -> Iterator[str]:
+    """The ids of the documents `hits` found, best score first (ties: first
+    indexed first): `KeywordHits.ranked_windows` one id at a time."""
+    for ordinals in hits.ranked_windows():
+        yield from hits.ids_of(ordinals.tolist())

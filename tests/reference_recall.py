@@ -2,8 +2,9 @@
 
 The served recall (`engine.recall` over `columnar.ranked`) finds, fuses and
 ranks the candidates as array operations on their index rows. This is the
-same recall written out plainly, candidate by candidate: the channels'
-union and its fusion here, the composite score in `reference_ranking.py`.
+same recall written out plainly, candidate by candidate: what the request
+may see, the channels' union and its fusion here, the composite score in
+`reference_ranking.py`.
 It is the spec the columnar path must match, bit for bit
 (test_recall_equivalence.py).
 
@@ -40,6 +41,7 @@ from memvaultd.recall.hybrid import (
 from memvaultd.recall.ranking import MAX_TOP_K, OVERFETCH, similarity
 from memvaultd.recall.visibility import Visibility
 
+from .reference_index import ranked
 from .reference_ranking import rank
 
 
@@ -50,15 +52,24 @@ def recall(layer: Layer, query: RecallQuery, vector: Vector, seen: Visibility, *
     channels for as many candidates and ranks as many of them."""
     top_k, mode = engine.check(query)
     want = query.offset + top_k
-    found = candidates(layer, text=query.text, vector=vector, keep=seen.keep,
-                       depth=OVERFETCH * want, mode=mode, topic_key=query.topic_key,
-                       settings=settings)
+    found = candidates(layer, text=query.text, vector=vector,
+                       keep=lambda memory: visible(seen, memory), depth=OVERFETCH * want,
+                       mode=mode, topic_key=query.topic_key, settings=settings)
     by_id = {c.memory.id: c for c in found}
     ranked = rank([(c.memory, c.distance) for c in found], now=now, half_lives=half_lives,
                   top_k=min(want + 1, MAX_TOP_K), min_score=query.min_score,
                   relevance={c.memory.id: c.fusion for c in found},
                   heat_settings=heat_settings)
     return engine.page(query, want, [(s, by_id[s.memory.id]) for s in ranked], len(found))
+
+
+def visible(seen: Visibility, memory: Memory) -> bool:
+    """Whether the request may see `memory` (`Visibility.mask`, one memory)."""
+    return (not memory.is_expired(seen.now)
+            and (seen.include_superseded or not memory.superseded_by)
+            and memory.tier in seen.tiers
+            and (not seen.types or memory.type in seen.types)
+            and (seen.narrower is None or seen.narrower(memory)))
 
 
 def candidates(layer: Layer, *, text: str, vector: Vector, keep: Callable[[Memory], bool],
@@ -84,7 +95,7 @@ def candidates(layer: Layer, *, text: str, vector: Vector, keep: Callable[[Memor
     keyword_rank: dict[str, int] = {}
     if mode in (HYBRID, KEYWORD) and text:
         bm25 = layer.keywords.search(text)
-        for memory_id in bm25.ranked():
+        for memory_id in ranked(bm25):
             hit = layer.get(memory_id)
             if hit is not None and keep(hit):
                 keyword_rank[memory_id] = len(keyword_rank)

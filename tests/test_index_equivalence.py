@@ -21,7 +21,7 @@ from memvaultd.index.memory_index import REFINE_MIN, MemoryIndex, tail_limit
 from memvaultd.model.memory import Memory
 from memvaultd.recall.filter.parse import parse_filter
 
-from .reference_index import search_exact, wait_for_ivf
+from .reference_index import ranked, search_exact, wait_for_ivf
 
 DIM = 32
 
@@ -231,16 +231,16 @@ def test_keyword_scores_match_plain_bm25(compiled: bool) -> None:
         asked = [*docs, "d0", "d10", "never-indexed"]
         for doc_id, score in zip(asked, hits.scores_of(asked), strict=True):
             assert math.isclose(score, expected.get(doc_id, 0.0), rel_tol=1e-9)
-        ranked = list(hits.ranked())
-        assert sorted(ranked) == sorted(expected)
-        assert all(expected[a] >= expected[b] for a, b in itertools.pairwise(ranked))
+        in_order = list(ranked(hits))
+        assert sorted(in_order) == sorted(expected)
+        assert all(expected[a] >= expected[b] for a, b in itertools.pairwise(in_order))
         # Ties (many: the documents repeat a few words) come first indexed
         # first, across the growing windows `ranked` reads; every third
         # document was indexed again, after the first 3,000.
-        score = dict(zip(ranked, hits.scores_of(ranked), strict=True))
+        score = dict(zip(in_order, hits.scores_of(in_order), strict=True))
         indexed = {d: 3000 + int(d[1:]) // 3 if int(d[1:]) % 3 == 0 else int(d[1:])
-                   for d in ranked}
-        assert ranked == sorted(ranked, key=lambda d: (-score[d], indexed[d]))
+                   for d in in_order}
+        assert in_order == sorted(in_order, key=lambda d: (-score[d], indexed[d]))
 
 
 def test_compiled_keyword_sums_are_numpys_to_the_bit() -> None:

@@ -25,7 +25,7 @@ from memvaultd.model.operations import MEMORIES, PUT, Operation, memory_to_dict
 from memvaultd.storage.snapshot_body import State, decode_state, encode_state
 from memvaultd.vault.state import VaultState
 
-from .reference_index import search_exact, wait_for_ivf
+from .reference_index import ranked, search_exact, wait_for_ivf
 
 DIM = 16
 # Words that exercise the tokenizer: stop words, suffixes, case, digits,
@@ -94,7 +94,7 @@ def _assert_same_answers(a: Layer, b: Layer, queries: np.ndarray) -> None:
                    for (_, x), (_, y) in zip(found_a, found_b, strict=True))
     for text in ("deploy tests", "naive café", "σας", "don't run", "tag1 ana", "topic 3"):
         hits_a, hits_b = a.keywords.search(text), b.keywords.search(text)
-        assert list(hits_a.ranked()) == list(hits_b.ranked())
+        assert list(ranked(hits_a)) == list(ranked(hits_b))
         assert hits_a.matched == hits_b.matched
 
 
