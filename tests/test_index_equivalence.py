@@ -1,6 +1,6 @@
 """The fast recall path against the reference one, on random data.
 
-The reference is `MemoryIndex.search_exact` (every row scored, then the
+The reference is `reference_index.search_exact` (every row scored, then the
 predicate walked nearest first) and, for the keyword channel, BM25 written
 out in plain Python over a dict. Sizes cross the IVF threshold, with and
 without filters, with dead rows and re-vectored memories.
@@ -20,6 +20,8 @@ from memvaultd.index.keyword import K1, B, KeywordIndex, tokens
 from memvaultd.index.memory_index import REFINE_MIN, MemoryIndex, tail_limit
 from memvaultd.model.memory import Memory
 from memvaultd.recall.filter.parse import parse_filter
+
+from .reference_index import ranked, search_exact, wait_for_ivf
 
 DIM = 32
 
@@ -66,19 +68,19 @@ def test_exact_below_threshold(n: int) -> None:
         reference = np.argsort(-(vectors @ query), kind="stable")
         assert _ids(index.search(query, 24)) == [f"m{i}" for i in reference[:24]]
         for keep in (keep_even, keep_rare):
-            assert index.search(query, 24, keep) == index.search_exact(query, 24, keep)
+            assert index.search(query, 24, keep) == search_exact(index, query, 24, keep)
 
 
 def test_ivf_path_matches_the_exact_path() -> None:
     n = 6000
     index, _ = _filled(n, seed=7, threshold=2000)
-    assert index.wait_for_ivf()
+    assert wait_for_ivf(index)
     rng = np.random.default_rng(2)
     keep_even = parse_filter({"category": "even"}).matches
     queries = _clustered(100, rng)
     overlap = []
     for query in queries:
-        fast, exact = index.search(query, 10), index.search_exact(query, 10)
+        fast, exact = index.search(query, 10), search_exact(index, query, 10)
         overlap.append(len(set(_ids(fast)) & set(_ids(exact))) / 10)
         # Scores are exact float32 products whichever rows were read.
         distances = dict((m.id, d) for m, d in exact)
@@ -93,9 +95,9 @@ def test_ivf_path_matches_the_exact_path() -> None:
     index.nprobe = 10**6
     keep_rare = parse_filter({"tags": {"contains": "t3"}}).matches
     for query in queries[:20]:
-        assert _same(index.search(query, 24), index.search_exact(query, 24))
+        assert _same(index.search(query, 24), search_exact(index, query, 24))
         for keep in (keep_even, keep_rare):
-            assert _same(index.search(query, 24, keep), index.search_exact(query, 24, keep))
+            assert _same(index.search(query, 24, keep), search_exact(index, query, 24, keep))
 
 
 def test_a_search_reads_exactly_the_nearest_lists() -> None:
@@ -119,7 +121,7 @@ def test_a_search_reads_exactly_the_nearest_lists() -> None:
 
 def test_ivf_follows_writes_removals_and_new_vectors() -> None:
     index, vectors = _filled(4000, seed=3, threshold=1000)
-    assert index.wait_for_ivf()
+    assert wait_for_ivf(index)
     index.nprobe = 10**6
     rng = np.random.default_rng(4)
     fresh = _clustered(600, rng)
@@ -129,10 +131,10 @@ def test_ivf_follows_writes_removals_and_new_vectors() -> None:
         index.remove(f"m{i}")
     index.put(Memory(id="m2000", text="moved"), fresh[0])  # a new vector, a new row
     for query in _clustered(20, rng):
-        assert _same(index.search(query, 24), index.search_exact(query, 24))
-    assert index.wait_for_ivf()
+        assert _same(index.search(query, 24), search_exact(index, query, 24))
+    assert wait_for_ivf(index)
     for query in _clustered(20, rng):
-        assert _same(index.search(query, 24), index.search_exact(query, 24))
+        assert _same(index.search(query, 24), search_exact(index, query, 24))
     assert index.search(fresh[0], 2)[0][0].id in ("new0", "m2000")
     assert "m5" not in _ids(index.search(vectors[5], 5))
 
@@ -145,7 +147,7 @@ def test_the_tail_competes_by_its_codes_and_rows_past_them_are_read_exactly(
     read in float32). Rows past the tail's room are read exactly, so a
     search still finds every row while the IVF is behind."""
     index, _ = _filled(4000, seed=7, threshold=1000)
-    assert index.wait_for_ivf()
+    assert wait_for_ivf(index)
     monkeypatch.setattr(index, "_maintain", lambda: None)  # the IVF stays behind
     room = 2 * tail_limit(4000)  # the tail's codes hold twice the extension size
     rng = np.random.default_rng(8)
@@ -158,19 +160,19 @@ def test_the_tail_competes_by_its_codes_and_rows_past_them_are_read_exactly(
     assert len(first) == REFINE_MIN + 300  # the best 128 by code, and the uncoded rows
     index.nprobe = 10**6
     for query in [*_clustered(10, rng), fresh[5], fresh[room + 5]]:
-        assert _same(index.search(query, 24), index.search_exact(query, 24))
+        assert _same(index.search(query, 24), search_exact(index, query, 24))
     assert index.search(fresh[room + 5], 1)[0][0].id == f"new{room + 5}"
     assert index.search(fresh[5], 1)[0][0].id == "new5"
 
 
 def test_filter_that_keeps_few_falls_back_to_the_exact_scan() -> None:
     index, _ = _filled(5000, seed=5, threshold=1000)
-    assert index.wait_for_ivf()
+    assert wait_for_ivf(index)
     only = {"m17", "m4242", "m999"}
     for query in _clustered(10, np.random.default_rng(6)):
         found = index.search(query, 24, lambda memory: memory.id in only)
         assert {m.id for m, _ in found} == only
-        assert _same(found, index.search_exact(query, 24, lambda memory: memory.id in only))
+        assert _same(found, search_exact(index, query, 24, lambda memory: memory.id in only))
 
 
 def _reference_bm25(docs: dict[str, list[str]], query: str) -> dict[str, float]:
@@ -229,16 +231,16 @@ def test_keyword_scores_match_plain_bm25(compiled: bool) -> None:
         asked = [*docs, "d0", "d10", "never-indexed"]
         for doc_id, score in zip(asked, hits.scores_of(asked), strict=True):
             assert math.isclose(score, expected.get(doc_id, 0.0), rel_tol=1e-9)
-        ranked = list(hits.ranked())
-        assert sorted(ranked) == sorted(expected)
-        assert all(expected[a] >= expected[b] for a, b in itertools.pairwise(ranked))
+        in_order = list(ranked(hits))
+        assert sorted(in_order) == sorted(expected)
+        assert all(expected[a] >= expected[b] for a, b in itertools.pairwise(in_order))
         # Ties (many: the documents repeat a few words) come first indexed
         # first, across the growing windows `ranked` reads; every third
         # document was indexed again, after the first 3,000.
-        score = dict(zip(ranked, hits.scores_of(ranked), strict=True))
+        score = dict(zip(in_order, hits.scores_of(in_order), strict=True))
         indexed = {d: 3000 + int(d[1:]) // 3 if int(d[1:]) % 3 == 0 else int(d[1:])
-                   for d in ranked}
-        assert ranked == sorted(ranked, key=lambda d: (-score[d], indexed[d]))
+                   for d in in_order}
+        assert in_order == sorted(in_order, key=lambda d: (-score[d], indexed[d]))
 
 
 def test_compiled_keyword_sums_are_numpys_to_the_bit() -> None:

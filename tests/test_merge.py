@@ -26,6 +26,8 @@ from memvaultd.model.operations import (
 )
 from memvaultd.vault.state import VaultState
 
+from .reference_index import ranked
+
 DIM = 4
 DEVICES = ("dev-a", "dev-b", "dev-c")
 
@@ -146,7 +148,7 @@ def test_counted_memories_keep_their_place_in_every_map() -> None:
     state.apply(Operation("x", ACCESS, Stamp(3, 0, "a"), ids=("m",), at=7.0))
     assert state.memories.get("m") == dataclasses.replace(
         memory, reinforce_count=1, last_reinforced_at=5.0, access_count=1, last_accessed_at=7.0)
-    assert list(state.memories.keywords.search("kestrel migration").ranked()) == ["m"]
+    assert list(ranked(state.memories.keywords.search("kestrel migration"))) == ["m"]
     assert state.memories.with_topic("birds") == {"m"}
     assert state.memories.sessions.neighbours("m") == ("n",)
     view = state.memories.index.view()

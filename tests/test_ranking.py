@@ -1,4 +1,8 @@
-"""The composite ranking: exact values of each factor, env overrides, order."""
+"""The composite ranking: exact values of each factor, env overrides, order.
+
+`decay`, `score` and `rank` are the reference (`reference_ranking.py`) the
+served path (`columnar.py`) is held to; these tests pin the reference.
+"""
 
 from __future__ import annotations
 
@@ -19,14 +23,13 @@ from memvaultd.recall.ranking import (
     OVERFETCH,
     Scored,
     check_top_k,
-    decay,
     half_lives_from_env,
     l2_from_cosine,
-    rank,
     reinforcement,
-    score,
     similarity,
 )
+
+from .reference_ranking import decay, rank, score
 
 DAY = 86_400.0
 NOW = 1_780_000_000.0  # mid-2026

@@ -1,12 +1,12 @@
 """The recall engine's path over columns against its reference path.
 
-`columnar.ranked` (what recall runs) and the reference (`hybrid.candidates`
-then `ranking.rank`, one Memory at a time) must give the same page: the same
-hits in the same order with the same scores and factors, bit for bit, and
-the same `has_more`. Random vaults with every field the ranking and the
-visibility read varied, below and above the IVF threshold, after updates,
-new vectors, removals and a compaction; random requests with and without
-filters, in every mode and both fusion methods.
+`engine.recall` (what recall runs, over `columnar.ranked`) and the reference
+(`reference_recall.recall`, one Memory at a time) must give the same page:
+the same hits in the same order with the same scores and factors, bit for
+bit, and the same `has_more`. Random vaults with every field the ranking and
+the visibility read varied, below and above the IVF threshold, after
+updates, new vectors, removals and a compaction; random requests with and
+without filters, in every mode and both fusion methods.
 """
 
 from __future__ import annotations
@@ -26,6 +26,9 @@ from memvaultd.model.memory import Memory
 from memvaultd.recall import engine
 from memvaultd.recall.hybrid import FusionSettings
 from memvaultd.recall.ranking import DEFAULT_HALF_LIVES_DAYS
+
+from . import reference_recall
+from .reference_index import wait_for_ivf
 
 DIM = 32
 NOW = 1_800_000_000.0
@@ -88,7 +91,7 @@ def _vault(n: int, seed: int, threshold: int) -> tuple[Layer, np.random.Generato
         layer.remove(f"m{i:05d}")
     for i in range(n, n + n // 10):
         layer.put(_memory(i, r), _unit(rng, centres))
-    layer.index.wait_for_ivf()
+    wait_for_ivf(layer.index)
     return layer, rng, centres
 
 
@@ -122,15 +125,15 @@ def _request(r: random.Random) -> tuple[RecallQuery, FusionSettings, HeatSetting
 
 def _page(layer: Layer, query: RecallQuery, vector: np.ndarray, fusion: FusionSettings,
           heats: HeatSettings, *, reference: bool) -> engine.Page:
-    return engine.recall(layer, engine.plan(query, NOW, heats), vector,
-                         half_lives=DEFAULT_HALF_LIVES_DAYS, settings=fusion,
-                         heat_settings=heats, reference=reference)
+    recall = reference_recall.recall if reference else engine.recall
+    return recall(layer, engine.plan(query, NOW, heats), vector,
+                  half_lives=DEFAULT_HALF_LIVES_DAYS, settings=fusion, heat_settings=heats)
 
 
 @pytest.mark.parametrize(("n", "threshold", "seed"), [(600, 10**9, 1), (3000, 1000, 2)])
 def test_the_columnar_path_gives_the_reference_page(n: int, threshold: int, seed: int) -> None:
     layer, rng, centres = _vault(n, seed, threshold)
-    assert layer.index.wait_for_ivf() is (n >= threshold)
+    assert wait_for_ivf(layer.index) is (n >= threshold)
     r = random.Random(seed)
     nonempty = 0
     for _ in range(300):

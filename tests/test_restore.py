@@ -25,6 +25,8 @@ from memvaultd.model.operations import MEMORIES, PUT, Operation, memory_to_dict
 from memvaultd.storage.snapshot_body import SnapshotBody, decode_body, encode_body
 from memvaultd.vault.state import VaultState
 
+from .reference_index import ranked, search_exact, wait_for_ivf
+
 DIM = 16
 # Words that exercise the tokenizer: stop words, suffixes, case, digits,
 # apostrophes, underscores, and a final sigma whose lower case depends on
@@ -92,7 +94,7 @@ def _assert_same_answers(a: Layer, b: Layer, queries: np.ndarray) -> None:
                    for (_, x), (_, y) in zip(found_a, found_b, strict=True))
     for text in ("deploy tests", "naive café", "σας", "don't run", "tag1 ana", "topic 3"):
         hits_a, hits_b = a.keywords.search(text), b.keywords.search(text)
-        assert list(hits_a.ranked()) == list(hits_b.ranked())
+        assert list(ranked(hits_a)) == list(ranked(hits_b))
         assert hits_a.matched == hits_b.matched
 
 
@@ -124,11 +126,11 @@ def test_restored_layer_follows_later_writes_like_the_reference() -> None:
 def test_restore_above_the_ivf_threshold_builds_the_ivf() -> None:
     memories, vectors = _memories(3000, seed=5)
     layer = _restored(memories, vectors, threshold=1000)
-    assert layer.index.wait_for_ivf()
+    assert wait_for_ivf(layer.index)
     layer.index.nprobe = 10**6  # every list read: the IVF path must then be exact
     for query in _memories(20, seed=6)[1]:
         fast = layer.index.search(query, 10)
-        assert [m.id for m, _ in fast] == [m.id for m, _ in layer.index.search_exact(query, 10)]
+        assert [m.id for m, _ in fast] == [m.id for m, _ in search_exact(layer.index, query, 10)]
 
 
 def test_a_layer_that_holds_memories_or_repeated_ids_takes_one_put_each() -> None:

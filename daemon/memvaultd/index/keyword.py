@@ -106,19 +106,14 @@ class KeywordHits:
         found = self.scores[at] * (self.ords[at] == wanted)
         return found.tolist()  # type: ignore[no-any-return]  # float64 -> list[float]
 
-    def ranked(self) -> Iterator[str]:
-        """Document ids, best score first (ties: first indexed first)."""
-        for ordinals in self.ranked_windows():
-            yield from self.ids_of(ordinals.tolist())
-
     def ids_of(self, ordinals: list[int]) -> list[str]:
         """The ids of documents `ordinals`, leaving out those removed since."""
         return [i for i in map(self._doc_ids.__getitem__, ordinals) if i is not None]
 
     def ranked_windows(self) -> Iterator[npt.NDArray[np.int64]]:
-        """Document ordinals as `ranked` orders them, in growing windows (64,
-        then 4 x more each time, and every tie of a window's last score), so
-        a caller that stops after 24 sorts ~64.
+        """Document ordinals, best score first (ties: first indexed first), in
+        growing windows (64, then 4 x more each time, and every tie of a
+        window's last score), so a caller that stops after 24 sorts ~64.
 
         `ords` ascend, and so does every pool of positions here: a stable
         sort by score alone then puts ties in ordinal order. That, and the

@@ -260,15 +260,6 @@ class MemoryIndex:
             cos = np.concatenate([cos, ann.scores(view.matrix[uncoded : view.count], query)])
         return rows, cos
 
-    def search_exact(self, query: Vector, limit: int, keep: Predicate | None = None,
-                     view: View | None = None) -> list[tuple[Memory, float]]:
-        """The reference search: every row scored."""
-        view = view or self.view()
-        if view.count == 0 or limit <= 0:
-            return []
-        rows = np.arange(view.count)
-        return self._walk(view, rows, ann.scores(view.matrix[: view.count], query), limit, keep)
-
     def _walk(self, view: View, rows: npt.NDArray[np.int64], cos: Vector, limit: int,
               keep: Predicate | None) -> list[tuple[Memory, float]]:
         """Test candidate `rows` (scored `cos`) nearest first until `limit` pass."""
@@ -370,20 +361,6 @@ class MemoryIndex:
             if again:  # an exception: let the next write try again
                 with self._lock:
                     self._maintaining = False
-
-    def wait_for_ivf(self, timeout: float = 60.0) -> bool:
-        """Block until no IVF work is pending (tests, benchmarks); whether one exists."""
-        deadline = time.monotonic() + timeout
-        with self._lock:
-            stale = self._ivf_stale()
-        if stale:
-            self._maintain()
-        while time.monotonic() < deadline:
-            with self._lock:
-                if not self._maintaining:
-                    return self._ivf is not None
-            time.sleep(0.005)
-        return False
 
     def _grow(self) -> None:
         capacity = len(self._matrix) * 2

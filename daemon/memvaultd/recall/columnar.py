@@ -1,13 +1,13 @@
 """The recall over columns: channels, fusion and ranking on the candidates' rows.
 
-What `hybrid.candidates` and `ranking.rank` compute one `Memory` at a time,
-done as array operations on the index rows of a recall's ~50 candidates,
-reading their fields from the index's columns (`columns.py`). The
-reference path spends ~20 us of Python per candidate (visibility, the
-channel union, fusion, the score and its sort key), all of it holding the
-interpreter lock. At 100k memories a cached hybrid recall, both paths
-alternating in one process: 1.54-1.82 ms of CPU for the reference,
-1.21-1.30 ms here (docs/benchmarks.md, "Recall over columns").
+The reference recall (`tests/reference_recall.py`) computes one `Memory` at
+a time; this is the same, done as array operations on the index rows of a
+recall's ~50 candidates, reading their fields from the index's columns
+(`columns.py`). The reference path spends ~20 us of Python per candidate
+(visibility, the channel union, fusion, the score and its sort key), all of
+it holding the interpreter lock. At 100k memories a cached hybrid recall,
+both paths alternating in one process: 1.54-1.82 ms of CPU for the
+reference, 1.21-1.30 ms here (docs/benchmarks.md, "Recall over columns").
 
 The answers are the reference path's, bit for bit: each figure is the same
 float64 operations in the same order (NumPy's elementwise + - * / and sqrt
@@ -143,7 +143,7 @@ def _channels(layer: Layer, view: View, text: str, vector: Vector, seen: Visibil
     cos[: len(vector_rows)] = vector_cos
     if len(rows) > len(vector_rows):
         # One product for the rows only the other channels found, in the
-        # reference's order (hybrid._fill_similarity), so BLAS rounds alike.
+        # reference's order (reference_recall._fill_similarity), so BLAS rounds alike.
         others = [view.ids[row] for row in union[len(vector_rows):]]
         cos[len(vector_rows):] = [-1.0 if c is None else c
                                   for c in index.cosines(others, vector, view)]
@@ -188,7 +188,7 @@ def _visible_rows(index: MemoryIndex, view: View, ids: list[str], visible: RowMa
 def _weighted(layer: Layer, view: View, found: _Found, ids: list[str], vector: Vector,
               similarity: Floats, keyword: Floats, entity: Floats, best_bm25: float, mode: str,
               settings: FusionSettings) -> Floats:
-    """hybrid._weighted over arrays: the same sums in the same order."""
+    """The reference's `_weighted` over arrays: the same sums in the same order."""
     c = settings.context
     w_v, w_k, w_t, w_e, total = hybrid.fusion_weights(settings, mode, found.topic_asked)
     if c and mode == HYBRID:
@@ -230,7 +230,7 @@ def _entities(index: MemoryIndex, view: View, rows: Rows, ids: list[str], text: 
 
 
 def _rrf(found: _Found, settings: FusionSettings) -> Floats:
-    """hybrid._rrf over arrays (0.0 + x is x, so skipping an add and adding
+    """The reference's `_rrf` over arrays (0.0 + x is x, so skipping an add and adding
     to zero agree)."""
     k = settings.rrf_k
     top = settings.rrf_vector + settings.rrf_keyword + settings.rrf_topic
@@ -248,7 +248,7 @@ def _rrf(found: _Found, settings: FusionSettings) -> Floats:
 
 @dataclass
 class _Score:
-    """ranking.rank's factors of each candidate, and their product."""
+    """The composite score's factors of each candidate (`ranking.py`), and their product."""
 
     fresh: Floats
     boost: Floats
@@ -259,7 +259,7 @@ class _Score:
     def of(cls, view: View, rows: Rows, relevance: Floats, now: float,
            half_lives: Mapping[str, float]) -> _Score:
         columns = view.columns
-        # By type code; OTHER_TYPE, last, decays as ranking.decay's unknown type.
+        # By type code; OTHER_TYPE, last, decays as a type without a half-life.
         table = np.array([half_life_of(kind, half_lives) for kind in TYPE_CODES]
                          + [half_life_of("", half_lives)])
         days = np.maximum(0.0, (now - columns.since[rows]) / SECONDS_PER_DAY)
@@ -275,7 +275,7 @@ class _Score:
 
 def _best(chosen: npt.NDArray[np.intp], total: Floats, distance: Floats, created: Floats,
           ids: list[str], top_k: int) -> npt.NDArray[np.intp]:
-    """The `top_k` best of `chosen`, ordered as ranking.rank orders: higher
+    """The `top_k` best of `chosen`, ordered as `ranking.py` orders: higher
     total, then smaller distance, newer, smaller id. The id decides only
     between equal (total, distance, created), which random vectors never
     give; then the whole key is sorted in Python."""

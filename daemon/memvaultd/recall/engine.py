@@ -4,10 +4,10 @@
     needs) -> composite ranking -> min_score -> offset / top_k ->
     token budget -> hits, has_more
 
-Two paths compute the candidates and their ranking with the same answers:
-`columnar.ranked`, which recall uses, and the reference (`hybrid.candidates`
-then `ranking.rank`, one `Memory` at a time), which the equivalence test
-holds it to.
+`columnar.ranked` finds and ranks the candidates; `page` cuts the page.
+`tests/reference_recall.py` is the same recall one `Memory` at a time,
+with this module's `check` and `page`: the spec the equivalence test holds
+`columnar.ranked` to.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from memvaultd.model.commands import RecallQuery
 from memvaultd.model.heat import HeatSettings, check_band
 from memvaultd.model.vector import Vector
 from memvaultd.recall import columnar
-from memvaultd.recall.hybrid import HYBRID, MODES, Candidate, FusionSettings, candidates, explain
-from memvaultd.recall.ranking import MAX_TOP_K, OVERFETCH, Scored, check_top_k, rank
+from memvaultd.recall.hybrid import HYBRID, MODES, Candidate, FusionSettings, explain
+from memvaultd.recall.ranking import MAX_TOP_K, OVERFETCH, Scored, check_top_k
 from memvaultd.recall.visibility import Visibility
 
 # ~4 bytes of English per token for the BPE tokenizers agents budget with.
@@ -81,16 +81,23 @@ def plan(query: RecallQuery, now: float, heat_settings: HeatSettings | None = No
 
 
 def recall(layer: Layer, planned: Plan, vector: Vector, *, half_lives: Mapping[str, float],
-           settings: FusionSettings, heat_settings: HeatSettings | None = None,
-           reference: bool = False) -> Page:
-    query, top_k = planned.query, planned.top_k
-    want = query.offset + top_k
-    path = _reference if reference else columnar.ranked
-    ranked, found = path(layer, query.text, vector, planned.seen, depth=OVERFETCH * want,
-                         mode=planned.mode, topic_key=query.topic_key,
-                         top_k=min(want + 1, MAX_TOP_K), min_score=query.min_score,
-                         now=planned.now, half_lives=half_lives, settings=settings,
-                         heat_settings=heat_settings)
+           settings: FusionSettings, heat_settings: HeatSettings | None = None) -> Page:
+    query = planned.query
+    want = query.offset + planned.top_k
+    ranked, found = columnar.ranked(layer, query.text, vector, planned.seen,
+                                    depth=OVERFETCH * want, mode=planned.mode,
+                                    topic_key=query.topic_key, top_k=min(want + 1, MAX_TOP_K),
+                                    min_score=query.min_score, now=planned.now,
+                                    half_lives=half_lives, settings=settings,
+                                    heat_settings=heat_settings)
+    return page(query, want, ranked, found)
+
+
+def page(query: RecallQuery, want: int, ranked: list[tuple[Scored, Candidate]], found: int
+         ) -> Page:
+    """The page of `query` from the best `want + 1` candidates (`want`: offset
+    + top_k; one more says whether more follow) of the `found` the channels
+    gave: the offset, the token budget, and match reasons for its hits."""
     has_more = len(ranked) > want or (want == MAX_TOP_K and found > want)
     hits = [Hit(scored, candidate) for scored, candidate in ranked[query.offset : want]]
     if query.max_tokens:
@@ -105,19 +112,3 @@ def recall(layer: Layer, planned: Plan, vector: Vector, *, half_lives: Mapping[s
     for hit in hits:  # reasons for what is returned only
         explain(hit.candidate)
     return Page(hits, has_more)
-
-
-def _reference(layer: Layer, query_text: str, vector: Vector, seen: Visibility, *, depth: int,
-               mode: str, topic_key: str, top_k: int, min_score: float | None, now: float,
-               half_lives: Mapping[str, float], settings: FusionSettings,
-               heat_settings: HeatSettings | None = None
-               ) -> tuple[list[tuple[Scored, Candidate]], int]:
-    """`columnar.ranked` one memory at a time."""
-    found = candidates(layer, text=query_text, vector=vector, keep=seen.keep, depth=depth,
-                       mode=mode, topic_key=topic_key, settings=settings)
-    by_id = {c.memory.id: c for c in found}
-    ranked = rank([(c.memory, c.distance) for c in found], now=now, half_lives=half_lives,
-                  top_k=top_k, min_score=min_score,
-                  relevance={c.memory.id: c.fusion for c in found},
-                  heat_settings=heat_settings)
-    return [(scored, by_id[scored.memory.id]) for scored in ranked], len(found)

@@ -1,9 +1,17 @@
 """Hybrid recall: three channels over one layer, fused into one relevance.
 
+`columnar.ranked` runs the channels and this fusion over the candidates'
+index rows; this module holds what that needs beyond arrays: the settings,
+the weights, the session-neighbour blend, named entities, asked topics, and
+the `Candidate` a hit carries with its match reasons (`explain`).
+`tests/reference_recall.py` writes the same recall out one `Memory` at a
+time, the reference the columnar path is held to.
+
 Channels:
-- vector: the nearest memories by cosine (`index.py`: an exact scan, or the
-  rows of the nearest IVF lists above 20k memories, scored exactly);
-- keyword: BM25 over text, topic words, tags and entity (`keyword.py`);
+- vector: the nearest memories by cosine (`index/memory_index.py`: an exact
+  scan, or the rows of the nearest IVF lists above 20k memories, scored
+  exactly);
+- keyword: BM25 over text, topic words, tags and entity (`index/keyword.py`);
 - topic: memories whose `topic_key` is exactly the requested topic, or a
   dotted topic key written in the query.
 
@@ -44,7 +52,7 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -90,57 +98,6 @@ class Candidate:
     matched: Sequence[str] = ()  # the query terms the keyword channel matched
 
 
-def candidates(layer: Layer, *, text: str, vector: Vector, keep: Callable[[Memory], bool],
-               depth: int, mode: str, topic_key: str, settings: FusionSettings
-               ) -> list[Candidate]:
-    """The union of the channels' best `depth` memories, each with its fused
-    relevance, best first."""
-    found: dict[str, Candidate] = {}
-
-    def add(memory: Memory, channel: str) -> Candidate:
-        item = found.get(memory.id)
-        if item is None:
-            item = found[memory.id] = Candidate(memory, math.nan)
-        item.channels.append(channel)
-        return item
-
-    vector_rank: dict[str, int] = {}
-    if mode in (HYBRID, VECTOR):
-        for rank, (memory, distance) in enumerate(layer.index.search(vector, depth, keep)):
-            add(memory, VECTOR).distance = distance
-            vector_rank[memory.id] = rank
-    bm25 = KeywordHits.empty()
-    keyword_rank: dict[str, int] = {}
-    if mode in (HYBRID, KEYWORD) and text:
-        bm25 = layer.keywords.search(text)
-        for memory_id in bm25.ranked():
-            hit = layer.get(memory_id)
-            if hit is not None and keep(hit):
-                keyword_rank[memory_id] = len(keyword_rank)
-                add(hit, KEYWORD)
-                if len(keyword_rank) == depth:
-                    break
-    topics = asked_topics(text, topic_key, layer) if mode == HYBRID else set()
-    for topic in topics:
-        for memory_id in layer.with_topic(topic):
-            on_topic = layer.get(memory_id)
-            if on_topic is not None and keep(on_topic):
-                add(on_topic, "topic").topic = 1.0
-    if not found:
-        return []
-    _fill_similarity(layer, found, vector)
-    raw = bm25.scores_of(list(found))
-    best_bm25 = max(raw, default=0.0) or 1.0
-    for item, score in zip(found.values(), raw, strict=True):
-        item.keyword = score / best_bm25
-        item.matched = bm25.matched
-    if settings.method == "rrf" and mode == HYBRID:
-        _rrf(found, vector_rank, keyword_rank, settings)
-    else:
-        _weighted(layer, found, vector, text, bm25, best_bm25, mode, bool(topics), settings)
-    return sorted(found.values(), key=lambda c: (-c.fusion, c.distance, c.memory.id))
-
-
 def explain(item: Candidate) -> None:
     """Fill `item.reasons`: which channels found it and why. Only the hits a
     recall returns need them (3 of ~50 candidates by default), and each
@@ -152,33 +109,6 @@ def asked_topics(text: str, topic_key: str, layer: Layer) -> set[str]:
     asked = {topic_key} if topic_key else set()
     asked |= {t for t in _TOPIC_IN_QUERY.findall(text) if layer.topic_size(t)}
     return asked
-
-
-def _fill_similarity(layer: Layer, found: dict[str, Candidate], vector: Vector) -> None:
-    missing = [item for item in found.values() if math.isnan(item.distance)]
-    cosines = layer.index.cosines([item.memory.id for item in missing], vector)
-    for item, cos in zip(missing, cosines, strict=True):
-        item.distance = math.sqrt(max(0.0, 2.0 - 2.0 * (-1.0 if cos is None else cos)))
-    for item in found.values():
-        item.similarity = similarity(item.distance)
-
-
-def _weighted(layer: Layer, found: dict[str, Candidate], vector: Vector, text: str,
-              bm25: KeywordHits, best_bm25: float, mode: str, topic_asked: bool,
-              settings: FusionSettings) -> None:
-    c = settings.context
-    w_v, w_k, w_t, w_e, total = fusion_weights(settings, mode, topic_asked)
-    query_words = words(text)
-    neighbours_of = {i: layer.sessions.neighbours(i) if c and mode == HYBRID else ()
-                     for i in found}
-    around = Neighbours.of(layer, neighbours_of.values(), vector, bm25)
-    for item in found.values():
-        sim, kw = item.similarity, item.keyword
-        neighbours = neighbours_of[item.memory.id]
-        if neighbours:
-            sim, kw = around.blended(sim, kw, neighbours, best_bm25, c)
-        item.entity = 1.0 if names(query_words, item.memory.entity) else 0.0
-        item.fusion = (w_v * sim + w_k * kw + w_t * item.topic + w_e * item.entity) / total
 
 
 def fusion_weights(settings: FusionSettings, mode: str, topic_asked: bool
@@ -219,20 +149,6 @@ def mean_similarity(ids: Sequence[str], cosines: dict[str, float | None]) -> flo
     sims = [similarity(math.sqrt(max(0.0, 2.0 - 2.0 * cos)))
             for memory_id in ids if (cos := cosines[memory_id]) is not None]
     return float(np.mean(sims)) if sims else 0.0
-
-
-def _rrf(found: dict[str, Candidate], vector_rank: dict[str, int],
-         keyword_rank: dict[str, int], settings: FusionSettings) -> None:
-    k = settings.rrf_k
-    top = settings.rrf_vector + settings.rrf_keyword + settings.rrf_topic
-    for memory_id, item in found.items():
-        score = 0.0
-        if memory_id in vector_rank:
-            score += settings.rrf_vector / (k + 1 + vector_rank[memory_id])
-        if memory_id in keyword_rank:
-            score += settings.rrf_keyword / (k + 1 + keyword_rank[memory_id])
-        score += settings.rrf_topic * item.topic / (k + 1)
-        item.fusion = score * (k + 1) / top  # 1.0 = first in every channel
 
 
 def _reasons(item: Candidate, matched: Sequence[str]) -> list[str]:

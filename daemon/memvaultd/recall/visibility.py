@@ -6,11 +6,11 @@ request includes superseded memories), sits in one of the asked tiers
 them. A request may narrow further by topic (the key or below it), session,
 source, a filter (`filters.py`) and a heat band.
 
-`keep` tests one `Memory`: the reference, and what the index's other
-searches use. `mask` gives the same answers for many index rows at once from
-the index's columns (`columns.py`); only the narrowing a column cannot
-answer (topic prefix, session, source, filter, band) reads the records, and
-only of the rows the columns let through.
+`mask` answers for many index rows at once from the index's columns
+(`columns.py`); only the narrowing a column cannot answer (topic prefix,
+session, source, filter, band) reads the records, and only of the rows the
+columns let through. The reference recall (`tests/reference_recall.py`)
+asks the same of one `Memory` at a time.
 """
 
 from __future__ import annotations
@@ -54,15 +54,8 @@ class Visibility:
                    np.array([t in tiers for t in TIER_CODES] + [False]),
                    np.array([not types or t in types for t in TYPE_CODES] + [not types]))
 
-    def keep(self, memory: Memory) -> bool:
-        return (not memory.is_expired(self.now)
-                and (self.include_superseded or not memory.superseded_by)
-                and memory.tier in self.tiers
-                and (not self.types or memory.type in self.types)
-                and (self.narrower is None or self.narrower(memory)))
-
     def mask(self, index: MemoryIndex, view: View, rows: Rows) -> npt.NDArray[np.bool_]:
-        """`keep` of the memory in each of `rows` (dead rows: False)."""
+        """Whether the request may see the memory in each of `rows` (dead rows: False)."""
         columns = view.columns
         expires = columns.expires_at[rows]
         ok: npt.NDArray[np.bool_] = (view.alive[rows] & ((expires <= 0) | (expires > self.now))

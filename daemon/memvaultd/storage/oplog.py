@@ -410,10 +410,6 @@ class OperationLog:
             sync_dir(self._dir)
         return removed
 
-    def size_bytes(self) -> int:
-        """Bytes on disk across all segments."""
-        return sum(p.stat().st_size for p in self._segment_paths())
-
     def close(self) -> None:
         """Close the open segment; the log refuses appends afterwards."""
         self.rotate()
