@@ -1,17 +1,28 @@
-"""The directory store on disk, as docs/format.md ("Remote layout") draws it:
-for a `file://` remote and for memvault-server's data directory, which share
-one implementation (`memvault_base.objects.directory`) and keep their own
-temporaries and their own rule for when a temporary is stale."""
+"""What the stores hold, as docs/format.md ("Remote layout") draws it.
+
+The directory store serves a `file://` remote and memvault-server's data
+directory (one implementation, `memvault_base.objects.directory`, each user
+with its own temporaries and its own rule for when one is stale); the bucket
+store serves an `s3://` remote and the server's `--store s3://...`. Data laid
+out as documented must read, and writes must land where documented.
+"""
 
 from __future__ import annotations
 
 import os
 import time
+import uuid
 from pathlib import Path
 
+import obstore
+import pytest
+
 from memvault_base.objects.names import object_key, owner_key, version_key
+from memvault_base.objects.s3 import bucket_client
 from memvault_server.store import open_store
 from memvaultd.sync.remotes import open_remote
+
+from .ceph import CephRGW
 
 VAULT = "v1"
 V1, V2 = "00000000000000000001", "00000000000000000002"
@@ -78,3 +89,19 @@ def test_each_user_keeps_its_own_rule_for_stale_temporaries(tmp_path: Path) -> N
     # Other devices may be writing into a remote's tmp/ right now.
     open_remote(f"file://{tmp_path / 'remote'}", vault_id=VAULT)
     assert [path.name for path in remote_tmp.iterdir()] == ["fresh.tmp"]
+
+
+def test_an_s3_remote_reads_and_writes_as_documented(
+        rgw: CephRGW, monkeypatch: pytest.MonkeyPatch) -> None:
+    for key, value in rgw.env().items():
+        monkeypatch.setenv(key, value)
+    bucket, prefix = "memvault-layout", uuid.uuid4().hex[:8]
+    rgw.create_bucket(bucket)
+    raw = bucket_client(bucket)
+    obstore.put(raw, f"{prefix}/{VAULT}/objects/keys/recovery", b"wrapped")
+    remote = open_remote(f"s3://{bucket}/{prefix}/", vault_id=VAULT)
+    assert remote.get_object("keys/recovery") == b"wrapped"
+    assert remote.append_version(1, b"", b"one")
+    keys = {meta["path"] for page in obstore.list(raw, prefix) for meta in page}
+    assert keys == {f"{prefix}/{VAULT}/objects/keys/recovery", f"{prefix}/{VAULT}/versions/{V1}"}
+    remote.close()
