@@ -24,14 +24,12 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc  # type: ignore[import-untyped]
 
 from memvault_base.errors import InvalidArgument, MemvaultError, ResourceExhausted, Unavailable
-from memvault_base.objects import names as server_names
 from memvault_base.v1 import sync_pb2, sync_pb2_grpc
 from memvaultd.sync.remotes import Remote, open_remote
-from memvaultd.sync.remotes import names as daemon_names
 
 from .ceph import CephRGW
 from .server_process import ServerProcess, create_token, server_command
-from .test_remote_contract import BAD_NAMES, watch_in_thread
+from .test_remote_contract import watch_in_thread
 
 
 def _sha(data: bytes) -> bytes:
@@ -290,20 +288,6 @@ def test_cli_basics(data: Path, tmp_path: Path) -> None:
                                               "--listen", first.target),
                                capture_output=True, text=True, timeout=30)
         assert taken.returncode == 2 and "cannot start" in taken.stderr
-
-
-@pytest.mark.parametrize("name", [*BAD_NAMES, "a", "a/b", "..a", "x" * 200, "a.b-c_d/e"])
-def test_server_and_daemon_agree_on_names(name: str) -> None:
-    def verdict(check: object) -> bool:
-        try:
-            check(name) if callable(check) else None
-        except InvalidArgument:
-            return False
-        return True
-
-    assert verdict(server_names.check_name) == verdict(daemon_names.check_name)
-    assert verdict(server_names.check_prefix) == verdict(daemon_names.check_prefix)
-    assert verdict(server_names.check_vault_id) == verdict(daemon_names.check_vault_id)
 
 
 def test_replicas_over_one_bucket(rgw: CephRGW, tmp_path: Path) -> None:

@@ -122,7 +122,7 @@ def write_backlog(site: Site, rng: np.random.Generator, picks: random.Random) ->
 
 
 def remote_head(site: Site) -> int:
-    """The server's chain length, read from its store (dir_store.py's layout)."""
+    """The server's chain length, read from its store (docs/format.md's layout)."""
     return len(list(site.server.data_dir.glob("store/*/versions/*")))
 
 

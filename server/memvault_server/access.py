@@ -15,7 +15,7 @@ import threading
 
 from memvault_base.errors import MemvaultError
 from memvault_base.objects.names import check_vault_id, owner_key
-from memvault_server.store import Store
+from memvault_base.objects.store import Store
 from memvault_server.tokens import TokenBook
 
 

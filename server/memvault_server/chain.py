@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 from memvault_base.errors import InvalidArgument
 from memvault_base.objects.names import check_version, version_key, version_numbers, versions_prefix
-from memvault_server.store import Store
+from memvault_base.objects.store import Store
 
 log = logging.getLogger("memvault_server.chain")
 

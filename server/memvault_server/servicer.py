@@ -18,13 +18,19 @@ from typing import Any, TypeVar
 import grpc
 
 from memvault_base.errors import MemvaultError, ResourceExhausted, status_of
-from memvault_base.objects.names import check_name, check_prefix, object_key
+from memvault_base.objects.names import (
+    MAX_LIMIT,
+    check_name,
+    check_prefix,
+    object_key,
+    objects_prefix,
+)
+from memvault_base.objects.store import Store
 from memvault_base.v1 import sync_pb2 as pb
 from memvault_base.v1 import sync_pb2_grpc as pb_grpc
 from memvault_server.access import Access, PermissionDenied, Unauthenticated
 from memvault_server.chain import Chains
 from memvault_server.limits import RateLimiter
-from memvault_server.store import Store
 
 log = logging.getLogger("memvault_server.servicer")
 
@@ -105,7 +111,7 @@ class SyncServicer(pb_grpc.SyncServicer):
     def ListObjects(self, request: pb.ListObjectsRequest,
                     context: grpc.ServicerContext) -> pb.ListObjectsResponse:
         vault_id = self._admit(request.vault_id, context)
-        base = object_key(vault_id, "")
+        base = objects_prefix(vault_id)
         start = object_key(vault_id, request.start_after) if request.start_after else ""
         keys = self.store.list(base + check_prefix(request.prefix), start_after=start,
                                limit=LIST_PAGE + 1)
@@ -131,7 +137,7 @@ class SyncServicer(pb_grpc.SyncServicer):
     def ListVersions(self, request: pb.ListVersionsRequest,
                      context: grpc.ServicerContext) -> pb.ListVersionsResponse:
         vault_id = self._admit(request.vault_id, context)
-        limit = min(request.limit or 1000, 1000)
+        limit = min(request.limit or MAX_LIMIT, MAX_LIMIT)
         found, truncated = self.chains.versions_after(vault_id, request.after, limit)
         return pb.ListVersionsResponse(
             versions=[pb.Version(number=n, data=data) for n, data in found], truncated=truncated)

@@ -1,17 +1,26 @@
-"""The server's default store: a local directory.
+"""A put-if-absent store on a local directory: memvault-server's default
+store (`DATA/store/`) and the daemon's `file://` remotes.
 
     <root>/<vault_id>/owner
     <root>/<vault_id>/objects/<name, "/" written as "+">
     <root>/<vault_id>/versions/<number:020d>
-    <root>/.tmp/<random>.tmp             being written; removed on start
+    <tmp>/<random>.tmp                   being written; never read
 
-A write goes to `.tmp/` (mode 0600), is fsynced, then hard-linked to its
-final name. `link(2)` fails with EEXIST when the name exists, so put-if-absent
-is one atomic system call and a reader never sees a partial file; the
-directory holding the new name is fsynced before the write is acknowledged.
-Names are flat files ("+" is outside the name alphabet): `a` and `a/b` can
-both exist, as on S3. One server process per directory: the chain's head is
-cached in memory (`shared = False`).
+A write goes to `tmp` (mode 0600), is fsynced, then hard-linked to its final
+name. `link(2)` fails with EEXIST when the name exists, so put-if-absent is
+one atomic system call and a reader never sees a partial file; the directory
+holding the new name is fsynced before the write is acknowledged. Names are
+flat files ("+" is outside the name alphabet, so the mapping is one-to-one):
+`a` and `a/b` can both exist, as on S3. The file system must support hard
+links (every local POSIX one does; some SMB mounts do not).
+
+Where `tmp` is, and when a file left in it is stale, is its owner's policy:
+memvault-server uses `<root>/.tmp/` and clears it on start (one server per
+directory), a `file://` remote uses `<root>/<vault_id>/tmp/` and clears only
+files an hour old (other devices may be writing there). `tmp` must be inside
+`root`, on its file system.
+
+Every file this store touches is touched in this module.
 """
 
 from __future__ import annotations
@@ -19,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import time
 from pathlib import Path
 
 from memvault_base.durable import sync_dir
@@ -27,16 +37,23 @@ from memvault_base.errors import NotFound
 _SLASH = "+"
 
 
-class DirStore:
-    shared = False
+class DirectoryStore:
+    """`Store` (store.py) over `root`; keys as `names.py` lays them out."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, tmp: Path, shared: bool, stale_after: float) -> None:
+        """Opens `root`, creating it and `tmp` as needed, and deletes what a
+        crashed writer left in `tmp`: every file if `stale_after` is 0, else
+        those last modified over `stale_after` seconds ago. `OSError` if the
+        directories cannot be made."""
         self.root = root
-        self.tmp = root / ".tmp"
-        self.tmp.mkdir(parents=True, exist_ok=True, mode=0o700)
-        for stale in self.tmp.iterdir():  # a crash mid-write; only this process writes here
-            stale.unlink(missing_ok=True)
-        sync_dir(root)
+        self.tmp = tmp
+        self.shared = shared
+        self._make_dir(tmp, mode=0o700)
+        cutoff = time.time() - stale_after
+        for stale in tmp.iterdir():
+            with contextlib.suppress(FileNotFoundError):
+                if stale_after <= 0 or stale.stat().st_mtime < cutoff:
+                    stale.unlink()
 
     def _path(self, key: str) -> Path:
         vault, _, rest = key.partition("/")
@@ -45,12 +62,19 @@ class DirStore:
             return self.root / vault / kind
         return self.root / vault / kind / name.replace("/", _SLASH)
 
+    def _make_dir(self, path: Path, mode: int = 0o777) -> None:
+        """`path` and its missing parents, each new entry fsynced into its
+        parent up to `root`."""
+        path.mkdir(parents=True, exist_ok=True, mode=mode)
+        for directory in (path.parent, *path.parent.parents):
+            sync_dir(directory)
+            if directory == self.root:
+                return
+
     def put_if_absent(self, key: str, data: bytes) -> bool:
         final = self._path(key)
         if not final.parent.is_dir():
-            final.parent.mkdir(parents=True, exist_ok=True)
-            sync_dir(final.parent.parent)
-            sync_dir(self.root)
+            self._make_dir(final.parent)
         tmp = self.tmp / f"{secrets.token_hex(8)}.tmp"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:

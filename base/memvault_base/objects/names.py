@@ -1,12 +1,18 @@
-"""Which object names and vault ids the server accepts, and its key layout.
+"""Names on a remote: which object names and vault ids are allowed, and the
+key layout of a vault in a store (written down in docs/format.md, "Remote
+layout").
 
-    <vault_id>/owner                     the account the vault is bound to (UTF-8)
+    <vault_id>/owner                     the account the vault is bound to
+                                         (memvault-server only; UTF-8)
     <vault_id>/objects/<name>            an object (write-once)
     <vault_id>/versions/<number:020d>    version `number` of the chain
 
-The same rules as the daemon's `memvaultd/remotes/names.py` (a copy: the
-server imports nothing from the daemon); tests/test_server.py checks that
-both accept and refuse the same names.
+20 digits hold every uint64 and sort numerically as strings, so a listing of
+`versions/` is the chain in order. Objects and versions live under separate
+prefixes: no object name can collide with a version or with `owner`.
+
+The one copy of these rules: the daemon checks every name before it reaches a
+remote, and memvault-server checks again what any client sends it.
 """
 
 from __future__ import annotations
@@ -20,10 +26,13 @@ _NAME_CHARS = re.compile(r"[a-z0-9/_.-]*")
 _VAULT_ID = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 VERSION_DIGITS = 20
 MAX_VERSION = 10**VERSION_DIGITS - 1
-PARENT_BYTES = 32  # sha256
+PARENT_BYTES = 32  # sha256 of the previous version's bytes
+# Versions per `versions_after` call (per ListVersions reply on the server).
+MAX_LIMIT = 1000
 
 
 def check_name(name: str) -> str:
+    """`name` if it is a valid object name, else `InvalidArgument` saying why."""
     if not 1 <= len(name) <= MAX_NAME:
         raise InvalidArgument(f"object name must be 1..{MAX_NAME} characters, got {len(name)}")
     if not _NAME_CHARS.fullmatch(name):
@@ -36,18 +45,22 @@ def check_name(name: str) -> str:
 
 
 def check_prefix(prefix: str) -> str:
+    """`prefix` if it may start a valid name ("" lists everything)."""
     if len(prefix) > MAX_NAME or not _NAME_CHARS.fullmatch(prefix) or prefix.startswith("/"):
         raise InvalidArgument(f"prefix {prefix!r} cannot start an object name")
     return prefix
 
 
 def check_vault_id(vault_id: str) -> str:
+    """`vault_id` if it is a valid vault id (one path component, never `.` or `..`)."""
     if not _VAULT_ID.fullmatch(vault_id):
         raise InvalidArgument(f"vault id {vault_id!r} must match [a-z0-9][a-z0-9_-]{{0,63}}")
     return vault_id
 
 
 def check_version(number: int, parent: bytes) -> None:
+    """The caller's side of the chain's rules: numbers from 1, parent empty
+    for version 1 and a `PARENT_BYTES` hash for every later one."""
     if not 1 <= number <= MAX_VERSION:
         raise InvalidArgument(f"version number must be 1..{MAX_VERSION}, got {number}")
     want = 0 if number == 1 else PARENT_BYTES
@@ -56,8 +69,19 @@ def check_version(number: int, parent: bytes) -> None:
                               f"got {len(parent)}")
 
 
+def check_limit(limit: int) -> int:
+    """`limit` if it is a valid number of versions to list: 1..`MAX_LIMIT`."""
+    if not 1 <= limit <= MAX_LIMIT:
+        raise InvalidArgument(f"limit must be 1..{MAX_LIMIT}, got {limit}")
+    return limit
+
+
+def objects_prefix(vault_id: str) -> str:
+    return f"{vault_id}/objects/"
+
+
 def object_key(vault_id: str, name: str) -> str:
-    return f"{vault_id}/objects/{name}"
+    return objects_prefix(vault_id) + name
 
 
 def versions_prefix(vault_id: str) -> str:
@@ -65,7 +89,7 @@ def versions_prefix(vault_id: str) -> str:
 
 
 def version_key(vault_id: str, number: int) -> str:
-    return f"{vault_id}/versions/{number:0{VERSION_DIGITS}d}"
+    return f"{versions_prefix(vault_id)}{number:0{VERSION_DIGITS}d}"
 
 
 def owner_key(vault_id: str) -> str:

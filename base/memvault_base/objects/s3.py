@@ -1,15 +1,19 @@
-"""The server's bucket store (`--store s3://bucket/prefix`), for more than one host.
+"""A put-if-absent store on an S3-compatible bucket: memvault-server's
+`--store s3://bucket/prefix` (for more than one host) and the daemon's
+`s3://bucket/prefix` remotes.
 
-    <prefix>/<vault_id>/owner
+    <prefix>/<vault_id>/owner                    (memvault-server only)
     <prefix>/<vault_id>/objects/<name>
     <prefix>/<vault_id>/versions/<number:020d>
 
 Put-if-absent is one PUT with `If-None-Match: *` (412 when the key exists),
-never multipart. That single conditional write is all the safety the version
-chain needs, so any number of server replicas can share the bucket: two
-replicas racing to append version N both PUT `versions/N` conditionally and
-the bucket lets exactly one through. The bucket must honour the header (AWS
-S3 and Ceph RGW do; tests/test_server.py races two replicas over RGW).
+never multipart (a multipart upload's completion is not conditional
+everywhere). That single conditional write is all the safety the version
+chain needs, so any number of writers (server replicas, devices) can share
+the bucket: two racing to append version N both PUT `versions/N`
+conditionally and the bucket lets exactly one through. The bucket must honour
+the header (AWS S3 and Ceph RGW do; tests/test_server.py races two server
+replicas over RGW, tests/test_remote_contract.py eight devices).
 
 Settings from the environment: `MEMVAULT_S3_ENDPOINT` (unset: AWS),
 `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`,
@@ -37,6 +41,8 @@ _LIST_PAGE = 1000  # S3's own maximum per ListObjectsV2 page
 
 
 class S3Store:
+    """`Store` (store.py) over the keys under `prefix` in a bucket."""
+
     shared = True
 
     def __init__(self, store: ObjectStore, prefix: str) -> None:
@@ -102,8 +108,7 @@ def open_s3_store(url: str) -> S3Store:
 
 
 def bucket_client(bucket: str) -> ObjectStore:
-    """An obstore client for `bucket`, configured from the environment. The
-    daemon's s3:// remote uses it too, with the same `S3Store` over it."""
+    """An obstore client for `bucket`, configured from the environment."""
     endpoint = os.environ.get("MEMVAULT_S3_ENDPOINT", "")
     kwargs: dict[str, str] = {}
     if endpoint:

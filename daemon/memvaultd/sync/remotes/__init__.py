@@ -16,8 +16,8 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from memvault_base.errors import InvalidArgument
+from memvault_base.objects.names import check_vault_id
 from memvaultd.sync.remotes.base import Remote
-from memvaultd.sync.remotes.names import check_vault_id
 
 __all__ = ["Remote", "open_remote", "redact"]
 

@@ -16,18 +16,15 @@ chain (parent hashes, AEAD) after decrypting. `tests/test_remote_contract.py`
 runs this contract against every implementation.
 
 Names: 1..200 characters of `[a-z0-9/_.-]`, no leading, trailing or doubled
-`/`, no `.` or `..` component (`names.py`). A bad name is `InvalidArgument`
-before anything reaches the remote. Failures to reach the remote are
-`Unavailable`; a remote that answers with something the contract does not
-allow is `MemvaultError`.
+`/`, no `.` or `..` component (`memvault_base.objects.names`, the rules
+memvault-server checks too). A bad name is `InvalidArgument` before anything
+reaches the remote. Failures to reach the remote are `Unavailable`; a remote
+that answers with something the contract does not allow is `MemvaultError`.
 """
 
 from __future__ import annotations
 
 from typing import Protocol
-
-# Hash of a version's bytes, as the memvault-server checks it: sha256.
-PARENT_BYTES = 32
 
 
 class Remote(Protocol):

@@ -23,8 +23,8 @@ from typing import Any
 import grpc
 
 from memvault_base.errors import Unavailable, error_from_status
+from memvault_base.objects.names import check_limit, check_name, check_prefix, check_version
 from memvault_base.v1 import sync_pb2, sync_pb2_grpc
-from memvaultd.sync.remotes.names import check_limit, check_name, check_prefix, check_version
 
 # Deadline of one unary call: a 16 MiB object at 1 MB/s still fits.
 CALL_TIMEOUT = 60.0

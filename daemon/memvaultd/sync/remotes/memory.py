@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 
 from memvault_base.errors import InvalidArgument, NotFound
-from memvaultd.sync.remotes.names import check_limit, check_name, check_prefix, check_version
+from memvault_base.objects.names import check_limit, check_name, check_prefix, check_version
 
 
 @dataclass

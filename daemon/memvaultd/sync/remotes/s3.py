@@ -41,9 +41,8 @@ POLL_INTERVAL = float(os.environ.get("MEMVAULT_S3_POLL_S", "0.5"))
 def open_s3(url: str, bucket: str, prefix: str, vault_id: str) -> BlobRemote:
     """`url` is s3://`bucket`/`prefix`. The bucket code is the server's own
     `S3Store` (one implementation of conditional writes), rooted at
-    `<prefix>/<vault_id>`; it holds no key and decrypts nothing."""
+    `prefix`; it holds no key and decrypts nothing."""
     if not bucket:
         raise InvalidArgument(f"{url!r} names no bucket: use s3://bucket/prefix")
-    prefix = prefix.strip("/")
-    root = f"{prefix}/{vault_id}" if prefix else vault_id
-    return BlobRemote(url, S3Store(bucket_client(bucket), root), POLL_INTERVAL)
+    store = S3Store(bucket_client(bucket), prefix.strip("/"))
+    return BlobRemote(url, store, vault_id, POLL_INTERVAL)
