@@ -321,3 +321,26 @@ def test_a_forget_record_written_before_the_trash_still_purges() -> None:
     state.apply(op)
     state.apply(_put(stamp=Stamp(9, 0, "b")))
     assert state.find("m") is None and state.tombstones == {"m"}
+
+
+def test_a_snapshot_written_before_the_trash_loads_every_memory_live() -> None:
+    """A snapshot body without the trash's columns (written before they
+    existed) holds only live memories, and loads as such."""
+    state = VaultState(DIM)
+    for n in range(3):
+        state.apply(_put(f"m{n}", Stamp(1, n, "a")))
+    body = encode_body(SnapshotBody(
+        7, DIM, Stamp(1, 9, "a"), list(state.memories.memories()),
+        np.stack([_vector(1)] * 3), frozenset({"gone"}), [],
+        np.zeros((0, DIM), dtype=np.float32), frozenset(state.seen), state.stamps))
+    (size,) = struct.unpack_from(">I", body)
+    meta = json.loads(body[4 : 4 + size])
+    for name in ("trashed_at", "trashed_by"):
+        del meta["memories"][name]
+    head = json.dumps(meta).encode()
+    old = decode_body(struct.pack(">I", len(head)) + head + body[4 + size :])
+    loaded = VaultState(DIM)
+    loaded.restore(list(zip(old.memories, old.vectors, strict=True)), [],
+                   set(old.tombstones), set(old.seen), old.stamps)
+    assert sorted(m.id for m in loaded.memories.memories()) == ["m0", "m1", "m2"]
+    assert len(loaded.trash) == 0 and loaded.tombstones == {"gone"}

@@ -107,7 +107,7 @@ class Client(WriteCalls, ReadCalls, TransferCalls, SyncCalls, UpkeepCalls, Trash
             delay = min(delay * 2, 0.5)
 
     def events(self, types: Sequence[str] = ()) -> EventStream:
-        """Stream what the daemon does ("hit", "miss", "remember", "forget", "ready").
+        """Stream what the daemon does ("hit", "miss", "remember", "forget", "restore", "ready").
 
         Runs until closed: use `with client.events() as stream: for ev in stream: ...`
         or call `stream.cancel()` (from any thread); the iteration then ends.
