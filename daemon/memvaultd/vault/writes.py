@@ -130,6 +130,8 @@ class Writes:
         memories)."""
         if bool(ids) == every:
             raise InvalidArgument("ids: give the ids to restore, or restore all")
+        if len(ids) > MAX_BATCH:
+            raise InvalidArgument(f"ids: {len(ids)} is over the batch limit of {MAX_BATCH}")
         self.core.await_loaded()
         with self.core.write_lock:
             trash = self.core.state.trash
