@@ -23,7 +23,7 @@ from memvault.cli.main import cli
 from memvault_base.v1 import memory_pb2 as pb
 
 # The fake daemon lives with the client's tests.
-from .test_client_unit import FakeDaemon, running_fake, short_temp_dir
+from .test_client_unit import PURGE_AT, TRASHED_AT, FakeDaemon, running_fake, short_temp_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 FILTER = '{"AND": [{"category": "development"}, {"tags": {"contains": "testing"}}]}'
@@ -207,9 +207,16 @@ def test_not_found_exits_4(fake_daemon: FakeDaemon) -> None:
 
 
 def test_forget(fake_daemon: FakeDaemon) -> None:
-    assert run(fake_daemon, "forget", "m-1").stdout == "forgot m-1 (txid 42)\n"
+    trashed = run(fake_daemon, "forget", "m-1")
+    assert trashed.stdout == "forgot m-1 (txid 42)\n"
+    assert trashed.stderr == "in the trash: `memvault trash restore m-1` brings it back\n"
+    sent = fake_daemon.servicer.requests[-1]
+    assert (sent.id, sent.purge, sent.by) == ("m-1", False, "cli")
     result = run(fake_daemon, "forget", "m-1", "--json")
-    assert json.loads(result.stdout) == {"id": "m-1", "txid": 42}
+    assert json.loads(result.stdout) == {"id": "m-1", "txid": 42, "purged": False}
+    purged = run(fake_daemon, "forget", "m-1", "--purge")
+    assert (purged.stdout, purged.stderr) == ("purged m-1 (txid 42)\n", "")
+    assert fake_daemon.servicer.requests[-1].purge
     assert run(fake_daemon, "forget", "corrupt").exit_code == 1
 
 
@@ -387,11 +394,20 @@ def test_forget_by_filter(fake_daemon: FakeDaemon) -> None:
     result = run(fake_daemon, "forget", "--filter", FILTER)
     assert result.exit_code == 0
     assert result.stdout == "m-1\nm-2\n"
-    assert result.stderr == "forgot 2 memories (txid 47)\n"
+    until = datetime.fromtimestamp(PURGE_AT).isoformat(sep=" ", timespec="seconds")
+    assert result.stderr == (
+        "forgot 2 memories (txid 47)\n"
+        f"in the trash until {until}: `memvault trash restore ID` (or --all) brings them "
+        "back, `memvault trash` lists them\n")
     sent = fake_daemon.servicer.requests[-1]
-    assert (sent.id, sent.filter_json, sent.dry_run) == ("", FILTER, False)
+    assert (sent.id, sent.filter_json, sent.dry_run, sent.purge) == ("", FILTER, False, False)
     dry = run(fake_daemon, "forget", "--filter", FILTER, "--dry-run", "--json")
-    assert json.loads(dry.stdout) == {"txid": 0, "ids": ["m-1", "m-2"], "dry_run": True}
+    assert json.loads(dry.stdout) == {"txid": 0, "ids": ["m-1", "m-2"], "dry_run": True,
+                                      "purge_at": 0.0, "purged": False}
+    purged = run(fake_daemon, "forget", "--filter", FILTER, "--purge")
+    assert purged.stderr == "purged 2 memories (txid 47)\n"
+    assert run(fake_daemon, "forget", "--filter", FILTER, "--purge", "--dry-run"
+               ).stderr == "would purge 2 memories\n"
     assert fake_daemon.servicer.requests[-1].dry_run
     human_dry = run(fake_daemon, "forget", "--filter", FILTER, "--dry-run")
     assert human_dry.stderr == "would forget 2 memories\n"
@@ -403,7 +419,43 @@ def test_forget_takes_exactly_one_of_id_and_filter(fake_daemon: FakeDaemon) -> N
     assert run(fake_daemon, "forget").exit_code == 2
     assert run(fake_daemon, "forget", "m-1", "--filter", FILTER).exit_code == 2
     assert run(fake_daemon, "forget", "m-1", "--dry-run").exit_code == 2
+    assert run(fake_daemon, "forget", "--sweep", "--purge").exit_code == 2
     assert fake_daemon.servicer.requests == []
+
+
+def test_trash_lists_restores_and_empties(fake_daemon: FakeDaemon) -> None:
+    listed = run(fake_daemon, "trash", "--json")
+    assert listed.exit_code == 0, listed.output
+    (entry,) = json.loads(listed.stdout)
+    assert {k: entry[k] for k in ("id", "trashed_at", "trashed_by", "purge_at")} == {
+        "id": "m-1", "trashed_at": TRASHED_AT, "trashed_by": "mcp", "purge_at": PURGE_AT}
+    assert entry["text"] == entry["memory"]["text"] == "prefers pytest — über alles"
+    table = run(fake_daemon, "trash").stdout
+    assert table.split("\n")[0].split() == ["id", "forgotten", "by", "purged", "after", "text"]
+    assert "m-1" in table and "mcp" in table and "prefers pytest" in table
+
+    restored = run(fake_daemon, "trash", "restore", "m-1")
+    assert (restored.stdout, restored.stderr) == ("m-1\n", "restored 1 memory (txid 49)\n")
+    everything = run(fake_daemon, "trash", "restore", "--all", "--json")
+    assert json.loads(everything.stdout)["txid"] == 49
+    assert fake_daemon.servicer.requests[-1].all
+    missing = run(fake_daemon, "trash", "restore", "m-404")
+    assert (missing.exit_code, missing.stderr) == (
+        4, "memvault: id: no memory 'm-404' in the trash\n")
+    asked = len(fake_daemon.servicer.requests)
+    for usage in (("trash", "restore"), ("trash", "restore", "m-1", "--all")):
+        assert run(fake_daemon, *usage).exit_code == 2
+    assert len(fake_daemon.servicer.requests) == asked
+
+    refused = run(fake_daemon, "trash", "empty", input="n\n")
+    assert refused.exit_code == 1 and "Purge 1 memory for good" in refused.stderr
+    assert not any(isinstance(r, pb.EmptyTrashRequest) for r in fake_daemon.servicer.requests)
+    emptied = run(fake_daemon, "trash", "empty", input="y\n")
+    assert (emptied.exit_code, emptied.stdout) == (0, "m-1\n")
+    assert emptied.stderr.endswith("purged 1 memory (txid 50)\n")
+    unasked = run(fake_daemon, "trash", "empty", "--yes", "--json")
+    assert json.loads(unasked.stdout) == {"txid": 50, "ids": ["m-1"], "purge_at": 0.0,
+                                          "purged": True}
 
 
 def test_topics_and_entities(fake_daemon: FakeDaemon) -> None:

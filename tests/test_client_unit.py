@@ -64,6 +64,10 @@ FULL_RECORD = pb.MemoryRecord(
     last_accessed_at=1700000200.75,
 )
 # What FULL_RECORD superseded: the first link of its chain.
+# When the fake says its memory went to the trash, and will be purged.
+TRASHED_AT = 1_700_000_000.0
+PURGE_AT = TRASHED_AT + 30 * 86_400
+
 OLDER_RECORD = pb.MemoryRecord(
     id="m-0", text="prefers unittest", type="semantic", payload_json="{}", superseded_by="m-1",
     created_at=1.5,
@@ -154,10 +158,31 @@ class FakeMemory(pb_grpc.MemoryServicer):  # type: ignore[misc]
             context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "disk full")
         if request.filter_json:
             ids = ["m-1", "m-2"] if request.filter_json != '{"tier": "none"}' else []
-            return pb.ForgetReply(txid=0 if request.dry_run else 47, ids=ids)
+            trashed = ids and not (request.dry_run or request.purge)
+            return pb.ForgetReply(txid=0 if request.dry_run else 47, ids=ids,
+                                  purge_at=PURGE_AT if trashed else 0.0)
         if request.id != self.record.id:
             context.abort(grpc.StatusCode.NOT_FOUND, f"no memory with id {request.id}")
-        return pb.ForgetReply(txid=42, ids=[request.id])
+        return pb.ForgetReply(txid=42, ids=[request.id],
+                              purge_at=0.0 if request.purge else PURGE_AT)
+
+    def ListTrash(self, request: pb.ListTrashRequest, context: grpc.ServicerContext) -> Any:
+        self.requests.append(request)
+        return pb.ListTrashReply(memories=[pb.TrashedMemory(
+            memory=self.record, trashed_at=TRASHED_AT, trashed_by="mcp", purge_at=PURGE_AT)])
+
+    def RestoreFromTrash(self, request: pb.RestoreFromTrashRequest,
+                         context: grpc.ServicerContext) -> Any:
+        self.requests.append(request)
+        for memory_id in request.ids:
+            if memory_id != self.record.id:
+                context.abort(grpc.StatusCode.NOT_FOUND,
+                              f"id: no memory {memory_id!r} in the trash")
+        return pb.RestoreFromTrashReply(txid=49, memories=[self.record])
+
+    def EmptyTrash(self, request: pb.EmptyTrashRequest, context: grpc.ServicerContext) -> Any:
+        self.requests.append(request)
+        return pb.EmptyTrashReply(txid=50, ids=[self.record.id])
 
     def _known(self, id: str, context: grpc.ServicerContext) -> None:
         if id not in (self.record.id, OLDER_RECORD.id):
@@ -603,13 +628,38 @@ def test_history_is_the_chain_oldest_first(client: Client, fake_daemon: FakeDaem
 def test_forget_where(client: Client, fake_daemon: FakeDaemon) -> None:
     flt = {"tags": {"contains": "old"}}
     result = client.forget_where(flt)
-    assert result == memvault.ForgetResult(txid=47, ids=("m-1", "m-2"))
+    assert result == memvault.ForgetResult(txid=47, ids=("m-1", "m-2"), purge_at=PURGE_AT)
     sent = fake_daemon.servicer.requests[-1]
     assert json.loads(sent.filter_json) == flt and sent.id == "" and not sent.dry_run
     preview = client.forget_where('{"tier": "archived"}', dry_run=True)
     assert preview.txid == 0 and preview.ids == ("m-1", "m-2")
     assert fake_daemon.servicer.requests[-1].dry_run
-    assert preview.to_dict() == {"txid": 0, "ids": ["m-1", "m-2"]}
+    assert preview.to_dict() == {"txid": 0, "ids": ["m-1", "m-2"], "purge_at": 0.0,
+                                 "purged": False}
+    purged = client.forget_where(flt, purge=True, by="a script")
+    assert (purged.purged, purged.purge_at) == (True, 0.0)
+    sent = fake_daemon.servicer.requests[-1]
+    assert (sent.purge, sent.by) == (True, "a script")
+
+
+def test_the_trash_calls(client: Client, fake_daemon: FakeDaemon) -> None:
+    assert client.forget("m-1") == 42
+    sent = fake_daemon.servicer.requests[-1]
+    assert (sent.id, sent.purge, sent.by) == ("m-1", False, "")
+    (held,) = client.trash()
+    assert (held.memory.id, held.memory.text) == ("m-1", FULL_RECORD.text)
+    assert (held.trashed_at, held.trashed_by, held.purge_at) == (TRASHED_AT, "mcp", PURGE_AT)
+    assert held.to_dict()["memory"]["tags"] == ["testing", "python"]
+    restored = client.restore(["m-1"])
+    assert restored.txid == 49 and [m.id for m in restored.memories] == ["m-1"]
+    assert list(fake_daemon.servicer.requests[-1].ids) == ["m-1"]
+    client.restore_all()
+    assert fake_daemon.servicer.requests[-1].all
+    with pytest.raises(NotFound, match="in the trash"):
+        client.restore(["m-404"])
+    with pytest.raises(InvalidArgument, match="restore_all"):
+        client.restore([])
+    assert client.empty_trash() == memvault.ForgetResult(txid=50, ids=("m-1",), purged=True)
 
 
 @pytest.mark.parametrize("empty", ["", "  ", {}])

@@ -10,6 +10,7 @@ first must read back unchanged at the end.
 
 Forget is fuzzed with `dry_run` when it is given a filter: a filter such as
 `{}` matches every memory, and forgetting the canary on request is correct.
+EmptyTrash is called for real: the canary is never forgotten, so never in it.
 """
 
 from __future__ import annotations
@@ -208,12 +209,23 @@ def test_get_and_reinforce(target: Target, memory_id: str, include_vector: bool)
 
 
 @FUZZ
-@given(memory_id=strings, filter_json=filters)
-def test_forget(target: Target, memory_id: str, filter_json: str) -> None:
-    by_id = pb.ForgetRequest(id=memory_id)
+@given(memory_id=strings, filter_json=filters, by=strings, purge=st.booleans())
+def test_forget(target: Target, memory_id: str, filter_json: str, by: str, purge: bool) -> None:
+    by_id = pb.ForgetRequest(id=memory_id, by=by, purge=purge)
     _check(target.code("Forget", by_id), "Forget by id")
-    by_filter = pb.ForgetRequest(id=memory_id[:1], filter_json=filter_json, dry_run=True)
+    by_filter = pb.ForgetRequest(id=memory_id[:1], filter_json=filter_json, dry_run=True,
+                                 by=by, purge=purge)
     _check(target.code("Forget", by_filter), "Forget by filter")
+
+
+@FUZZ
+@given(ids=st.lists(strings, max_size=4), every=st.booleans())
+def test_the_trash(target: Target, ids: list[str], every: bool) -> None:
+    # Whatever the fuzzing forgot is in the trash: restoring it is correct.
+    _check(target.code("ListTrash", pb.ListTrashRequest()), "ListTrash")
+    _check(target.code("RestoreFromTrash", pb.RestoreFromTrashRequest(ids=ids, all=every)),
+           "RestoreFromTrash")
+    _check(target.code("EmptyTrash", pb.EmptyTrashRequest()), "EmptyTrash")
 
 
 @FUZZ

@@ -96,7 +96,8 @@ def test_remember_then_recall_update_and_forget(daemon: DaemonProcess) -> None:
             assert (kept.text, kept.source, kept.importance, kept.superseded_by) == (
                 "the user deploys the mcp demo on fridays now", "mcp", 0.7, "")
         assert await _call(session, "forget", id=stored["id"]) == {
-            "id": stored["id"], "forgotten": True}
+            "id": stored["id"], "forgotten": True, "in_trash": True,
+            "restore": f"memvault trash restore {stored['id']}"}
         assert await _call(session, "recall", query="when does the user deploy the mcp demo?",
                            topic="user.habits.release") == []
 

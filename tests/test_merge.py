@@ -1,11 +1,16 @@
 """Merge convergence: devices that applied the same operations agree, in any
 order the chain can deliver them (each device's own order kept, and a memory
-put before anything that refers to it)."""
+put before anything that refers to it), the trash included: a trash and a
+restore are one last-writer-wins register of the memory, a purge (`forget`)
+a tombstone that wins over everything (`vault/state.py`)."""
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
+import json
 import random
+import struct
 
 import numpy as np
 import pytest
@@ -19,16 +24,20 @@ from memvaultd.model.operations import (
     FORGET,
     PUT,
     REINFORCE,
+    RESTORE,
+    TRASH,
     UPDATE,
     Operation,
     decode,
     encode,
 )
+from memvaultd.storage.snapshot_body import SnapshotBody, decode_body, encode_body
 from memvaultd.vault.state import VaultState
 
 from .reference_index import ranked
 
 DIM = 4
+REPUT = "put again"  # the generator's name for a put of a memory that exists
 DEVICES = ("dev-a", "dev-b", "dev-c")
 
 
@@ -48,15 +57,23 @@ def histories(draw: st.DrawFn) -> list[Operation]:
         device = draw(st.sampled_from(DEVICES))
         clock[device] = max(clock.values()) + draw(st.integers(0, 2))  # ties happen
         stamp = Stamp(clock[device], n, device)
-        kind = draw(st.sampled_from([PUT, PUT, UPDATE, UPDATE, REINFORCE, FORGET])
+        kind = draw(st.sampled_from([PUT, PUT, UPDATE, UPDATE, REINFORCE, FORGET, TRASH, TRASH,
+                                     RESTORE, ACCESS, REPUT])
                     if alive else st.just(PUT))
         op_id = f"op{n}"
-        if kind == PUT:
-            memory_id = f"m{n}"
+        if kind in (PUT, REPUT):
+            # A put again of a memory some device holds: an import of the
+            # same export on two devices, or `init`/`join` logging what a
+            # device holds, trashed or not.
+            memory_id = f"m{n}" if kind == PUT else draw(st.sampled_from(alive))
+            trashed = kind == REPUT and draw(st.booleans())
             memory = Memory(id=memory_id, text=f"text {n}", category=f"c{n % 3}",
-                            created_at=float(n), last_reinforced_at=float(n))
+                            created_at=float(n), last_reinforced_at=float(n),
+                            trashed_at=float(n) if trashed else 0.0,
+                            trashed_by="import" if trashed else "")
             ops.append(Operation(op_id, PUT, stamp, memory=memory, vector=_vector(n)))
-            alive.append(memory_id)
+            if kind == PUT:
+                alive.append(memory_id)
         else:
             target = draw(st.sampled_from(alive))
             if kind == UPDATE:
@@ -68,6 +85,14 @@ def histories(draw: st.DrawFn) -> list[Operation]:
                                      fields={field: value}, vector=vector))
             elif kind == REINFORCE:
                 ops.append(Operation(op_id, REINFORCE, stamp, target=target, at=float(n)))
+            elif kind == TRASH:  # of a memory live or trashed already, here or elsewhere
+                ops.append(Operation(op_id, TRASH, stamp, target=target, at=float(n),
+                                     by=f"by {device}"))
+            elif kind == RESTORE:
+                ops.append(Operation(op_id, RESTORE, stamp, target=target, at=float(n)))
+            elif kind == ACCESS:
+                ids = tuple(draw(st.lists(st.sampled_from(alive), min_size=1, max_size=3)))
+                ops.append(Operation(op_id, ACCESS, stamp, ids=ids, at=float(n)))
             else:
                 ops.append(Operation(op_id, FORGET, stamp, target=target, at=float(n)))
                 alive.remove(target)
@@ -81,7 +106,7 @@ def _delivery(ops: list[Operation], rng: random.Random) -> list[Operation]:
     order: list[Operation] = []
     while any(queues.values()):
         ready = [d for d, q in queues.items() if q and (
-            q[0].kind == PUT or q[0].target in created)]
+            q[0].kind == PUT or set(q[0].ids or (q[0].target,)) <= created)]
         device = rng.choice(ready)
         op = queues[device].pop(0)
         if op.kind == PUT:
@@ -92,11 +117,15 @@ def _delivery(ops: list[Operation], rng: random.Random) -> list[Operation]:
 
 
 def _snapshot(state: VaultState) -> dict[str, tuple[object, ...]]:
+    """Every memory, live or in the trash, with its vector and where it lives."""
     out: dict[str, tuple[object, ...]] = {}
-    for memory in state.memories.memories():
-        vector = state.memories.index.vector(memory.id)
-        assert vector is not None
-        out[memory.id] = (memory, tuple(np.round(vector, 6)))
+    for name, layer in (("memories", state.memories), ("trash", state.trash)):
+        for memory in layer.memories():
+            vector = layer.index.vector(memory.id)
+            assert vector is not None
+            assert memory.id not in out, "a memory lives in one place"
+            assert (name == "trash") == memory.trashed, memory
+            out[memory.id] = (name, memory, tuple(np.round(vector, 6)))
     return out
 
 
@@ -112,6 +141,44 @@ def test_any_causal_delivery_order_converges(ops: list[Operation], seed_a: int,
         second.apply(op)  # a retried delivery changes nothing
     assert _snapshot(first) == _snapshot(second)
     assert first.tombstones == second.tombstones
+
+
+def _reloaded(state: VaultState) -> VaultState:
+    """`state` through a snapshot body, as a device loads it at start or at
+    `join`: the trash travels among the memories, told apart by `trashed_at`."""
+    layers = [state.memories, state.trash]
+    memories = [memory for layer in layers for memory in layer.memories()]
+    vectors = np.array([layer.index.vector(m.id) for layer in layers
+                        for m in layer.memories()], dtype=np.float32).reshape(-1, DIM)
+    body = decode_body(encode_body(SnapshotBody(
+        7, DIM, Stamp(0, 0, "x"), memories, vectors, frozenset(state.tombstones), [],
+        np.zeros((0, DIM), dtype=np.float32), frozenset(state.seen),
+        {k: dict(v) for k, v in state.stamps.items()})))
+    loaded = VaultState(DIM)
+    loaded.restore(list(zip(body.memories, body.vectors, strict=True)), [],
+                   set(body.tombstones), set(body.seen), body.stamps)
+    return loaded
+
+
+@settings(max_examples=100, deadline=None)
+@given(histories(), st.integers(0, 2**32), st.integers(0, 40))
+def test_a_snapshot_taken_midway_converges_with_the_rest(ops: list[Operation], seed: int,
+                                                         cut: int) -> None:
+    """A device that starts from a snapshot taken at any point of the
+    history, then applies the rest, holds what one that applied it all holds:
+    the trash register's stamps travel with the snapshot."""
+    order = _delivery(ops, random.Random(seed))
+    direct, partial = VaultState(DIM), VaultState(DIM)
+    for op in order:
+        direct.apply(op)
+    for op in order[:cut]:
+        partial.apply(op)
+    loaded = _reloaded(partial)
+    assert _snapshot(loaded) == _snapshot(partial)
+    for op in order[cut:]:
+        loaded.apply(op)
+    assert _snapshot(loaded) == _snapshot(direct)
+    assert loaded.tombstones == direct.tombstones
 
 
 @settings(max_examples=50, deadline=None)
@@ -172,3 +239,108 @@ def test_forget_wins_over_a_later_put_of_the_same_memory() -> None:
     state.apply(Operation("f", FORGET, Stamp(5, 0, "b"), target="m", at=5.0))
     state.apply(Operation("p", PUT, Stamp(1, 0, "a"), memory=memory, vector=_vector(1)))
     assert state.memories.get("m") is None
+
+
+FIRST = Stamp(1, 0, "a")
+
+
+def _put(memory_id: str = "m", stamp: Stamp = FIRST, **fields: object) -> Operation:
+    memory = Memory(id=memory_id, text="t", **fields)  # type: ignore[arg-type]
+    return Operation(f"put-{memory_id}-{stamp}", PUT, stamp, memory=memory, vector=_vector(1))
+
+
+def _in_every_order(ops: list[Operation]) -> list[VaultState]:
+    """A state per order of `ops` after the first (the put), each applied once."""
+    states = []
+    for rest in itertools.permutations(ops[1:]):
+        state = VaultState(DIM)
+        for op in (ops[0], *rest):
+            state.apply(op)
+        states.append(state)
+    return states
+
+
+def test_a_restore_made_after_seeing_the_trash_wins_in_any_order() -> None:
+    trash = Operation("t", TRASH, Stamp(5, 0, "a"), target="m", at=5.0, by="mcp")
+    restore = Operation("r", RESTORE, Stamp(6, 0, "b"), target="m", at=6.0)
+    update = Operation("u", UPDATE, Stamp(5, 1, "c"), target="m", at=5.0,
+                       fields={"category": "changed while trashed"})
+    for state in _in_every_order([_put(), trash, update, restore]):
+        memory = state.memories.get("m")
+        assert memory is not None and state.trash.get("m") is None
+        assert (memory.category, memory.trashed_at, memory.trashed_by) == (
+            "changed while trashed", 0.0, "")
+
+
+def test_a_trash_and_a_restore_unaware_of_each_other_end_as_the_later_stamp_says() -> None:
+    """The first trash on device a, a restore on b, and a second trash on a
+    that had not seen the restore: the register holds the latest stamp's
+    value on every device."""
+    first = Operation("t1", TRASH, Stamp(5, 0, "a"), target="m", at=5.0, by="cli")
+    restore = Operation("r", RESTORE, Stamp(7, 0, "b"), target="m", at=7.0)
+    second = Operation("t2", TRASH, Stamp(7, 0, "c"), target="m", at=7.5, by="sweep")
+    for state in _in_every_order([_put(), first, restore, second]):
+        assert state.memories.get("m") is None  # "c" > "b" breaks the tie of (7, 0)
+        trashed = state.trash.get("m")
+        assert trashed is not None and (trashed.trashed_at, trashed.trashed_by) == (7.5, "sweep")
+
+
+def test_a_purge_wins_over_trash_restore_update_and_put_in_any_order() -> None:
+    purge = Operation("f", FORGET, Stamp(3, 0, "a"), target="m", at=3.0)
+    later = [Operation("t", TRASH, Stamp(9, 0, "b"), target="m", at=9.0, by="cli"),
+             Operation("r", RESTORE, Stamp(10, 0, "b"), target="m", at=10.0),
+             Operation("u", UPDATE, Stamp(11, 0, "c"), target="m", at=11.0,
+                       fields={"category": "x"}),
+             _put(stamp=Stamp(12, 0, "c"))]
+    for state in _in_every_order([_put(), purge, *later]):
+        assert state.find("m") is None and state.tombstones == {"m"}
+        assert "m" not in state.stamps
+
+
+def test_a_put_of_a_trashed_memory_lands_in_the_trash() -> None:
+    """`init` and `join` log a put of every memory a device holds, the
+    trashed ones with their register: another device holds them trashed."""
+    state = VaultState(DIM)
+    state.apply(_put(trashed_at=4.0, trashed_by="watch"))
+    assert state.memories.get("m") is None
+    trashed = state.trash.get("m")
+    assert trashed is not None and trashed.trashed_by == "watch"
+    state.apply(Operation("r", RESTORE, Stamp(2, 0, "b"), target="m", at=6.0))
+    assert state.memories.get("m") is not None and state.trash.get("m") is None
+
+
+def test_a_forget_record_written_before_the_trash_still_purges() -> None:
+    """A log written before `trash` existed holds forgets of this exact
+    shape (no "by"): it decodes, and it is still a tombstone."""
+    body = json.dumps({"v": 1, "op": "old", "kind": "forget", "hlc": [3, 0, "dev-a"],
+                       "id": "m", "at": 3.0}, separators=(",", ":")).encode()
+    op = decode(struct.pack(">I", len(body)) + body)
+    assert (op.kind, op.target, op.by) == (FORGET, "m", "")
+    state = VaultState(DIM)
+    state.apply(_put())
+    state.apply(op)
+    state.apply(_put(stamp=Stamp(9, 0, "b")))
+    assert state.find("m") is None and state.tombstones == {"m"}
+
+
+def test_a_snapshot_written_before_the_trash_loads_every_memory_live() -> None:
+    """A snapshot body without the trash's columns (written before they
+    existed) holds only live memories, and loads as such."""
+    state = VaultState(DIM)
+    for n in range(3):
+        state.apply(_put(f"m{n}", Stamp(1, n, "a")))
+    body = encode_body(SnapshotBody(
+        7, DIM, Stamp(1, 9, "a"), list(state.memories.memories()),
+        np.stack([_vector(1)] * 3), frozenset({"gone"}), [],
+        np.zeros((0, DIM), dtype=np.float32), frozenset(state.seen), state.stamps))
+    (size,) = struct.unpack_from(">I", body)
+    meta = json.loads(body[4 : 4 + size])
+    for name in ("trashed_at", "trashed_by"):
+        del meta["memories"][name]
+    head = json.dumps(meta).encode()
+    old = decode_body(struct.pack(">I", len(head)) + head + body[4 + size :])
+    loaded = VaultState(DIM)
+    loaded.restore(list(zip(old.memories, old.vectors, strict=True)), [],
+                   set(old.tombstones), set(old.seen), old.stamps)
+    assert sorted(m.id for m in loaded.memories.memories()) == ["m0", "m1", "m2"]
+    assert len(loaded.trash) == 0 and loaded.tombstones == {"gone"}

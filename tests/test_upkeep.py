@@ -118,6 +118,10 @@ def test_the_sweep_forgets_only_what_no_rule_keeps(client: Client) -> None:
     for memory in minor:
         with pytest.raises(NotFound):
             client.get(memory.id)
+    # Swept into the trash, restorable until the trash purges them.
+    trashed = {t.memory.id: t for t in client.trash()}
+    assert all(trashed[m.id].trashed_by == "sweep" for m in minor)
+    assert done.purge_at == pytest.approx(time.time() + 30 * DAY, abs=60)
     for memory in kept:
         assert client.get(memory.id).text == memory.text
     # Even at threshold 0, no rule-kept memory is on the list.

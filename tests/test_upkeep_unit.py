@@ -1,16 +1,20 @@
-"""Heat, the sweep's rules and consolidation's clusters, as pure logic
-(the daemon end to end is tests/test_upkeep.py)."""
+"""Heat, the sweep's rules, consolidation's clusters and the trash's
+retention, as pure logic (the daemon end to end is tests/test_upkeep.py and
+tests/test_trash.py)."""
 
 from __future__ import annotations
 
 import random
 import uuid
+from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from memvault_base.errors import InvalidArgument
+from memvaultd.config import settings as config_settings
 from memvaultd.model import memory as m
 from memvaultd.model.heat import (
     COLD,
@@ -26,6 +30,7 @@ from memvaultd.model.memory import Memory
 from memvaultd.model.operations import PUT, UPDATE, Operation
 from memvaultd.upkeep import consolidation, summariser
 from memvaultd.upkeep import sweep as sweeping
+from memvaultd.upkeep import trash as trashing
 from memvaultd.vault.state import VaultState
 
 DAY = 86_400.0
@@ -295,3 +300,26 @@ def test_two_devices_consolidating_the_same_memories_converge_on_one() -> None:
         assert all(state.memories.get(s.id).tier == m.ARCHIVED for s, _ in cluster)
     assert sorted(map(repr, states[0].memories.memories())) == \
         sorted(map(repr, states[1].memories.memories()))
+
+
+def test_the_trash_purges_what_outlived_its_retention_oldest_first() -> None:
+    week = trashing.TrashSettings(retention_days=7)
+    held = [_memory(id=name, trashed_at=NOW - days * DAY, trashed_by="cli")
+            for name, days in (("fresh", 1), ("due", 7), ("older", 9), ("edge", 6.99))]
+    assert trashing.due(held, NOW, week) == ["older", "due"]
+    assert trashing.purge_at(held[0], week) == NOW + 6 * DAY
+    assert trashing.due(held, NOW, trashing.TrashSettings(retention_days=0)) == [
+        "older", "due", "edge", "fresh"]
+    assert trashing.TrashSettings().retention_days == 30
+
+
+def test_the_retention_is_a_config_toml_setting(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    assert config_settings.load(path).trash.retention_days == 30
+    path.write_text("[trash]\nretention_days = 7.5\n")
+    assert config_settings.load(path).trash.retention_s == 7.5 * DAY
+    for bad in ("[trash]\nretention_days = -1\n", "[trash]\nretention_days = \"a week\"\n",
+                "[trash]\nkeep_days = 3\n"):
+        path.write_text(bad)
+        with pytest.raises(InvalidArgument, match="trash"):
+            config_settings.load(path)

@@ -128,6 +128,10 @@ def test_edit_add_delete_reach_recall_within_two_seconds(
                                        "notes.projects.memvault") == [])
         # forgotten with its history, not merely hidden
         assert not [m for m in client.export() if "memvault" in m.source]
+        # ... into the trash, from which the user can take it back
+        trashed = [t for t in client.trash() if "memvault" in t.memory.source]
+        assert {t.memory.id for t in trashed} >= {deploys_after.id, storage_after.id}
+        assert {t.trashed_by for t in trashed} == {"watch"}
         print(f"save to recall: edit {edited:.3f} s, add {added:.3f} s, delete {deleted:.3f} s")
 
 

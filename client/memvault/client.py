@@ -14,7 +14,8 @@ apart from "the daemon said no" (`memvault.connection`).
 Its calls come in families, a module each, all over one `Connection`:
 `memvault.writes` (remember, update, forget, ...), `memvault.reads` (recall,
 get, ...), `memvault.transfer` (export, import), `memvault.sync` and
-`memvault.upkeep` (sweep, consolidate). The daemon's own state (status,
+`memvault.upkeep` (sweep, consolidate), `memvault.trash` (what forget put
+in the trash, restore, empty). The daemon's own state (status,
 readiness, events) is asked for here.
 """
 
@@ -35,6 +36,7 @@ from memvault.reads import ReadCalls
 from memvault.sync import SyncCalls
 from memvault.transfer import IMPORT_BATCH_SIZE as IMPORT_BATCH_SIZE
 from memvault.transfer import TransferCalls
+from memvault.trash import TrashCalls
 from memvault.types import Status
 from memvault.upkeep import UpkeepCalls
 from memvault.writes import WriteCalls
@@ -44,7 +46,8 @@ from memvault_base.v1 import memory_pb2 as pb
 __all__ = ["Client", "EventStream"]
 
 
-class Client(WriteCalls, ReadCalls, TransferCalls, SyncCalls, UpkeepCalls, Connection):
+class Client(WriteCalls, ReadCalls, TransferCalls, SyncCalls, UpkeepCalls, TrashCalls,
+             Connection):
     """A connection to the memvault daemon of this user (or of `home`).
 
     `socket` names the daemon's socket; when None it is found by the same rule
@@ -60,6 +63,7 @@ class Client(WriteCalls, ReadCalls, TransferCalls, SyncCalls, UpkeepCalls, Conne
         self._transfer_stubs()
         self._sync_stubs()
         self._upkeep_stubs()
+        self._trash_stubs()
 
     def status(self, *, bands: bool = False) -> Status:
         """The daemon's state: model readiness, counts, cache statistics, the
@@ -103,7 +107,7 @@ class Client(WriteCalls, ReadCalls, TransferCalls, SyncCalls, UpkeepCalls, Conne
             delay = min(delay * 2, 0.5)
 
     def events(self, types: Sequence[str] = ()) -> EventStream:
-        """Stream what the daemon does ("hit", "miss", "remember", "forget", "ready").
+        """Stream what the daemon does ("hit", "miss", "remember", "forget", "restore", "ready").
 
         Runs until closed: use `with client.events() as stream: for ev in stream: ...`
         or call `stream.cancel()` (from any thread); the iteration then ends.

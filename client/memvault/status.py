@@ -32,6 +32,8 @@ class Status:
     # When the vault was last swept / consolidated on any device; 0 = never.
     last_sweep_at: float = 0.0
     last_consolidation_at: float = 0.0
+    # Memories in the trash (not counted in memory_count).
+    trash_count: int = 0
 
     @property
     def ready(self) -> bool:
@@ -63,13 +65,14 @@ class Status:
             "bands": dict(self.bands),
             "last_sweep_at": self.last_sweep_at,
             "last_consolidation_at": self.last_consolidation_at,
+            "trash_count": self.trash_count,
         }
 
 
 @dataclass(frozen=True)
 class Event:
     """Something the daemon did: "hit" / "miss" (query-embedding cache),
-    "remember", "forget", "ready"."""
+    "remember", "forget" (to the trash, or purged), "restore", "ready"."""
 
     type: str
     query: str = ""

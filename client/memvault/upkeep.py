@@ -33,17 +33,20 @@ class SweptMemory:
 
 @dataclass(frozen=True)
 class SweepResult:
-    """What a sweep forgot (or, with dry_run, would forget); txid 0 on a dry run."""
+    """What a sweep moved to the trash (or, with dry_run, would); txid 0 on
+    a dry run. The trash purges them at `purge_at` (0 when nothing moved)."""
 
     txid: int
     swept: tuple[SweptMemory, ...]
     considered: int
     exempt: int
     dry_run: bool
+    purge_at: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return {"txid": self.txid, "dry_run": self.dry_run, "considered": self.considered,
-                "exempt": self.exempt, "swept": [s.to_dict() for s in self.swept]}
+                "exempt": self.exempt, "purge_at": self.purge_at,
+                "swept": [s.to_dict() for s in self.swept]}
 
 
 @dataclass(frozen=True)
@@ -94,17 +97,17 @@ class UpkeepCalls:
                                         pb.ConsolidateReply)
 
     def sweep(self, *, dry_run: bool = False, threshold: float | None = None) -> SweepResult:
-        """Forget every memory whose forgetting risk is over the threshold
-        (the daemon's `sweep.threshold` unless given); each comes with its
-        reason. Pinned, procedural, protected and young memories are never
-        swept. `dry_run=True` lists them and changes nothing."""
+        """Move to the trash every memory whose forgetting risk is over the
+        threshold (the daemon's `sweep.threshold` unless given); each comes
+        with its reason. Pinned, procedural, protected and young memories are
+        never swept. `dry_run=True` lists them and changes nothing."""
         request = pb.SweepRequest(dry_run=dry_run)
         if threshold is not None:
             request.threshold = threshold
         reply = self._call(self._sweep, request, timeout=600.0)
         return SweepResult(reply.txid, tuple(
             SweptMemory(s.id, s.text, s.risk, s.heat, s.band, s.reason) for s in reply.memories),
-            reply.considered, reply.exempt, dry_run)
+            reply.considered, reply.exempt, dry_run, reply.purge_at)
 
     def consolidate(self, *, scope: str = "all", min_age_days: float | None = None,
                     session: str = "", dry_run: bool = False) -> ConsolidateResult:

@@ -381,4 +381,5 @@ def status(reply: pb.StatusReply) -> Status:
         bands={b: reply.bands[b] for b in ("hot", "warm", "cold", "frozen") if b in reply.bands},
         last_sweep_at=reply.last_sweep_at,
         last_consolidation_at=reply.last_consolidation_at,
+        trash_count=reply.trash_count,
     )

@@ -50,13 +50,19 @@ class UpdateResult:
 
 @dataclass(frozen=True)
 class ForgetResult:
-    """The memories a filter forgot (or, on a dry run, would forget; txid 0 then)."""
+    """The memories a filter forgot (or, on a dry run, would forget; txid 0 then).
+
+    Forgotten memories are in the trash until `purge_at` (`Client.restore`
+    brings them back); `purged` ones are gone for good (purge_at 0)."""
 
     txid: int
     ids: tuple[str, ...] = ()
+    purge_at: float = 0.0
+    purged: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return {"txid": self.txid, "ids": list(self.ids)}
+        return {"txid": self.txid, "ids": list(self.ids), "purge_at": self.purge_at,
+                "purged": self.purged}
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
 """The client's writes: `remember` (and `remember_batch`), `supersede`,
-`update`, `reinforce`, `forget` (and `forget_where`), `append_turns`.
+`update`, `reinforce`, `forget` (and `forget_where`), `append_turns`. What
+`forget` moves to the trash, `memvault.trash` lists and restores.
 
 Each returns the write's txid: the daemon acknowledges a write only once it
 is in the log, and `recall(min_txid=...)` waits until it is applied.
@@ -97,14 +98,25 @@ class WriteCalls(Connection):
         reply = self._call(self._remember_batch, pb.RememberBatchRequest(memories=inputs))
         return [wire.remember_result(r) for r in reply.results]
 
-    def forget(self, id: str) -> int:
-        """Delete the memory with this id (on every synced device); returns the txid."""
-        return self._call(self._forget, pb.ForgetRequest(id=id)).txid
+    def forget(self, id: str, *, purge: bool = False, by: str = "") -> int:
+        """Move the memory with this id to the trash, on every synced device;
+        returns the txid. Recall no longer finds it; `restore([id])` brings
+        it back until the daemon purges it (`trash.retention_days`, 30 by
+        default). `purge=True` erases it for good at once instead. `by` is
+        what the trash shows as having forgotten it ("" = "client")."""
+        return self._call(self._forget, pb.ForgetRequest(id=id, purge=purge, by=by)).txid
 
     def forget_where(
-        self, filter: Mapping[str, Any] | str, *, dry_run: bool = False
+        self,
+        filter: Mapping[str, Any] | str,
+        *,
+        dry_run: bool = False,
+        purge: bool = False,
+        by: str = "",
     ) -> ForgetResult:
-        """Delete every memory the filter expression matches; returns their ids.
+        """Move every memory the filter expression matches to the trash
+        (`purge=True`: erase them, and those of the trash it matches, for
+        good); returns their ids.
 
         `dry_run=True` only lists them (txid 0). An empty filter raises
         InvalidArgument before anything is sent: forgetting everything takes
@@ -113,8 +125,10 @@ class WriteCalls(Connection):
         text = wire.filter_json(filter)
         if not text.strip() or not filter:
             raise InvalidArgument("forget_where needs a filter expression, not an empty one")
-        reply = self._call(self._forget, pb.ForgetRequest(filter_json=text, dry_run=dry_run))
-        return ForgetResult(txid=reply.txid, ids=tuple(reply.ids))
+        request = pb.ForgetRequest(filter_json=text, dry_run=dry_run, purge=purge, by=by)
+        reply = self._call(self._forget, request)
+        return ForgetResult(txid=reply.txid, ids=tuple(reply.ids), purge_at=reply.purge_at,
+                            purged=purge and not dry_run)
 
     def update(
         self,

@@ -263,16 +263,72 @@ class GetReply(_message.Message):
     def __init__(self, memory: _Optional[_Union[MemoryRecord, _Mapping]] = ..., chain: _Optional[_Iterable[_Union[MemoryRecord, _Mapping]]] = ..., sources: _Optional[_Iterable[_Union[MemoryRecord, _Mapping]]] = ...) -> None: ...
 
 class ForgetRequest(_message.Message):
-    __slots__ = ("id", "filter_json", "dry_run")
+    __slots__ = ("id", "filter_json", "dry_run", "purge", "by")
     ID_FIELD_NUMBER: _ClassVar[int]
     FILTER_JSON_FIELD_NUMBER: _ClassVar[int]
     DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    PURGE_FIELD_NUMBER: _ClassVar[int]
+    BY_FIELD_NUMBER: _ClassVar[int]
     id: str
     filter_json: str
     dry_run: bool
-    def __init__(self, id: _Optional[str] = ..., filter_json: _Optional[str] = ..., dry_run: _Optional[bool] = ...) -> None: ...
+    purge: bool
+    by: str
+    def __init__(self, id: _Optional[str] = ..., filter_json: _Optional[str] = ..., dry_run: _Optional[bool] = ..., purge: _Optional[bool] = ..., by: _Optional[str] = ...) -> None: ...
 
 class ForgetReply(_message.Message):
+    __slots__ = ("txid", "ids", "purge_at")
+    TXID_FIELD_NUMBER: _ClassVar[int]
+    IDS_FIELD_NUMBER: _ClassVar[int]
+    PURGE_AT_FIELD_NUMBER: _ClassVar[int]
+    txid: int
+    ids: _containers.RepeatedScalarFieldContainer[str]
+    purge_at: float
+    def __init__(self, txid: _Optional[int] = ..., ids: _Optional[_Iterable[str]] = ..., purge_at: _Optional[float] = ...) -> None: ...
+
+class ListTrashRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class TrashedMemory(_message.Message):
+    __slots__ = ("memory", "trashed_at", "trashed_by", "purge_at")
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    TRASHED_AT_FIELD_NUMBER: _ClassVar[int]
+    TRASHED_BY_FIELD_NUMBER: _ClassVar[int]
+    PURGE_AT_FIELD_NUMBER: _ClassVar[int]
+    memory: MemoryRecord
+    trashed_at: float
+    trashed_by: str
+    purge_at: float
+    def __init__(self, memory: _Optional[_Union[MemoryRecord, _Mapping]] = ..., trashed_at: _Optional[float] = ..., trashed_by: _Optional[str] = ..., purge_at: _Optional[float] = ...) -> None: ...
+
+class ListTrashReply(_message.Message):
+    __slots__ = ("memories",)
+    MEMORIES_FIELD_NUMBER: _ClassVar[int]
+    memories: _containers.RepeatedCompositeFieldContainer[TrashedMemory]
+    def __init__(self, memories: _Optional[_Iterable[_Union[TrashedMemory, _Mapping]]] = ...) -> None: ...
+
+class RestoreFromTrashRequest(_message.Message):
+    __slots__ = ("ids", "all")
+    IDS_FIELD_NUMBER: _ClassVar[int]
+    ALL_FIELD_NUMBER: _ClassVar[int]
+    ids: _containers.RepeatedScalarFieldContainer[str]
+    all: bool
+    def __init__(self, ids: _Optional[_Iterable[str]] = ..., all: _Optional[bool] = ...) -> None: ...
+
+class RestoreFromTrashReply(_message.Message):
+    __slots__ = ("txid", "memories")
+    TXID_FIELD_NUMBER: _ClassVar[int]
+    MEMORIES_FIELD_NUMBER: _ClassVar[int]
+    txid: int
+    memories: _containers.RepeatedCompositeFieldContainer[MemoryRecord]
+    def __init__(self, txid: _Optional[int] = ..., memories: _Optional[_Iterable[_Union[MemoryRecord, _Mapping]]] = ...) -> None: ...
+
+class EmptyTrashRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class EmptyTrashReply(_message.Message):
     __slots__ = ("txid", "ids")
     TXID_FIELD_NUMBER: _ClassVar[int]
     IDS_FIELD_NUMBER: _ClassVar[int]
@@ -387,7 +443,7 @@ class StatusRequest(_message.Message):
     def __init__(self, include_bands: _Optional[bool] = ...) -> None: ...
 
 class StatusReply(_message.Message):
-    __slots__ = ("version", "model_state", "model", "dimension", "memory_count", "applied_txid", "socket", "data_dir", "key_storage", "cache_hits", "cache_misses", "cache_size", "uptime_s", "vault_id", "bands", "last_sweep_at", "last_consolidation_at")
+    __slots__ = ("version", "model_state", "model", "dimension", "memory_count", "applied_txid", "socket", "data_dir", "key_storage", "cache_hits", "cache_misses", "cache_size", "uptime_s", "vault_id", "bands", "last_sweep_at", "last_consolidation_at", "trash_count")
     class BandsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -412,6 +468,7 @@ class StatusReply(_message.Message):
     BANDS_FIELD_NUMBER: _ClassVar[int]
     LAST_SWEEP_AT_FIELD_NUMBER: _ClassVar[int]
     LAST_CONSOLIDATION_AT_FIELD_NUMBER: _ClassVar[int]
+    TRASH_COUNT_FIELD_NUMBER: _ClassVar[int]
     version: str
     model_state: str
     model: str
@@ -429,7 +486,8 @@ class StatusReply(_message.Message):
     bands: _containers.ScalarMap[str, int]
     last_sweep_at: float
     last_consolidation_at: float
-    def __init__(self, version: _Optional[str] = ..., model_state: _Optional[str] = ..., model: _Optional[str] = ..., dimension: _Optional[int] = ..., memory_count: _Optional[int] = ..., applied_txid: _Optional[int] = ..., socket: _Optional[str] = ..., data_dir: _Optional[str] = ..., key_storage: _Optional[str] = ..., cache_hits: _Optional[int] = ..., cache_misses: _Optional[int] = ..., cache_size: _Optional[int] = ..., uptime_s: _Optional[float] = ..., vault_id: _Optional[str] = ..., bands: _Optional[_Mapping[str, int]] = ..., last_sweep_at: _Optional[float] = ..., last_consolidation_at: _Optional[float] = ...) -> None: ...
+    trash_count: int
+    def __init__(self, version: _Optional[str] = ..., model_state: _Optional[str] = ..., model: _Optional[str] = ..., dimension: _Optional[int] = ..., memory_count: _Optional[int] = ..., applied_txid: _Optional[int] = ..., socket: _Optional[str] = ..., data_dir: _Optional[str] = ..., key_storage: _Optional[str] = ..., cache_hits: _Optional[int] = ..., cache_misses: _Optional[int] = ..., cache_size: _Optional[int] = ..., uptime_s: _Optional[float] = ..., vault_id: _Optional[str] = ..., bands: _Optional[_Mapping[str, int]] = ..., last_sweep_at: _Optional[float] = ..., last_consolidation_at: _Optional[float] = ..., trash_count: _Optional[int] = ...) -> None: ...
 
 class SweepRequest(_message.Message):
     __slots__ = ("dry_run", "threshold")
@@ -456,16 +514,18 @@ class SweptMemory(_message.Message):
     def __init__(self, id: _Optional[str] = ..., text: _Optional[str] = ..., risk: _Optional[float] = ..., heat: _Optional[float] = ..., band: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class SweepReply(_message.Message):
-    __slots__ = ("txid", "memories", "considered", "exempt")
+    __slots__ = ("txid", "memories", "considered", "exempt", "purge_at")
     TXID_FIELD_NUMBER: _ClassVar[int]
     MEMORIES_FIELD_NUMBER: _ClassVar[int]
     CONSIDERED_FIELD_NUMBER: _ClassVar[int]
     EXEMPT_FIELD_NUMBER: _ClassVar[int]
+    PURGE_AT_FIELD_NUMBER: _ClassVar[int]
     txid: int
     memories: _containers.RepeatedCompositeFieldContainer[SweptMemory]
     considered: int
     exempt: int
-    def __init__(self, txid: _Optional[int] = ..., memories: _Optional[_Iterable[_Union[SweptMemory, _Mapping]]] = ..., considered: _Optional[int] = ..., exempt: _Optional[int] = ...) -> None: ...
+    purge_at: float
+    def __init__(self, txid: _Optional[int] = ..., memories: _Optional[_Iterable[_Union[SweptMemory, _Mapping]]] = ..., considered: _Optional[int] = ..., exempt: _Optional[int] = ..., purge_at: _Optional[float] = ...) -> None: ...
 
 class ConsolidateRequest(_message.Message):
     __slots__ = ("scope", "min_age_days", "dry_run", "session_id")

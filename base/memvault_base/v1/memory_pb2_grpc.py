@@ -59,6 +59,21 @@ class MemoryStub:
                 request_serializer=memvault__base_dot_v1_dot_memory__pb2.ForgetRequest.SerializeToString,
                 response_deserializer=memvault__base_dot_v1_dot_memory__pb2.ForgetReply.FromString,
                 _registered_method=True)
+        self.ListTrash = channel.unary_unary(
+                '/memvault.v1.Memory/ListTrash',
+                request_serializer=memvault__base_dot_v1_dot_memory__pb2.ListTrashRequest.SerializeToString,
+                response_deserializer=memvault__base_dot_v1_dot_memory__pb2.ListTrashReply.FromString,
+                _registered_method=True)
+        self.RestoreFromTrash = channel.unary_unary(
+                '/memvault.v1.Memory/RestoreFromTrash',
+                request_serializer=memvault__base_dot_v1_dot_memory__pb2.RestoreFromTrashRequest.SerializeToString,
+                response_deserializer=memvault__base_dot_v1_dot_memory__pb2.RestoreFromTrashReply.FromString,
+                _registered_method=True)
+        self.EmptyTrash = channel.unary_unary(
+                '/memvault.v1.Memory/EmptyTrash',
+                request_serializer=memvault__base_dot_v1_dot_memory__pb2.EmptyTrashRequest.SerializeToString,
+                response_deserializer=memvault__base_dot_v1_dot_memory__pb2.EmptyTrashReply.FromString,
+                _registered_method=True)
         self.Update = channel.unary_unary(
                 '/memvault.v1.Memory/Update',
                 request_serializer=memvault__base_dot_v1_dot_memory__pb2.UpdateRequest.SerializeToString,
@@ -169,7 +184,27 @@ class MemoryServicer:
         raise NotImplementedError('Method not implemented!')
 
     def Forget(self, request, context):
+        """Move memories to the trash (or, with purge, erase them for good).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListTrash(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RestoreFromTrash(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def EmptyTrash(self, request, context):
+        """Purge everything in the trash, on every device.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -254,7 +289,7 @@ class MemoryServicer:
         raise NotImplementedError('Method not implemented!')
 
     def Sweep(self, request, context):
-        """Tombstone the memories whose forgetting risk is over the threshold.
+        """Move to the trash the memories whose forgetting risk is over the threshold.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -300,6 +335,21 @@ def add_MemoryServicer_to_server(servicer, server):
                     servicer.Forget,
                     request_deserializer=memvault__base_dot_v1_dot_memory__pb2.ForgetRequest.FromString,
                     response_serializer=memvault__base_dot_v1_dot_memory__pb2.ForgetReply.SerializeToString,
+            ),
+            'ListTrash': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListTrash,
+                    request_deserializer=memvault__base_dot_v1_dot_memory__pb2.ListTrashRequest.FromString,
+                    response_serializer=memvault__base_dot_v1_dot_memory__pb2.ListTrashReply.SerializeToString,
+            ),
+            'RestoreFromTrash': grpc.unary_unary_rpc_method_handler(
+                    servicer.RestoreFromTrash,
+                    request_deserializer=memvault__base_dot_v1_dot_memory__pb2.RestoreFromTrashRequest.FromString,
+                    response_serializer=memvault__base_dot_v1_dot_memory__pb2.RestoreFromTrashReply.SerializeToString,
+            ),
+            'EmptyTrash': grpc.unary_unary_rpc_method_handler(
+                    servicer.EmptyTrash,
+                    request_deserializer=memvault__base_dot_v1_dot_memory__pb2.EmptyTrashRequest.FromString,
+                    response_serializer=memvault__base_dot_v1_dot_memory__pb2.EmptyTrashReply.SerializeToString,
             ),
             'Update': grpc.unary_unary_rpc_method_handler(
                     servicer.Update,
@@ -517,6 +567,87 @@ class Memory:
             '/memvault.v1.Memory/Forget',
             memvault__base_dot_v1_dot_memory__pb2.ForgetRequest.SerializeToString,
             memvault__base_dot_v1_dot_memory__pb2.ForgetReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListTrash(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.v1.Memory/ListTrash',
+            memvault__base_dot_v1_dot_memory__pb2.ListTrashRequest.SerializeToString,
+            memvault__base_dot_v1_dot_memory__pb2.ListTrashReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RestoreFromTrash(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.v1.Memory/RestoreFromTrash',
+            memvault__base_dot_v1_dot_memory__pb2.RestoreFromTrashRequest.SerializeToString,
+            memvault__base_dot_v1_dot_memory__pb2.RestoreFromTrashReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def EmptyTrash(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.v1.Memory/EmptyTrash',
+            memvault__base_dot_v1_dot_memory__pb2.EmptyTrashRequest.SerializeToString,
+            memvault__base_dot_v1_dot_memory__pb2.EmptyTrashReply.FromString,
             options,
             channel_credentials,
             insecure,

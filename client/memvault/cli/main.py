@@ -1,8 +1,8 @@
 """The `memvault` command: every call of `memvault.Client` from a shell.
 
 remember, supersede, update, reinforce, recall, get, forget (and forget --sweep),
-consolidate, topics, entities, turns append, export, import, status, events,
-doctor. Every command that prints data
+trash (restore, empty), consolidate, topics, entities, turns append, export,
+import, status, events, doctor. Every command that prints data
 takes `--json` for output a program can parse. Failures print one line,
 prefixed "memvault: ", to stderr and exit with a code that says what kind of
 failure it was (the table is in EXIT_CODES_HELP and docs/cli.md); a
@@ -10,8 +10,8 @@ MemvaultError or a connection failure never prints a traceback.
 
 This module is the group and that error handling; the commands live in
 modules of their own (`write_commands`, `read_commands`, `status_commands`,
-`turns_commands`, `transfer_commands`, `upkeep_commands`, `sync_commands`,
-`service`, `mcp_bridge`, `doctor`), which never import this one (see
+`turns_commands`, `transfer_commands`, `upkeep_commands`, `trash_commands`,
+`sync_commands`, `service`, `mcp_bridge`, `doctor`), which never import this one (see
 `cli_context`).
 """
 
@@ -35,6 +35,7 @@ from memvault.cli.service import service
 from memvault.cli.status_commands import events, status
 from memvault.cli.sync_commands import COMMANDS as SYNC_COMMANDS
 from memvault.cli.transfer_commands import export, import_
+from memvault.cli.trash_commands import trash
 from memvault.cli.turns_commands import append_turns as append_turns
 from memvault.cli.turns_commands import turns
 from memvault.cli.upkeep_commands import consolidate
@@ -110,8 +111,8 @@ def cli(ctx: click.Context, home: str | None, socket: str | None, timeout: float
 
 
 for command in (
-    remember, recall, get, forget, supersede, update, reinforce, topics, entities, status,
-    events, turns, export, import_, consolidate, service, mcp, doctor, *SYNC_COMMANDS,
+    remember, recall, get, forget, trash, supersede, update, reinforce, topics, entities,
+    status, events, turns, export, import_, consolidate, service, mcp, doctor, *SYNC_COMMANDS,
 ):
     cli.add_command(command)
 

@@ -7,7 +7,9 @@ the socket. Nothing is kept here: the bridge holds no memory and no key, and
 an agent that reaches it reaches only what the user's own `memvault` CLI could.
 
 Tools: `recall`, `remember`, `update_memory`, `forget` (by id, or a sweep of
-what is cold and minor), `consolidate`, `list_topics`. Their
+what is cold and minor; always into the trash, never purged: an agent misled
+by what it read cannot erase anything the user cannot restore),
+`consolidate`, `list_topics`. Their
 descriptions say *when* to call them, because that is what an agent reads to
 decide (the habit of the popular memory servers: "use this at the start of a
 task", "call this when the user states a preference"). Results are compact
@@ -36,6 +38,7 @@ if TYPE_CHECKING:
 __all__ = ["INSTRUCTIONS", "build_server", "mcp", "run"]
 
 SOURCE = "mcp"  # what `source` says on memories written through the bridge, by default
+BY = "mcp"  # what the trash says forgot a memory through the bridge
 
 INSTRUCTIONS = """\
 memvault is the user's private long-term memory, shared by their agents and \
@@ -68,12 +71,14 @@ and the other fields are kept unless given. The memory keeps its id and is \
 re-embedded, so recall finds it by its new text. Returns {"id", "updated": true}."""
 
 FORGET = """\
-Delete a memory for good, on every device of the user. Use this only when the user \
-asks you to forget something, or a memory is plainly wrong and nothing replaces it \
-(otherwise use `update_memory`). Takes the id from `recall`. With `sweep: true` and \
-no id, it instead forgets every memory that is old, unused and rated minor (never \
-pinned, protected or instruction memories): run it with `dry_run: true` first and \
-show the user the list with its reasons before sweeping for real."""
+Move a memory to the user's trash, on every device of the user: recall no longer \
+finds it. Use this only when the user asks you to forget something, or a memory is \
+plainly wrong and nothing replaces it (otherwise use `update_memory`). Takes the id \
+from `recall`. The user can bring it back with `memvault trash restore ID` until the \
+trash purges it (after 30 days by default); you cannot purge. With `sweep: true` and \
+no id, it instead moves to the trash every memory that is old, unused and rated minor \
+(never pinned, protected or instruction memories): run it with `dry_run: true` first \
+and show the user the list with its reasons before sweeping for real."""
 
 CONSOLIDATE = """\
 Tidy the memory: merge each cluster of old, rarely used, minor memories about one \
@@ -174,11 +179,16 @@ def build_server(client: Client) -> "MCPServer":
         if not sweep:
             if dry_run:
                 raise ToolError("dry_run goes with sweep: true")
-            await call(lambda: client.forget(id))
-            return _json({"id": id, "forgotten": True})
+            # Never `purge`: what an agent forgets, the user can restore.
+            await call(lambda: client.forget(id, by=BY))
+            return _json({"id": id, "forgotten": True, "in_trash": True,
+                          "restore": f"memvault trash restore {id}"})
         result = await call(lambda: client.sweep(dry_run=dry_run))
-        return _json({"dry_run": dry_run, "forgotten" if not dry_run else "would_forget": [
-            {"id": s.id, "text": s.text, "reason": s.reason} for s in result.swept]})
+        swept = [{"id": s.id, "text": s.text, "reason": s.reason} for s in result.swept]
+        if dry_run:
+            return _json({"dry_run": True, "would_forget": swept})
+        return _json({"dry_run": False, "forgotten": swept, "in_trash": True,
+                      "restore": "memvault trash restore ID (or --all)"})
 
     @server.tool(name="consolidate", description=CONSOLIDATE, structured_output=False)
     async def consolidate(

@@ -19,6 +19,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from memvault.trash import TrashedMemory
 from memvault.types import Facet, Hit, Memory, Status, SyncInfo, TurnHit
 from memvault.upkeep import Consolidation, SweptMemory
 
@@ -35,6 +36,8 @@ __all__ = [
     "show",
     "status_table",
     "swept_table",
+    "trash_hint",
+    "trash_table",
     "turns_table",
 ]
 
@@ -99,6 +102,21 @@ def swept_table(swept: Sequence[SweptMemory]) -> Table:
     return _rows_table(("id", "risk", "reason", "text"), rows)
 
 
+def trash_table(trash: Sequence[TrashedMemory]) -> Table:
+    """`memvault trash`: each memory with when and by what it was forgotten,
+    and when it will be purged."""
+    rows = [(t.memory.id, _when(t.trashed_at), t.trashed_by, _when(t.purge_at),
+             _preview(t.memory.text)) for t in trash]
+    return _rows_table(("id", "forgotten", "by", "purged after", "text"), rows)
+
+
+def trash_hint(purge_at: float) -> str:
+    """What to tell after a forget: the memories can come back, and how."""
+    until = f" until {_when(purge_at)}" if purge_at else ""
+    return (f"in the trash{until}: `memvault trash restore ID` (or --all) brings them back, "
+            "`memvault trash` lists them")
+
+
 def consolidations_table(done: Sequence[Consolidation]) -> Table:
     rows = [(c.id, str(len(c.sources)), str(c.facts), c.topic_key or c.entity, _preview(c.text))
             for c in done]
@@ -149,6 +167,7 @@ def status_table(status: Status, sync: SyncInfo | None = None) -> Table:
         ("model", f"{status.model} ({status.model_state})"),
         ("dimension", str(status.dimension)),
         ("memories", str(status.memory_count)),
+        ("trash", f"{status.trash_count} (memvault trash)"),
         ("applied txid", str(status.applied_txid)),
         ("vault", status.vault_id),
         ("key storage", status.key_storage),

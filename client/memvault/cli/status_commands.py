@@ -83,7 +83,7 @@ def _follow_scan() -> None:
     "--type",
     "types",
     multiple=True,
-    help="hit | miss | remember | forget | ready | watch | config; repeatable.",
+    help="hit | miss | remember | forget | restore | ready | watch | config; repeatable.",
 )
 @json_option
 def events(types: tuple[str, ...], as_json: bool) -> None:

@@ -21,6 +21,8 @@ def sweep(dry_run: bool, threshold: float | None, as_json: bool) -> None:
     result = _client().sweep(dry_run=dry_run, threshold=threshold)
     _report(result, as_json, output.swept_table(result.swept) if result.swept else None,
             _sweep_summary(result))
+    if result.swept and not (dry_run or as_json):
+        click.echo(output.trash_hint(result.purge_at), err=True)
 
 
 def _report(result: SweepResult | ConsolidateResult, as_json: bool, table: Table | None,

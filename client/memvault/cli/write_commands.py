@@ -1,5 +1,6 @@
 """`memvault remember`, `supersede`, `update`, `reinforce` and `forget` (by id,
-by --filter, or --sweep): the commands that write memories."""
+by --filter, or --sweep; to the trash, or --purge): the commands that write
+memories."""
 
 from __future__ import annotations
 
@@ -12,6 +13,9 @@ from memvault.cli import output
 from memvault.cli.context import current_client
 from memvault.cli.options import json_option, memory_keywords, memory_options
 from memvault.cli.upkeep_commands import sweep as sweep_command
+
+# What the trash shows as having forgotten a memory through this command.
+BY_CLI = "cli"
 
 __all__ = ["forget", "reinforce", "remember", "supersede", "update"]
 
@@ -92,13 +96,17 @@ def reinforce(id: str, as_json: bool) -> None:
               help="Forget every memory whose forgetting risk is over the threshold.")
 @click.option("--threshold", type=click.FloatRange(0, 1), default=None,
               help="With --sweep: this risk threshold instead of the daemon's (0.5).")
+@click.option("--purge", is_flag=True,
+              help="With ID or --filter: skip the trash, erase for good on every device.")
 @click.option("--dry-run", is_flag=True, help="With --filter or --sweep: list, forget nothing.")
 @json_option
 def forget(id: str | None, filter_: str | None, sweep_: bool, threshold: float | None,
-           dry_run: bool, as_json: bool) -> None:
-    """Delete the memory with this ID, every memory --filter matches, or (--sweep) every
-    memory cold, old and minor enough to forget; on every synced device.
+           purge: bool, dry_run: bool, as_json: bool) -> None:
+    """Move to the trash the memory with this ID, every memory --filter matches, or
+    (--sweep) every memory cold, old and minor enough to forget; on every synced device.
 
+    `memvault trash restore ID` brings a memory back until the trash purges
+    it (trash.retention_days, 30 by default); --purge erases at once instead.
     With --filter the ids go to stdout, one per line, and the count to stderr.
     With --sweep each memory comes with its reason; pinned, protected,
     procedural and young memories are never swept.
@@ -107,6 +115,8 @@ def forget(id: str | None, filter_: str | None, sweep_: bool, threshold: float |
         raise click.UsageError("give one of ID, --filter or --sweep")
     if threshold is not None and not sweep_:
         raise click.UsageError("--threshold goes with --sweep")
+    if purge and sweep_:
+        raise click.UsageError("--purge goes with ID or --filter")
     if sweep_:
         sweep_command(dry_run, threshold, as_json)
         return
@@ -114,19 +124,25 @@ def forget(id: str | None, filter_: str | None, sweep_: bool, threshold: float |
         assert id is not None
         if dry_run:
             raise click.UsageError("--dry-run goes with --filter or --sweep")
-        txid = _client().forget(id)
+        txid = _client().forget(id, purge=purge, by=BY_CLI)
         if as_json:
-            output.echo_json({"id": id, "txid": txid})
+            output.echo_json({"id": id, "txid": txid, "purged": purge})
+        elif purge:
+            click.echo(f"purged {id} (txid {txid})")
         else:
             click.echo(f"forgot {id} (txid {txid})")
+            click.echo(f"in the trash: `memvault trash restore {id}` brings it back", err=True)
         return
-    result = _client().forget_where(filter_, dry_run=dry_run)
+    result = _client().forget_where(filter_, dry_run=dry_run, purge=purge, by=BY_CLI)
     if as_json:
         output.echo_json({**result.to_dict(), "dry_run": dry_run})
         return
     for forgotten in result.ids:
         click.echo(forgotten)
     count = output.plural(len(result.ids), "memory", "memories")
-    click.echo(
-        f"would forget {count}" if dry_run else f"forgot {count} (txid {result.txid})", err=True
-    )
+    if dry_run:
+        click.echo(f"would {'purge' if purge else 'forget'} {count}", err=True)
+        return
+    click.echo(f"{'purged' if purge else 'forgot'} {count} (txid {result.txid})", err=True)
+    if result.ids and not purge:
+        click.echo(output.trash_hint(result.purge_at), err=True)

@@ -37,6 +37,9 @@ Every setting has a default that works with no file at all. The file is
     min_age_days = 30             # never sweep a younger memory
     every_hours = 24              # background sweep; 0 turns it off
 
+    [trash]                       # forgotten memories, restorable (docs/upkeep.md)
+    retention_days = 30           # then purged for good; 0: at the next check
+
     [consolidation]               # docs/upkeep.md
     min_age_days = 7
     similarity = 0.45             # cosine to join a cluster
@@ -68,6 +71,7 @@ from memvaultd.recall.hybrid import FusionSettings
 from memvaultd.recall.ranking import DEFAULT_HALF_LIVES_DAYS, half_lives_from_env
 from memvaultd.upkeep.consolidation import ConsolidationSettings
 from memvaultd.upkeep.sweep import SweepSettings
+from memvaultd.upkeep.trash import TrashSettings
 
 # Cosines measured with all-MiniLM-L6-v2: a restatement of one fact scores
 # 0.92-0.99 ("prefers vitest over jest" / "the user prefers vitest to jest":
@@ -94,6 +98,7 @@ class Config:
     watch: tuple[WatchFolder, ...] = ()
     heat: HeatSettings = field(default_factory=HeatSettings)
     sweep: SweepSettings = field(default_factory=SweepSettings)
+    trash: TrashSettings = field(default_factory=TrashSettings)
     consolidation: ConsolidationSettings = field(default_factory=ConsolidationSettings)
 
 
@@ -158,7 +163,7 @@ def _fusion(raw: dict[str, Any], path: Path) -> FusionSettings:
 # Sections of plain numbers (and strings where the default is one), each
 # value checked for type, then against its bounds in `_check`.
 _SECTIONS: dict[str, type] = {"heat": HeatSettings, "sweep": SweepSettings,
-                              "consolidation": ConsolidationSettings}
+                              "trash": TrashSettings, "consolidation": ConsolidationSettings}
 
 
 def _numbers(raw: object, cls: type, section: str, path: Path) -> Any:

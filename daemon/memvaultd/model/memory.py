@@ -62,10 +62,18 @@ class Memory:
     # A consolidated memory names its sources; each source (archived) names it.
     consolidated_from: tuple[str, ...] = ()
     consolidated_into: str = ""
+    # In the trash (docs/format.md, `vault/state.py`): when it was forgotten
+    # (0: not in the trash) and by what ("cli", "mcp", "sweep", "watch", ...).
+    trashed_at: float = 0.0
+    trashed_by: str = ""
 
     @property
     def pinned(self) -> bool:
         return self.importance >= PINNED_IMPORTANCE
+
+    @property
+    def trashed(self) -> bool:
+        return self.trashed_at > 0
 
     def is_expired(self, now: float) -> bool:
         return self.expires_at > 0 and self.expires_at <= now

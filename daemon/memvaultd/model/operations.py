@@ -8,14 +8,22 @@ Every change to the vault is one operation. The log stores each one sealed
     json   := {"v": 1, "op": OP_ID, "kind": KIND,
                "hlc": [wall_ms, counter, device], ...kind-specific fields}
       put       "memory": {every Memory field except the vector},
-                "layer": "memories" | "turns"             (vector follows)
+                "layer": "memories" | "turns" | "trash"   (vector follows)
       update    "id": ID, "fields": {name: new value}, "at": seconds
                                                       (vector follows if the text changed)
       reinforce "id": ID, "at": seconds
-      forget    "id": ID, "at": seconds
+      trash     "id": ID, "at": seconds, "by": WHAT   (forget: into the trash)
+      restore   "id": ID, "at": seconds                (out of the trash)
+      forget    "id": ID, "at": seconds                (purge: a tombstone)
       access    "ids": [ID, ...], "at": seconds          (recall's mark_accessed)
       upkeep    "id": "sweep" | "consolidate", "at": seconds,
                 "fields": {"count": N}        (a sweep or consolidation ran; N changed)
+
+`forget` is the purge: the memory is gone for good on every device, as it
+is in every log written before `trash` and `restore` existed. A put in the layer
+"trash" is a memory that was in the trash when `init` or `join` logged it
+(its `trashed_at` is set); `vault/state.py` places every memory by that
+field, so the layer name only says where it was.
 
 The vector travels as raw float32 after the JSON (1,536 bytes for 384
 dimensions instead of ~4 KiB as JSON numbers).
@@ -41,7 +49,11 @@ from memvaultd.model.vector import Vector
 FORMAT_VERSION = 1
 PUT, UPDATE, REINFORCE, FORGET, ACCESS = "put", "update", "reinforce", "forget", "access"
 UPKEEP = "upkeep"
-MEMORIES, TURNS = "memories", "turns"
+TRASH, RESTORE = "trash", "restore"
+# What a trash says forgot the memory, when the daemon itself decides: a
+# client that does not say, the forgetting sweep, a watched file's change.
+BY_CLIENT, BY_SWEEP, BY_WATCH = "client", "sweep", "watch"
+MEMORIES, TURNS, TRASH_LAYER = "memories", "turns", "trash"
 _LEN = struct.Struct(">I")
 
 
@@ -58,6 +70,7 @@ class Operation:
     layer: str = MEMORIES
     fields: dict[str, Any] | None = None
     ids: tuple[str, ...] = ()
+    by: str = ""  # a trash: what forgot the memory
 
     @property
     def memory_id(self) -> str:
@@ -79,6 +92,8 @@ def encode(op: Operation) -> bytes:
         doc["at"] = op.at
         if op.kind in (UPDATE, UPKEEP):
             doc["fields"] = op.fields or {}
+        elif op.kind == TRASH:
+            doc["by"] = op.by
     vector = b"" if op.vector is None else np.ascontiguousarray(op.vector, dtype="<f4").tobytes()
     body = json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
     return _LEN.pack(len(body)) + body + vector
@@ -102,9 +117,10 @@ def decode(record: bytes) -> Operation:
                              vector=vector, layer=doc.get("layer", MEMORIES))
         if kind == ACCESS:
             return Operation(doc["op"], kind, stamp, ids=tuple(doc["ids"]), at=float(doc["at"]))
-        if kind in (UPDATE, REINFORCE, FORGET, UPKEEP):
+        if kind in (UPDATE, REINFORCE, FORGET, UPKEEP, TRASH, RESTORE):
             return Operation(doc["op"], kind, stamp, target=doc["id"], at=float(doc["at"]),
-                             fields=doc.get("fields"), vector=vector)
+                             fields=doc.get("fields"), vector=vector,
+                             by=str(doc.get("by", "")))
         raise ValueError(f"unknown operation kind {kind!r}")
     except (ValueError, KeyError, TypeError, struct.error) as exc:
         raise IntegrityError(f"operation record does not parse: {exc}") from exc

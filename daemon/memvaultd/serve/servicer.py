@@ -209,15 +209,40 @@ class MemoryServicer(pb_grpc.MemoryServicer):
     @_translate_errors
     def Forget(self, request: pb.ForgetRequest, context: grpc.ServicerContext
                ) -> pb.ForgetReply:
-        txid, ids = self.vault.forget(request.id, request.filter_json, request.dry_run)
-        return pb.ForgetReply(txid=txid, ids=ids)
+        txid, ids = self.vault.forget(request.id, request.filter_json, request.dry_run,
+                                      purge=request.purge, by=request.by)
+        trashed = ids and not (request.purge or request.dry_run)
+        return pb.ForgetReply(txid=txid, ids=ids,
+                              purge_at=self.vault.purge_time() if trashed else 0.0)
+
+    @_translate_errors
+    def ListTrash(self, request: pb.ListTrashRequest, context: grpc.ServicerContext
+                  ) -> pb.ListTrashReply:
+        return pb.ListTrashReply(memories=[
+            pb.TrashedMemory(memory=record_of(memory), trashed_at=memory.trashed_at,
+                             trashed_by=memory.trashed_by, purge_at=purge_at)
+            for memory, purge_at in self.vault.trash()])
+
+    @_translate_errors
+    def RestoreFromTrash(self, request: pb.RestoreFromTrashRequest,
+                         context: grpc.ServicerContext) -> pb.RestoreFromTrashReply:
+        txid, memories = self.vault.restore(list(request.ids), request.all)
+        return pb.RestoreFromTrashReply(txid=txid, memories=[record_of(m) for m in memories])
+
+    @_translate_errors
+    def EmptyTrash(self, request: pb.EmptyTrashRequest, context: grpc.ServicerContext
+                   ) -> pb.EmptyTrashReply:
+        txid, ids = self.vault.empty_trash()
+        return pb.EmptyTrashReply(txid=txid, ids=ids)
 
     @_translate_errors
     def Sweep(self, request: pb.SweepRequest, context: grpc.ServicerContext) -> pb.SweepReply:
         txid, plan = self.vault.sweep(
             request.dry_run, request.threshold if request.HasField("threshold") else None)
+        trashed = plan.swept and not request.dry_run
         return pb.SweepReply(txid=txid, memories=[swept_of(s) for s in plan.swept],
-                             considered=plan.considered, exempt=plan.exempt)
+                             considered=plan.considered, exempt=plan.exempt,
+                             purge_at=self.vault.purge_time() if trashed else 0.0)
 
     @_translate_errors
     def Consolidate(self, request: pb.ConsolidateRequest, context: grpc.ServicerContext
@@ -334,7 +359,8 @@ class MemoryServicer(pb_grpc.MemoryServicer):
             vault_id=vault.info.vault_id,
             bands=vault.band_counts() if request.include_bands else {},
             last_sweep_at=vault.last_upkeep("sweep"),
-            last_consolidation_at=vault.last_upkeep("consolidate"))
+            last_consolidation_at=vault.last_upkeep("consolidate"),
+            trash_count=vault.trash_size)
 
     def Events(self, request: pb.EventsRequest, context: grpc.ServicerContext
                ) -> Iterator[pb.Event]:

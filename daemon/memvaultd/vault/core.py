@@ -25,7 +25,7 @@ from memvaultd.index.layer import Layer
 from memvaultd.model import memory as m
 from memvaultd.model.hlc import Clock
 from memvaultd.model.memory import Memory
-from memvaultd.model.operations import ACCESS, FORGET, UPKEEP, Operation, encode
+from memvaultd.model.operations import ACCESS, FORGET, RESTORE, TRASH, UPKEEP, Operation, encode
 from memvaultd.storage.keys import UnlockedKey
 from memvaultd.storage.oplog import OperationLog
 from memvaultd.storage.snapshots import SnapshotStore
@@ -122,6 +122,9 @@ class VaultCore:
     def get(self, memory_id: str) -> Memory:
         memory = self.memories.get(memory_id)
         if memory is None:
+            if self.state.trash.get(memory_id) is not None:
+                raise NotFound(f"id: memory {memory_id!r} is in the trash; "
+                               f"`memvault trash restore {memory_id}` brings it back")
             raise NotFound(f"id: no memory {memory_id!r}")
         return memory
 
@@ -146,8 +149,7 @@ class VaultCore:
         self.set_applied(last)
         for op in ops:
             if op.kind not in (ACCESS, UPKEEP):
-                self.events.publish("forget" if op.kind == FORGET else "remember",
-                                    id=op.memory_id)
+                self.events.publish(_EVENTS.get(op.kind, "remember"), id=op.memory_id)
         if local and not genesis and self.on_local_commit is not None:
             self.on_local_commit()
         for callback in self.after_commit:
@@ -169,9 +171,15 @@ class VaultCore:
             self.commit(ahead, genesis=True)
 
 
+# The event a committed operation publishes (`memvault events`); "remember"
+# for the rest. A trash and a purge are both a memory leaving recall.
+_EVENTS = {FORGET: "forget", TRASH: "forget", RESTORE: "restore"}
+
+
 def _names(op: Operation) -> tuple[str, ...]:
-    """The memories `op` names, but for a forget, whose tombstone wins over
-    the put in either order."""
+    """The memories `op` names, but for a forget (a purge), whose tombstone
+    wins over the put in either order. A trash or a restore names its
+    memory: applied before the put, it would be dropped."""
     if op.kind == ACCESS:
         return tuple(op.ids or ())
     if op.kind == FORGET:

@@ -1,4 +1,6 @@
-"""Reads: recall, get, chains, facets, export and the heat band counts."""
+"""Reads: recall, get, chains, facets, export, the heat band counts and the
+trash's list. Every read but the last goes through the memories layer, which
+never holds a trashed memory (`state.py`)."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from memvaultd.model.operations import TURNS
 from memvaultd.model.vector import Vector
 from memvaultd.recall import engine
 from memvaultd.recall.filter.parse import parse_filter
+from memvaultd.upkeep import trash as trashing
 from memvaultd.vault.access import AccessMarks
 from memvaultd.vault.core import VaultCore, visible
 
@@ -202,3 +205,11 @@ class Reads:
             if visible(memory, now):
                 counts[band(heat(memory, now, half_life))] += 1
         return counts
+
+    def trash(self) -> list[tuple[Memory, float]]:
+        """What the trash holds, the most recently forgotten first, each
+        with when it will be purged."""
+        self.core.await_loaded()
+        settings = self.core.config.trash
+        held = sorted(self.core.state.trash.memories(), key=lambda mem: (-mem.trashed_at, mem.id))
+        return [(memory, trashing.purge_at(memory, settings)) for memory in held]

@@ -7,7 +7,12 @@ import logging
 import threading
 from collections.abc import Callable
 
+import numpy as np
+
+from memvaultd.index.layer import Layer
+from memvaultd.model.memory import Memory
 from memvaultd.model.operations import TURNS
+from memvaultd.model.vector import Vector
 from memvaultd.storage.snapshot_body import SnapshotBody, collector_paused, encode_body_parts
 from memvaultd.storage.snapshots import due as snapshot_due
 from memvaultd.vault.access import AccessMarks
@@ -63,7 +68,7 @@ class Snapshots:
         returned function is called (outside the lock: `MemoryIndex.cut`)."""
         core = self.core
         state = core.state
-        memories, vectors = state.memories.index.cut()
+        memories, vectors = _cut(state.memories, state.trash)
         turns, turn_vectors = state.layers[TURNS].index.cut()
         seq, dimension, stamp = core.applied_txid, core.info.dimension, core.clock.last
         tombstones, seen = frozenset(state.tombstones), frozenset(state.seen)
@@ -82,3 +87,24 @@ class Snapshots:
         if not core.genesis_rest and not self._lock.locked() and snapshot_due(
                 core.applied_txid - self.txid, len(core.memories), core.config.snapshot_every):
             threading.Thread(target=self.snapshot, name="snapshot", daemon=True).start()
+
+
+def _cut(*layers: Layer) -> tuple[list[Memory], Callable[[], Vector]]:
+    """`MemoryIndex.cut` of several layers as one list: the snapshot holds
+    the trash among the memories (`trashed_at` tells them apart, and
+    `VaultState.restore` puts them back). The vectors are copied once, into
+    one matrix, rather than a copy per layer then their concatenation: at
+    100k memories that second copy is 150 MB."""
+    parts = [layer.index.live_rows() for layer in layers]
+    memories = [memory for part_memories, _, _ in parts for memory in part_memories]
+    dimension = layers[0].index.dimension
+
+    def vectors() -> Vector:
+        out = np.empty((len(memories), dimension), dtype=np.float32)
+        start = 0
+        for _, matrix, rows in parts:
+            np.take(matrix, rows, axis=0, out=out[start : start + len(rows)])
+            start += len(rows)
+        return out
+
+    return memories, vectors

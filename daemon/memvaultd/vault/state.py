@@ -10,17 +10,37 @@ without regard to order:
   logical clock (device id breaks ties) — the stamps live in `stamps`;
 - `reinforce` and `access` count distinct operations (a sum) and keep the
   latest time (a max);
-- `forget` is a tombstone: it wins over every put or update, before or after;
+- `trash` and `restore` write one register of the memory, its trash state
+  (`trashed_at`, `trashed_by`), last-writer-wins by stamp like any field: a
+  trash sets it to (when, by what), a restore clears it. Both fields take
+  the operation's stamp together, so they never come apart. A restore made
+  after its device saw the trash carries a later stamp (the clock moved past
+  the trash's) and wins; a trash on one device and a restore on another,
+  neither having seen the other, end on every device as the one with the
+  later stamp says. A put of the same memory again (an import on two
+  devices) merges the register like its other fields;
+- where a memory lives follows from that register alone: in `memories`
+  while it is not trashed, in `trash` while it is. Updates, reinforcements,
+  access marks and supersession apply to it in either place (one made on a
+  device that had not seen the trash yet is kept, and comes back with a
+  restore), so the order in which a trash and they arrive changes nothing.
+  Every read goes through `memories` and never sees the trash;
+- `forget` is the purge, a tombstone: it wins over every put, update, trash
+  or restore, before or after, on every device, and cannot be undone. It is
+  the only forgetting that logs and snapshots written before the trash
+  existed hold, and they mean by it what it means now;
 - `upkeep` (a sweep or consolidation ran) keeps the latest time per kind.
 
-Operations that refer to a memory (update, reinforce, supersession) are
-applied after the put that created it: each device pushes its operations in
-the order it made them, and a device only refers to memories it holds.
+Operations that refer to a memory (update, reinforce, trash, restore,
+supersession) are applied after the put that created it: each device pushes
+its operations in the order it made them, and a device only refers to
+memories it holds. One that finds no memory (purged) changes nothing.
 """
 
 from __future__ import annotations
 
 import gc
+import sys
 from dataclasses import fields
 
 from memvaultd.index.layer import Layer
@@ -32,6 +52,9 @@ from memvaultd.model.operations import (
     MEMORIES,
     PUT,
     REINFORCE,
+    RESTORE,
+    TRASH,
+    TRASH_LAYER,
     TUPLE_FIELDS,
     TURNS,
     UPDATE,
@@ -45,12 +68,20 @@ MEMORY_FIELDS = tuple(f.name for f in fields(Memory))
 # Fields a put sets and an update may change; counters merge by their own rule.
 _LWW_FIELDS = frozenset(MEMORY_FIELDS) - {"id", "reinforce_count", "access_count",
                                           "last_reinforced_at", "last_accessed_at"}
+# The trash register: written by a put, a trash or a restore, never by an update.
+TRASH_FIELDS = ("trashed_at", "trashed_by")
+_UPDATABLE = _LWW_FIELDS - set(TRASH_FIELDS)
 _BASE = "*"  # the stamp of the put, for every field not updated since
 
 
 class VaultState:
     def __init__(self, dimension: int) -> None:
-        self.layers = {MEMORIES: Layer(dimension), TURNS: Layer(dimension)}
+        trash = Layer(dimension)
+        # The trash is listed, never searched: no IVF for it (a sweep past
+        # 20k memories would otherwise build one in the background, 2.3 s
+        # of a core at 100k, `index/ivf.py`).
+        trash.index.ivf_threshold = sys.maxsize
+        self.layers = {MEMORIES: Layer(dimension), TURNS: Layer(dimension), TRASH_LAYER: trash}
         self.tombstones: set[str] = set()
         self.seen: set[str] = set()
         self.stamps: dict[str, dict[str, Stamp]] = {}
@@ -60,6 +91,18 @@ class VaultState:
     @property
     def memories(self) -> Layer:
         return self.layers[MEMORIES]
+
+    @property
+    def trash(self) -> Layer:
+        return self.layers[TRASH_LAYER]
+
+    def find(self, memory_id: str) -> tuple[Layer, Memory] | None:
+        """The memory `memory_id`, live or in the trash, and the layer holding it."""
+        for layer in (self.layers[MEMORIES], self.layers[TRASH_LAYER]):
+            memory = layer.get(memory_id)
+            if memory is not None:
+                return layer, memory
+        return None
 
     def apply(self, op: Operation) -> bool:
         """Apply `op` unless it was applied before; returns whether it was new."""
@@ -71,22 +114,27 @@ class VaultState:
         elif op.kind == UPDATE:
             self._update(op)
         elif op.kind == REINFORCE:
-            old = self.memories.get(op.target)
-            if old is not None:
-                self.memories.recount(old.copy(
+            found = self.find(op.target)
+            if found is not None:
+                layer, old = found
+                layer.recount(old.copy(
                     reinforce_count=old.reinforce_count + 1,
                     last_reinforced_at=max(old.last_reinforced_at, op.at)))
+        elif op.kind in (TRASH, RESTORE):
+            self._trash_register(op)
         elif op.kind == FORGET:
             self.memories.remove(op.target)
+            self.trash.remove(op.target)
             self.tombstones.add(op.target)
             self.stamps.pop(op.target, None)
         elif op.kind == UPKEEP:
             self.upkeep[op.target] = max(self.upkeep.get(op.target, 0.0), op.at)
         elif op.kind == ACCESS:
             for memory_id in op.ids:
-                old = self.memories.get(memory_id)
-                if old is not None:
-                    self.memories.recount(old.copy(
+                found = self.find(memory_id)
+                if found is not None:
+                    layer, old = found
+                    layer.recount(old.copy(
                         access_count=old.access_count + 1,
                         last_accessed_at=max(old.last_accessed_at, op.at)))
         return True
@@ -96,8 +144,12 @@ class VaultState:
         new = op.memory
         if new.id in self.tombstones:
             return
-        layer = self.layers[op.layer]
-        old = layer.get(new.id)
+        if op.layer == TURNS:
+            layer = self.layers[TURNS]
+            old = layer.get(new.id)
+        else:
+            found = self.find(new.id)
+            layer, old = found if found is not None else (self._home(new), None)
         if old is None:
             layer.put(new, op.vector)
             self.stamps[new.id] = {_BASE: op.stamp}
@@ -108,24 +160,54 @@ class VaultState:
             changes["access_count"] = max(old.access_count, new.access_count)
             changes["last_reinforced_at"] = max(old.last_reinforced_at, new.last_reinforced_at)
             changes["last_accessed_at"] = max(old.last_accessed_at, new.last_accessed_at)
-            layer.update(old.copy(**changes), op.vector if "text" in changes else None)
-        if new.supersedes and op.layer == MEMORIES:
-            older = self.memories.get(new.supersedes)
-            if older is not None and self._newer(older.id, "superseded_by", op.stamp):
-                self.memories.update(older.copy(superseded_by=new.id))
+            self._place(layer, old.copy(**changes), op.vector if "text" in changes else None)
+        if new.supersedes and op.layer != TURNS:
+            found = self.find(new.supersedes)
+            if found is not None and self._newer(new.supersedes, "superseded_by", op.stamp):
+                holder, older = found
+                holder.update(older.copy(superseded_by=new.id))
 
     def _update(self, op: Operation) -> None:
-        old = self.memories.get(op.target)
-        if old is None:
+        found = self.find(op.target)
+        if found is None:
             return
+        layer, old = found
         changes = {name: value for name, value in (op.fields or {}).items()
-                   if name in _LWW_FIELDS and self._newer(op.target, name, op.stamp)}
+                   if name in _UPDATABLE and self._newer(op.target, name, op.stamp)}
         if not changes:
             return
         for name in TUPLE_FIELDS:
             if name in changes:
                 changes[name] = tuple(changes[name])
-        self.memories.update(old.copy(**changes), op.vector if "text" in changes else None)
+        layer.update(old.copy(**changes), op.vector if "text" in changes else None)
+
+    def _trash_register(self, op: Operation) -> None:
+        """A trash or a restore: the register takes the op's value if its stamp is newer."""
+        found = self.find(op.target)
+        if found is None:
+            return
+        layer, old = found
+        if not self._newer(op.target, TRASH_FIELDS[0], op.stamp):
+            return
+        self.stamps[op.target][TRASH_FIELDS[1]] = op.stamp
+        at, by = (op.at, op.by) if op.kind == TRASH else (0.0, "")
+        self._place(layer, old.copy(trashed_at=at, trashed_by=by), None)
+
+    def _home(self, memory: Memory) -> Layer:
+        """Where a memory of the memories layer lives: the trash while it is trashed."""
+        return self.layers[TRASH_LAYER] if memory.trashed else self.layers[MEMORIES]
+
+    def _place(self, layer: Layer, memory: Memory, vector: Vector | None) -> None:
+        """Write `memory`, now held by `layer`, where its trash register puts it."""
+        home = layer if layer is self.layers[TURNS] else self._home(memory)
+        if home is layer:
+            layer.update(memory, vector)
+            return
+        if vector is None:
+            vector = layer.index.vector(memory.id)
+            assert vector is not None  # the layer holds it
+        layer.remove(memory.id)
+        home.put(memory, vector)
 
     def _newer(self, memory_id: str, name: str, stamp: Stamp) -> bool:
         """Whether `stamp` beats the field's stamp; if so, it becomes the field's."""
@@ -141,9 +223,15 @@ class VaultState:
                 ) -> None:
         """Take a snapshot's state: the same layers as a `put` of each memory
         in order, built in bulk (`Layer.restore`), with the collector paused
-        while they are: 100k memories in ~1.4 s against ~3.4 s."""
+        while they are: 100k memories in ~1.4 s against ~3.4 s. A snapshot
+        holds the trash among its memories (`trashed_at` set): they go to
+        the trash layer, as their puts would."""
+        live: list[tuple[Memory, Vector]] = []
+        trashed: list[tuple[Memory, Vector]] = []
+        for pair in memories:
+            (trashed if pair[0].trashed else live).append(pair)
         with collector_paused():
-            for name, pairs in ((MEMORIES, memories), (TURNS, turns)):
+            for name, pairs in ((MEMORIES, live), (TURNS, turns), (TRASH_LAYER, trashed)):
                 self.layers[name].restore([memory for memory, _ in pairs],
                                           [vector for _, vector in pairs])
             self.tombstones, self.seen, self.stamps = tombstones, seen, stamps

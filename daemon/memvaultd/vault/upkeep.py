@@ -1,5 +1,5 @@
-"""Upkeep written as operations: the sweep and consolidation decide
-(`upkeep/`), the vault logs what they decided."""
+"""Upkeep written as operations: the sweep, consolidation and the trash's
+retention decide (`upkeep/`), the vault logs what they decided."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ import time
 from memvault_base.errors import InvalidArgument
 from memvaultd.crypto.entropy import new_id
 from memvaultd.model import memory as m
-from memvaultd.model.operations import FORGET, PUT, UPDATE, UPKEEP, Operation
+from memvaultd.model.operations import BY_SWEEP, FORGET, PUT, TRASH, UPDATE, UPKEEP, Operation
 from memvaultd.upkeep import consolidation, summariser
 from memvaultd.upkeep import sweep as sweeping
+from memvaultd.upkeep import trash as trashing
 from memvaultd.vault.core import VaultCore
 
 
@@ -20,8 +21,8 @@ class Upkeep:
 
     def sweep(self, dry_run: bool, threshold: float | None = None
               ) -> tuple[int, sweeping.SweepPlan]:
-        """Forget what the sweep plans (upkeep/sweep.py) in one durable
-        append; returns (last txid or 0, the plan)."""
+        """Move what the sweep plans (upkeep/sweep.py) to the trash in one
+        durable append; returns (last txid or 0, the plan)."""
         if threshold is not None and not 0.0 <= threshold <= 1.0:
             raise InvalidArgument(f"threshold: {threshold!r} is outside 0..1")
         self.core.await_loaded()
@@ -31,9 +32,27 @@ class Upkeep:
                                  self.core.config.heat, threshold)
             if dry_run:
                 return 0, plan
-            ops = [Operation(new_id(), FORGET, self.core.clock.now(), target=s.memory.id,
-                             at=now) for s in plan.swept]
+            ops = [Operation(new_id(), TRASH, self.core.clock.now(), target=s.memory.id,
+                             at=now, by=BY_SWEEP) for s in plan.swept]
             return self._commit_upkeep("sweep", ops, now), plan
+
+    def purge_trash(self) -> tuple[int, list[str]]:
+        """Purge, for good and on every device, what has been in the trash
+        longer than `trash.retention_days` (upkeep/trash.py); returns (last
+        txid or 0, the ids)."""
+        self.core.await_loaded()
+        with self.core.write_lock:
+            now = time.time()
+            ids = trashing.due(self.core.state.trash.memories(), now, self.core.config.trash)
+            if not ids:
+                return 0, []
+            first = self.core.commit([Operation(new_id(), FORGET, self.core.clock.now(),
+                                                target=i, at=now) for i in ids])
+            return first + len(ids) - 1, ids
+
+    def purge_time(self) -> float:
+        """When a memory moved to the trash now will be purged."""
+        return time.time() + self.core.config.trash.retention_s
 
     def consolidate(self, request: consolidation.Request, dry_run: bool
                     ) -> tuple[int, list[consolidation.Consolidated], int]:

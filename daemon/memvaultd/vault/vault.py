@@ -1,6 +1,6 @@
 """The vault: the domain of memvaultd.
 
-It owns the in-memory layers (memories and transcript turns) and the sealed
+It owns the in-memory layers (memories, transcript turns, the trash) and the sealed
 storage behind them, and keeps one rule: a write is appended to the
 operation log and fsynced before it is applied and acknowledged, so an
 acknowledged write survives `kill -9` and power loss. Start-up is the same
@@ -177,6 +177,10 @@ class Vault:
         return self.core.memories
 
     @property
+    def trash_size(self) -> int:
+        return len(self.core.state.trash)
+
+    @property
     def applied_txid(self) -> int:
         return self.core.applied_txid
 
@@ -205,9 +209,15 @@ class Vault:
     def reinforce(self, memory_id: str) -> tuple[int, Memory]:
         return self.writes.reinforce(memory_id)
 
-    def forget(self, memory_id: str = "", filter_json: str = "", dry_run: bool = False
-               ) -> tuple[int, list[str]]:
-        return self.writes.forget(memory_id, filter_json, dry_run)
+    def forget(self, memory_id: str = "", filter_json: str = "", dry_run: bool = False, *,
+               purge: bool = False, by: str = "") -> tuple[int, list[str]]:
+        return self.writes.forget(memory_id, filter_json, dry_run, purge=purge, by=by)
+
+    def restore(self, ids: Sequence[str], every: bool = False) -> tuple[int, list[Memory]]:
+        return self.writes.restore(ids, every)
+
+    def empty_trash(self) -> tuple[int, list[str]]:
+        return self.writes.empty_trash()
 
     def append_turns(self, session_id: str, turns: Sequence[TurnDraft]) -> tuple[int, list[str]]:
         return self.writes.append_turns(session_id, turns)
@@ -252,6 +262,9 @@ class Vault:
     def band_counts(self) -> dict[str, int]:
         return self.reads.band_counts()
 
+    def trash(self) -> list[tuple[Memory, float]]:
+        return self.reads.trash()
+
     # -- upkeep (upkeep.py) ---------------------------------------------------
 
     def sweep(self, dry_run: bool, threshold: float | None = None) -> tuple[int, SweepPlan]:
@@ -263,6 +276,12 @@ class Vault:
 
     def last_upkeep(self, what: str) -> float:
         return self.upkeep.last_upkeep(what)
+
+    def purge_trash(self) -> tuple[int, list[str]]:
+        return self.upkeep.purge_trash()
+
+    def purge_time(self) -> float:
+        return self.upkeep.purge_time()
 
     # -- what sync asks of the vault (replication.py; sync/vault_side.py) ------
 

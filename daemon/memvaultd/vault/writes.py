@@ -1,6 +1,7 @@
-"""Writes: remember, supersede, update, reinforce, forget, turns, import and
-a watched file's chunks; each validated and embedded first, and a restated
-memory turned into a reinforcement."""
+"""Writes: remember, supersede, update, reinforce, forget (into the trash, or
+purged), the trash's restore and empty, turns, import and a watched file's
+chunks; each validated and embedded first, and a restated memory turned into
+a reinforcement."""
 
 from __future__ import annotations
 
@@ -8,13 +9,24 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from memvault_base.errors import InvalidArgument
+from memvault_base.errors import InvalidArgument, NotFound
 from memvaultd.crypto.entropy import new_id
 from memvaultd.model import drafts
 from memvaultd.model import memory as m
 from memvaultd.model.commands import MemoryDraft, RememberOutcome, TurnDraft
 from memvaultd.model.memory import Memory
-from memvaultd.model.operations import FORGET, PUT, REINFORCE, TURNS, UPDATE, Operation
+from memvaultd.model.operations import (
+    BY_CLIENT,
+    BY_WATCH,
+    FORGET,
+    PUT,
+    REINFORCE,
+    RESTORE,
+    TRASH,
+    TURNS,
+    UPDATE,
+    Operation,
+)
 from memvaultd.model.vector import Vector
 from memvaultd.recall.filter.parse import parse_filter
 from memvaultd.vault.core import MAX_BATCH, VaultCore, visible
@@ -86,25 +98,78 @@ class Writes:
             txid = self.core.commit([self._reinforce_op(memory_id, time.time())])
             return txid, self.core.get(memory_id)
 
-    def forget(self, memory_id: str = "", filter_json: str = "", dry_run: bool = False
-               ) -> tuple[int, list[str]]:
+    def forget(self, memory_id: str = "", filter_json: str = "", dry_run: bool = False, *,
+               purge: bool = False, by: str = "") -> tuple[int, list[str]]:
+        """Move the memory `memory_id`, or every memory the filter matches,
+        to the trash, `by` (what asks: "cli", "mcp", ...) noted there.
+        `purge`: erase them for good instead, on every device, and what of
+        the trash the id or filter names too. Returns (last txid, the ids)."""
         if bool(memory_id) == bool(filter_json):
             raise InvalidArgument("id: give either an id or a filter to forget by")
+        by = m.check_short(by, "by") or BY_CLIENT
         matches = parse_filter(filter_json) if filter_json else None
         self.core.await_loaded()
         with self.core.write_lock:
+            trash = self.core.state.trash
             if matches is None:
-                self.core.get(memory_id)
+                if not (purge and trash.get(memory_id) is not None):
+                    self.core.get(memory_id)
                 ids = [memory_id]
             else:
-                ids = sorted(mem.id for mem in self.core.memories.memories()
-                             if matches.matches(mem))
+                pool = [*self.core.memories.memories(), *(trash.memories() if purge else ())]
+                ids = sorted(mem.id for mem in pool if matches.matches(mem))
             if dry_run or not ids:
                 return self.core.applied_txid, ids
-            now = time.time()
-            last = self.core.commit([Operation(new_id(), FORGET, self.core.clock.now(),
-                                           target=i, at=now) for i in ids])
+            last = self.core.commit(self._forget_ops(ids, purge, by))
             return last + len(ids) - 1, ids
+
+    def restore(self, ids: Sequence[str], every: bool = False) -> tuple[int, list[Memory]]:
+        """Bring memories back from the trash, every field as it was (and
+        as updated since, on any device); `every`: the whole trash. An id
+        that is not forgotten is returned as it is. Returns (last txid, the
+        memories)."""
+        if bool(ids) == every:
+            raise InvalidArgument("ids: give the ids to restore, or restore all")
+        if len(ids) > MAX_BATCH:
+            raise InvalidArgument(f"ids: {len(ids)} is over the batch limit of {MAX_BATCH}")
+        self.core.await_loaded()
+        with self.core.write_lock:
+            trash = self.core.state.trash
+            if every:
+                ids = [mem.id for mem in sorted(trash.memories(), key=_forgotten_order)]
+            for memory_id in ids:
+                if trash.get(memory_id) is None and self.core.memories.get(memory_id) is None:
+                    raise self._gone(memory_id)
+            back = [i for i in dict.fromkeys(ids) if trash.get(i) is not None]
+            txid = self.core.applied_txid
+            if back:
+                now = time.time()
+                first = self.core.commit([Operation(new_id(), RESTORE, self.core.clock.now(),
+                                                    target=i, at=now) for i in back])
+                txid = first + len(back) - 1
+            return txid, [self.core.get(i) for i in dict.fromkeys(ids)]
+
+    def empty_trash(self) -> tuple[int, list[str]]:
+        """Purge everything in the trash, on every device. Returns (last txid, the ids)."""
+        self.core.await_loaded()
+        with self.core.write_lock:
+            ids = [mem.id for mem in sorted(self.core.state.trash.memories(),
+                                            key=_forgotten_order)]
+            if not ids:
+                return self.core.applied_txid, []
+            last = self.core.commit(self._forget_ops(ids, True, ""))
+            return last + len(ids) - 1, ids
+
+    def _forget_ops(self, ids: Sequence[str], purge: bool, by: str) -> list[Operation]:
+        """A trash of each memory (`by` noted), or with `purge` a tombstone."""
+        now = time.time()
+        return [Operation(new_id(), FORGET if purge else TRASH, self.core.clock.now(),
+                          target=i, at=now, by="" if purge else by) for i in ids]
+
+    def _gone(self, memory_id: str) -> NotFound:
+        if memory_id in self.core.state.tombstones:
+            return NotFound(f"id: memory {memory_id!r} was purged; nothing can bring it back")
+        return NotFound(f"id: no memory {memory_id!r} in the trash")
 
     def append_turns(self, session_id: str, turns: Sequence[TurnDraft]) -> tuple[int, list[str]]:
         if not session_id:
@@ -146,9 +211,9 @@ class Writes:
             added = 0
             for (memory, _), vector in zip(records, vectors, strict=True):
                 assert vector is not None
-                if (self.core.memories.get(memory.id) is not None
+                if (self.core.state.find(memory.id) is not None
                         or memory.id in self.core.state.tombstones):
-                    continue  # already here (or deliberately forgotten): nothing to add
+                    continue  # already here (or forgotten, in the trash or purged)
                 item = _Prepared(memory, vector)
                 target = self._restated(item, batch, time.time())
                 if target is None:
@@ -241,16 +306,19 @@ class Writes:
         """A watched file's changes as one durable append: each draft becomes a
         memory of its own (superseding `draft.supersedes` when set), never a
         reinforcement, since a file's chunks are tracked one by one and two
-        alike must stay two; then `forget_ids` are forgotten (those already
+        alike must stay two; then `forget_ids` go to the trash (those already
         gone are skipped). Returns the new memories' ids, in order."""
         prepared = self._prepare(items) if items else []
         self.core.await_loaded()
         with self.core.write_lock:
             ops = [Operation(new_id(), PUT, self.core.clock.now(), memory=p.memory,
                              vector=p.vector) for p in prepared]
-            now = time.time()
-            ops += [Operation(new_id(), FORGET, self.core.clock.now(), target=i, at=now)
-                    for i in dict.fromkeys(forget_ids) if self.core.memories.get(i) is not None]
+            ops += self._forget_ops([i for i in dict.fromkeys(forget_ids)
+                                     if self.core.memories.get(i) is not None], False, BY_WATCH)
             if ops:
                 self.core.commit(ops)
         return [p.memory.id for p in prepared]
+
+
+def _forgotten_order(memory: Memory) -> tuple[float, str]:
+    return memory.trashed_at, memory.id
