@@ -254,6 +254,8 @@ def test_the_limiter_table_is_bounded_by_the_accounts_of_one_second() -> None:
 # -- reads create nothing ----------------------------------------------------------
 
 def test_a_read_creates_no_vault(tmp_path: Path) -> None:
+    """Every read of a vault nobody has written to answers as for an empty
+    vault and leaves nothing on disk, nor binds the id to the reader."""
     data = tmp_path / "data"
     data.mkdir()
     alice = _bearer(create_token(data, "alice"))
@@ -273,6 +275,16 @@ def test_a_read_creates_no_vault(tmp_path: Path) -> None:
             assert code == expected, (method, code, details)
             if method in ("GetHead", "WatchHead"):
                 assert reply.head == 0  # type: ignore[attr-defined]
+        # Nor does a write that writes nothing: a version its chain cannot take,
+        # an object over the size limit, a delete.
+        append = pb.AppendVersionRequest(vault_id=vault, number=3, parent=bytes(32), data=b"v")
+        code, details, reply = caller.call("AppendVersion", append, alice)
+        assert code == grpc.StatusCode.OK and not reply.appended, (code, details)  # type: ignore[attr-defined]
+        assert reply.head == 0  # type: ignore[attr-defined]
+        big = pb.PutObjectRequest(vault_id=vault, name="big", data=b"b" * (16 * MiB + 1))
+        assert caller.call("PutObject", big, alice)[0] == grpc.StatusCode.RESOURCE_EXHAUSTED
+        delete = pb.DeleteObjectRequest(vault_id=vault, name="keys/recovery")
+        assert caller.call("DeleteObject", delete, alice)[0] == grpc.StatusCode.PERMISSION_DENIED
         assert not (data / "store" / vault).exists()
         assert sorted(p.name for p in (data / "store").iterdir()) == [".tmp"]
         # The read bound nothing: bob may still create the vault, and then

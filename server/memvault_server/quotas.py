@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from memvault_base.errors import NotFound, ResourceExhausted
@@ -81,6 +82,19 @@ class Quotas:
         with self._lock:
             found = self._usage.get(account, Usage())
             return Usage(found.objects, found.bytes)
+
+    def charged(self, account: str, size: int, write: Callable[[], bool]) -> bool:
+        """`write()` (True if it wrote) with one object of `size` bytes charged
+        to `account` first and given back unless it wrote; `ResourceExhausted`
+        without calling it if the account has no room."""
+        self.take(account, size)
+        written = False
+        try:
+            written = write()
+        finally:
+            if not written:
+                self.give_back(account, size)
+        return written
 
     def take(self, account: str, size: int) -> None:
         """Charge one object of `size` bytes to `account`, or `ResourceExhausted`."""

@@ -93,19 +93,18 @@ class SyncServicer:
         self.access.check_write(caller, vault_id)
         self._check_size(request.data)
         key = object_key(vault_id, check_name(request.name))
+        data = request.data
+
+        def write() -> bool:
+            self.access.bind(caller, vault_id)
+            return self.store.put_if_absent(key, data)
+
         try:
-            self.quotas.take(caller.account, len(request.data))
+            written = self.quotas.charged(caller.account, len(data), write)
         except ResourceExhausted:
             if self.store.exists(key):  # a write that would change nothing costs nothing
                 return pb.PutObjectResponse(written=False)
             raise
-        written = False
-        try:
-            self.access.bind(caller, vault_id)
-            written = self.store.put_if_absent(key, request.data)
-        finally:
-            if not written:
-                self.quotas.give_back(caller.account, len(request.data))
         return pb.PutObjectResponse(written=written)
 
     @_translate_errors
@@ -153,16 +152,16 @@ class SyncServicer:
         self.access.check_write(caller, vault_id)
         self._check_size(request.data)
         check_version(request.number, request.parent)
-        self.quotas.take(caller.account, len(request.data))
-        appended = False
-        try:
+
+        def append() -> bool:
+            if request.number > 1 and self.access.owner(vault_id) is None:
+                return False  # an unwritten vault's chain is empty: it takes version 1 only
             self.access.bind(caller, vault_id)
-            appended = self.chains.append(vault_id, request.number, request.parent,
-                                          request.data)
-        finally:
-            if not appended:
-                self.quotas.give_back(caller.account, len(request.data))
-        return pb.AppendVersionResponse(appended=appended, head=self.chains.head(vault_id))
+            return self.chains.append(vault_id, request.number, request.parent, request.data)
+
+        appended = self.quotas.charged(caller.account, len(request.data), append)
+        head = self.chains.head(vault_id) if self.access.owner(vault_id) is not None else 0
+        return pb.AppendVersionResponse(appended=appended, head=head)
 
     @_translate_errors
     def ListVersions(self, request: pb.ListVersionsRequest, context: grpc.ServicerContext,
