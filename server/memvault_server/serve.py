@@ -1,6 +1,7 @@
 """The gRPC server: the Sync service and health, on a TCP address.
 
-Health reports SERVING for "" and "memvault.v1.Sync" once the port is bound
+Health reports SERVING (for "" and "memvault.v1.Sync", set together; the
+gate answers every name with the server's status) once the port is bound
 and NOT_SERVING while stopping. Threads: every WatchHead stream holds one
 worker for its lifetime, so the pool is `max_watchers` plus 64 for unary
 calls; a stream over `max_watchers` is refused, not queued.
