@@ -21,10 +21,13 @@ def server_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "memvault_server.main", *args]
 
 
-def create_token(data_dir: Path, name: str, account: str | None = None) -> str:
+def create_token(data_dir: Path, name: str, account: str | None = None,
+                 admin: bool = False) -> str:
     argv = server_command("token", "create", name, "--data", str(data_dir))
     if account:
         argv += ["--account", account]
+    if admin:
+        argv.append("--admin")
     done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=True)
     return done.stdout.strip()
 

@@ -43,7 +43,9 @@ Opener = Callable[..., Remote]
 def grpc_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
     data = tmp_path_factory.mktemp("contract-server") / "data"
     data.mkdir()
-    token = create_token(data, "contract")
+    # An admin token: the contract includes deleting, which memvault-server
+    # leaves to admins (a device token's refusal: test_server_bounds.py).
+    token = create_token(data, "contract", admin=True)
     with ServerProcess(data).start() as server:
         yield f"grpc://{server.target}", token
 

@@ -72,6 +72,11 @@ def test_the_server_store_reads_and_writes_as_documented(tmp_path: Path) -> None
                             f"{VAULT}/versions/{V1}", "v2/owner"}
     assert (root / ".tmp").is_dir()
     assert store.list(f"{VAULT}/objects/k") == [object_key(VAULT, "keys/recovery")]
+    # The inventory the server counts quotas from: every key and its size, no temporary.
+    (root / ".tmp" / "being-written.tmp").write_bytes(b"partial")
+    assert sorted(store.inventory()) == [
+        (object_key(VAULT, "keys/recovery"), 7), (owner_key(VAULT), 5),
+        (version_key(VAULT, 1), 3), (owner_key("v2"), 3)]
 
 
 def test_each_user_keeps_its_own_rule_for_stale_temporaries(tmp_path: Path) -> None:
@@ -105,3 +110,9 @@ def test_an_s3_remote_reads_and_writes_as_documented(
     keys = {meta["path"] for page in obstore.list(raw, prefix) for meta in page}
     assert keys == {f"{prefix}/{VAULT}/objects/keys/recovery", f"{prefix}/{VAULT}/versions/{V1}"}
     remote.close()
+    # The inventory the server counts quotas from: keys under the prefix, with sizes.
+    obstore.put(raw, f"{prefix}-beside/{VAULT}/owner", b"not under the prefix")
+    store = open_store(f"s3://{bucket}/{prefix}", Path("unused"))
+    assert sorted(store.inventory()) == [(object_key(VAULT, "keys/recovery"), 7),
+                                         (version_key(VAULT, 1), 3)]
+    store.close()

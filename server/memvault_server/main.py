@@ -3,7 +3,8 @@
     memvault-server serve [--listen 127.0.0.1:7433] [--data DIR] [--store s3://bucket/prefix]
                           [--tls-cert FILE --tls-key FILE] [--max-object-bytes N]
                           [--rate N] [--max-watchers N]
-    memvault-server token create NAME [--account ACCOUNT]
+                          [--quota-objects N] [--quota-bytes N]
+    memvault-server token create NAME [--account ACCOUNT] [--admin]
     memvault-server token list
     memvault-server token revoke NAME
 
@@ -34,6 +35,7 @@ import platformdirs
 from memvault_base.errors import MemvaultError
 from memvault_server import __version__
 from memvault_server.limits import DEFAULT_RATE
+from memvault_server.quotas import DEFAULT_MAX_BYTES, DEFAULT_MAX_OBJECTS
 from memvault_server.serve import (
     DEFAULT_LISTEN,
     DEFAULT_MAX_OBJECT,
@@ -70,13 +72,17 @@ def main() -> None:
 @click.option("--max-object-bytes", type=click.IntRange(1), default=DEFAULT_MAX_OBJECT,
               show_default=True)
 @click.option("--rate", type=click.FloatRange(min=1), default=DEFAULT_RATE, show_default=True,
-              help="Calls per second per token.")
+              help="Calls per second per account.")
 @click.option("--max-watchers", type=click.IntRange(1), default=DEFAULT_MAX_WATCHERS,
               show_default=True, help="Concurrent WatchHead streams.")
+@click.option("--quota-objects", type=click.IntRange(1), default=DEFAULT_MAX_OBJECTS,
+              show_default=True, help="Objects and versions per account.")
+@click.option("--quota-bytes", type=click.IntRange(1), default=DEFAULT_MAX_BYTES,
+              show_default=True, help="Bytes of objects and versions per account.")
 @click.option("--log-level", default="info", show_default=True)
 def serve(listen: str, data_dir: Path | None, store: str | None, tls_cert: Path | None,
           tls_key: Path | None, max_object_bytes: int, rate: float, max_watchers: int,
-          log_level: str) -> None:
+          quota_objects: int, quota_bytes: int, log_level: str) -> None:
     """Serve the Sync API until SIGTERM or SIGINT."""
     logging.basicConfig(level=log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -84,7 +90,7 @@ def serve(listen: str, data_dir: Path | None, store: str | None, tls_cert: Path 
         _fail("--tls-cert and --tls-key go together", 2)
     os.umask(0o077)
     settings = Settings(data_dir or default_data_dir(), listen, store, tls_cert, tls_key,
-                        max_object_bytes, rate, max_watchers)
+                        max_object_bytes, rate, max_watchers, quota_objects, quota_bytes)
     try:
         server = SyncServer(settings).start()
     except (MemvaultError, OSError, RuntimeError) as exc:
@@ -114,11 +120,13 @@ def token() -> None:
 @token.command("create")
 @click.argument("name")
 @click.option("--account", default=None, help="The account (default: NAME).")
+@click.option("--admin", is_flag=True,
+              help="May delete objects of the account's vaults (never give it to a device).")
 @_data_option
-def token_create(name: str, account: str | None, data_dir: Path | None) -> None:
+def token_create(name: str, account: str | None, admin: bool, data_dir: Path | None) -> None:
     """Make a token and print it once; only its hash is kept."""
     try:
-        value = TokenBook(data_dir or default_data_dir()).create(name, account)
+        value = TokenBook(data_dir or default_data_dir()).create(name, account, admin)
     except MemvaultError as exc:
         _fail(str(exc), 1)
     click.echo(value)
@@ -128,15 +136,16 @@ def token_create(name: str, account: str | None, data_dir: Path | None) -> None:
 @_data_option
 @click.option("--json", "as_json", is_flag=True, help="One JSON array.")
 def token_list(data_dir: Path | None, as_json: bool) -> None:
-    """Token names, accounts and creation times (never the tokens)."""
+    """Token names, accounts, creation times and admin marks (never the tokens)."""
     entries = TokenBook(data_dir or default_data_dir()).entries()
     if as_json:
-        click.echo(json.dumps([{"name": e.name, "account": e.account,
+        click.echo(json.dumps([{"name": e.name, "account": e.account, "admin": e.admin,
                                 "created_at": e.created_at} for e in entries]))
         return
     for e in entries:
         created = time.strftime("%Y-%m-%d %H:%M", time.localtime(e.created_at))
-        click.echo(f"{e.name}\t{e.account}\t{created}")
+        mark = "\tadmin" if e.admin else ""
+        click.echo(f"{e.name}\t{e.account}\t{created}{mark}")
 
 
 @token.command("revoke")

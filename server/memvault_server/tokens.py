@@ -2,7 +2,11 @@
 
     DIR/tokens.json (mode 0600):
     {"format": 1,
-     "tokens": [{"name": NAME, "account": ACCOUNT, "sha256": HEX64, "created_at": SECONDS}]}
+     "tokens": [{"name": NAME, "account": ACCOUNT, "sha256": HEX64, "created_at": SECONDS,
+                 "admin": BOOL}]}
+
+`admin` (false when absent) lets the token delete objects of its account's
+vaults (`access.py`); a device's token is never an admin.
 
 A token is `mvs_` + 43 characters of base64url: 256 random bits. Only its
 sha256 is stored. A plain hash is enough, with no salt and no slow KDF: those
@@ -45,6 +49,7 @@ class TokenEntry:
     account: str
     sha256: str
     created_at: float
+    admin: bool = False
 
 
 def _digest(token: str) -> str:
@@ -63,16 +68,16 @@ class TokenBook:
             self._reload()
             return list(self._entries)
 
-    def account_of(self, token: str) -> str | None:
-        """The account `token` belongs to, or None. Constant time per entry."""
+    def entry_of(self, token: str) -> TokenEntry | None:
+        """The entry of `token`, or None. Constant time per entry."""
         presented = _digest(token).encode()
-        found: str | None = None
+        found: TokenEntry | None = None
         for entry in self.entries():
             if hmac.compare_digest(presented, entry.sha256.encode()) and found is None:
-                found = entry.account
+                found = entry
         return found
 
-    def create(self, name: str, account: str | None = None) -> str:
+    def create(self, name: str, account: str | None = None, admin: bool = False) -> str:
         """A new token named `name` for `account` (default: `name`); returned once."""
         account = account or name
         for value, what in ((name, "token name"), (account, "account")):
@@ -83,7 +88,7 @@ class TokenBook:
             self._reload()
             if any(entry.name == name for entry in self._entries):
                 raise InvalidArgument(f"a token named {name!r} exists; revoke it first")
-            self._entries.append(TokenEntry(name, account, _digest(token), time.time()))
+            self._entries.append(TokenEntry(name, account, _digest(token), time.time(), admin))
             self._save()
         return token
 

@@ -29,6 +29,7 @@ import contextlib
 import os
 import secrets
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from memvault_base.durable import sync_dir
@@ -112,6 +113,19 @@ class DirectoryStore:
         keys = sorted(f"{vault}/{kind}/{entry.replace(_SLASH, '/')}" for entry in entries)
         found = [key for key in keys if key.startswith(prefix) and key > start_after]
         return found if limit is None else found[:limit]
+
+    def inventory(self) -> Iterator[tuple[str, int]]:
+        for vault in os.scandir(self.root):
+            if not vault.is_dir(follow_symlinks=False) or Path(vault.path) == self.tmp:
+                continue
+            for kind in os.scandir(vault.path):
+                if kind.is_file(follow_symlinks=False):
+                    yield f"{vault.name}/{kind.name}", kind.stat(follow_symlinks=False).st_size
+                elif kind.is_dir(follow_symlinks=False) and Path(kind.path) != self.tmp:
+                    for entry in os.scandir(kind.path):
+                        if entry.is_file(follow_symlinks=False):
+                            yield (f"{vault.name}/{kind.name}/{entry.name.replace(_SLASH, '/')}",
+                                   entry.stat(follow_symlinks=False).st_size)
 
     def delete(self, key: str) -> None:
         path = self._path(key)

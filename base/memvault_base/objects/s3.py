@@ -89,6 +89,13 @@ class S3Store:
         found.sort()
         return found if limit is None else found[:limit]
 
+    def inventory(self) -> Iterator[tuple[str, int]]:
+        with _reported("LIST"):
+            for page in obstore.list(self.store, self.base.rstrip("/") or None,
+                                     chunk_size=_LIST_PAGE):
+                for meta in page:
+                    yield meta["path"][len(self.base):], meta["size"]
+
     def delete(self, key: str) -> None:
         try:
             with _reported(f"DELETE {key}"):

@@ -19,6 +19,7 @@ Failures to reach the store are `Unavailable`; a missing key is `NotFound`
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Protocol
 
 
@@ -53,6 +54,11 @@ class Store(Protocol):
         whole path components) and sort after `start_after`, ascending, at
         most `limit` of them (all if None). `prefix` reaches at least as far
         as `<vault_id>/<kind>/`."""
+        ...
+
+    def inventory(self) -> Iterator[tuple[str, int]]:
+        """Every key the store holds with its size in bytes, in no particular
+        order (memvault-server counts each account's quota from it at start)."""
         ...
 
     def delete(self, key: str) -> None:
