@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from memvaultd.crypto.entropy import new_id
 from memvaultd.crypto.kdf import PURPOSE_LOG, derive_key
 from memvaultd.model.operations import PUT, Operation, decode, encode
+from memvaultd.storage.crash_points import reached
 from memvaultd.storage.keys import create_vault_key
 from memvaultd.storage.oplog import OperationLog
 from memvaultd.storage.snapshot_body import SnapshotBody, encode_body
@@ -153,6 +154,7 @@ class Replication:
                 new_log.append([encode(op) for op in mine[start : start + MAX_BATCH]])
             for op in mine:
                 state.apply(op)
+            reached("join:log-staged")
             old_key_file = data_dir / "vault.key"
             core.log.close()
             for name in ("log", "snapshots"):
@@ -161,10 +163,12 @@ class Replication:
                     (data_dir / name).rename(data_dir / f"{name}.previous")
             joining.rename(data_dir / "log")
             new_log.close()
+            reached("join:moving")
             if old_key_file.exists():
                 old_key_file.rename(data_dir / "vault.key.previous")
             unlocked = create_vault_key(data_dir, info.vault_id_bytes,
                                         storage=core.config.key_storage, prompt=False, key=key)
+            reached("join:key")
             info.save(data_dir)
             for name in ("log.previous", "snapshots.previous"):
                 shutil.rmtree(data_dir / name, ignore_errors=True)
@@ -175,5 +179,6 @@ class Replication:
             self.snapshots.txid = -1
         # The base came from the remote, not the log: a snapshot keeps it here.
         self.snapshots.snapshot()
+        reached("join:done")
         log.info("joined vault %s with %d memories of this device", info.vault_id, len(mine))
         return 0

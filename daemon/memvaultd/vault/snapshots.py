@@ -8,6 +8,7 @@ import threading
 from collections.abc import Callable
 
 from memvaultd.model.operations import TURNS
+from memvaultd.storage.crash_points import reached
 from memvaultd.storage.snapshot_body import SnapshotBody, collector_paused, encode_body_parts
 from memvaultd.storage.snapshots import due as snapshot_due
 from memvaultd.vault.access import AccessMarks
@@ -44,6 +45,7 @@ class Snapshots:
                         return False
                     capture = self.capture()
                     core.log.rotate()
+                reached("snapshot:captured")
                 body = capture()
                 parts = encode_body_parts(body)
             core.snapshot_store.write(body.seq, parts)

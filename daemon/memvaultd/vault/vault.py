@@ -35,6 +35,7 @@ from memvaultd.model.commands import MemoryDraft, RecallQuery, RememberOutcome, 
 from memvaultd.model.memory import Memory
 from memvaultd.model.operations import TURNS, Operation, decode
 from memvaultd.model.vector import Vector
+from memvaultd.storage.crash_points import reached
 from memvaultd.storage.keys import UnlockedKey, create_vault_key, load_vault_key
 from memvaultd.storage.snapshot_body import SnapshotBody, decode_body
 from memvaultd.storage.vault_info import VaultInfo
@@ -80,6 +81,7 @@ class Vault:
             info = VaultInfo.new(config.model, embedder.dimension())
             key = create_vault_key(data_dir, info.vault_id_bytes, storage=config.key_storage,
                                    prompt=prompt)
+            reached("first-start:key")
             info.save(data_dir)
             log.info("created vault %s", info.vault_id)
         else:
