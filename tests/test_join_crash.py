@@ -11,8 +11,8 @@ points of `memvaultd/storage/crash_points.py`), started again, and must
 serve every memory it acknowledged, as the vault it was (and then `join`
 again works) or as the joined one (and then sync goes on).
 
-A first start killed between storing a new vault's key and writing its
-`vault.json` is covered here too: the next start must open the vault.
+A first start killed after naming the new vault (`vault.json`) or after
+storing its key is covered here too: the next start must open the vault.
 """
 
 from __future__ import annotations
@@ -181,15 +181,16 @@ def test_a_join_racing_a_background_snapshot_loses_nothing(vault: Vault, tmp_pat
 
 
 @pytest.mark.parametrize("mode", ["keyfile", "keyring"])
-def test_a_first_start_killed_after_the_key_is_stored_opens_next_time(tmp_path: Path,
-                                                                      mode: str) -> None:
+@pytest.mark.parametrize("step", ["first-start:named", "first-start:key"])
+def test_a_first_start_killed_before_it_is_whole_opens_next_time(tmp_path: Path, mode: str,
+                                                                 step: str) -> None:
     if mode == "keyring":
         _require_keyring()
     home = tmp_path / "home"
     make: Callable[..., DaemonProcess] = (
         (lambda **env: DaemonProcess(home, **KEYRING, **env)) if mode == "keyring"
         else (lambda **env: DaemonProcess(home, **env)))
-    first = make(**{CRASH_ENV: "first-start:key"}).start(wait=False)
+    first = make(**{CRASH_ENV: step}).start(wait=False)
     assert first.proc is not None and first.proc.wait(START_S) == -9, first.log
     with make().start(timeout=START_S) as proc, Client(socket=proc.socket) as client:
         memory_id = client.remember("written after a first start that was cut short").id
