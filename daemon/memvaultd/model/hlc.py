@@ -5,6 +5,17 @@ backwards on one device even when the wall clock does, and it moves past
 every stamp the device has seen (`observe`), so "newer" means the same thing
 on every device. Device id breaks the remaining ties; merges that pick the
 larger stamp are therefore deterministic and order-independent.
+
+A stamp pulled from another device may run at most `MAX_AHEAD_MS` ahead of
+this device's wall clock (`ahead_ms`); a version holding one further ahead
+is refused whole (`ClockAhead`), never clamped: a clamped stamp would be
+each device's own (each clamps to its own clock), so devices would merge the
+same operations differently and never converge, and a stamp from a clock
+years ahead, taken in, would pull every device's clock along for good. The
+refusal is a wait, not a loss: the version is pulled again at each round and
+taken once this device's clock is within the bound of it (or the bad
+device's version is dealt with); the message says which device's clock is
+ahead, and by how much.
 """
 
 from __future__ import annotations
@@ -12,6 +23,23 @@ from __future__ import annotations
 import threading
 import time
 from typing import NamedTuple
+
+from memvault_base.errors import Unavailable
+
+# One day: a machine whose hardware clock keeps local time and is read as
+# UTC (the commonest wrong clock: two systems on one disk) is off by at most
+# 14 h, the widest time-zone offset, and still syncs; a clock further ahead
+# than that is broken, and what it stamps is refused until it is set right.
+MAX_AHEAD_MS = 24 * 3600 * 1000
+
+
+class ClockAhead(Unavailable):
+    """A pulled operation is stamped too far ahead of this device's clock."""
+
+
+def ahead_ms(stamp: Stamp) -> int:
+    """How far `stamp` runs ahead of this device's wall clock (<= 0: not)."""
+    return stamp.wall_ms - int(time.time() * 1000)
 
 
 class Stamp(NamedTuple):

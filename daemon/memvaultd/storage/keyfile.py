@@ -16,12 +16,20 @@ so a key file moved to another vault, or whose parameters were edited, does
 not open. A wrong passphrase and an altered nonce, key or tag are the same
 event to GCM, so both raise `Locked`; an unreadable header raises
 `IntegrityError`.
+
+The daemon keeps the passphrase's Argon2id key, with its salt and
+parameters (`KeyWrapping`), from the unlock: `join` wraps the joined vault's
+key under the same passphrase with it, so a passphrase typed at the prompt
+is never asked for again and no passphrase is held. That key file has the
+salt and parameters of the one it replaces, a fresh nonce, and the joined
+vault's id in its AAD.
 """
 
 from __future__ import annotations
 
 import os
 import struct
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from memvault_base.durable import sync_dir
@@ -29,7 +37,8 @@ from memvault_base.errors import IntegrityError, Locked
 from memvaultd.crypto.aead import KEY_SIZE, OVERHEAD, open_sealed, seal
 from memvaultd.crypto.kdf import Argon2Params, passphrase_key
 
-__all__ = ["KEY_FILE_SIZE", "unwrap_key", "wrap_key", "write_key_file"]
+__all__ = ["KEY_FILE_SIZE", "KeyWrapping", "open_key_file", "unwrap_key", "wrap_key",
+           "write_key_file"]
 
 MAGIC = b"MVKEY"
 VERSION = 1
@@ -77,6 +86,32 @@ def _check_params(params: Argon2Params) -> None:
         raise ValueError(f"memory_kib must be {8 * params.parallelism}..{MAX_MEMORY_KIB}")
 
 
+@dataclass(frozen=True)
+class KeyWrapping:
+    """A passphrase's Argon2id key and the salt and parameters it was derived
+    with: seals any vault key as that passphrase's key file would."""
+
+    params: Argon2Params
+    salt: bytes
+    key: bytes = field(repr=False)  # as secret as the passphrase, for this salt
+
+    @classmethod
+    def new(cls, passphrase: str, params: Argon2Params) -> KeyWrapping:
+        """A fresh salt, and the passphrase's key under it (one Argon2id run)."""
+        if not passphrase:
+            raise Locked("the passphrase is empty: choose a non-empty passphrase")
+        _check_params(params)
+        salt = os.urandom(SALT_SIZE)
+        return cls(params, salt, passphrase_key(passphrase, salt, params))
+
+    def wrap(self, vault_key: bytes, vault_id: bytes) -> bytes:
+        """The key file bytes holding `vault_key` of vault `vault_id`."""
+        if len(vault_key) != KEY_SIZE:
+            raise ValueError(f"a vault key is {KEY_SIZE} bytes, got {len(vault_key)}")
+        header = _header(self.params, self.salt)
+        return header + seal(self.key, vault_key, aad=_aad(header, vault_id))
+
+
 def wrap_key(
     vault_key: bytes,
     passphrase: str,
@@ -87,13 +122,7 @@ def wrap_key(
     """The key file bytes holding `vault_key` sealed under `passphrase`."""
     if len(vault_key) != KEY_SIZE:
         raise ValueError(f"a vault key is {KEY_SIZE} bytes, got {len(vault_key)}")
-    if not passphrase:
-        raise Locked("the passphrase is empty: choose a non-empty passphrase")
-    _check_params(params)
-    salt = os.urandom(SALT_SIZE)
-    header = _header(params, salt)
-    wrapping_key = passphrase_key(passphrase, salt, params)
-    return header + seal(wrapping_key, vault_key, aad=_aad(header, vault_id))
+    return KeyWrapping.new(passphrase, params).wrap(vault_key, vault_id)
 
 
 def _parse_header(blob: bytes) -> tuple[Argon2Params, bytes]:
@@ -121,15 +150,23 @@ def _parse_header(blob: bytes) -> tuple[Argon2Params, bytes]:
 
 def unwrap_key(blob: bytes, passphrase: str, *, vault_id: bytes) -> bytes:
     """The vault key inside key file `blob`; Locked on a wrong passphrase."""
+    return open_key_file(blob, passphrase, vault_id=vault_id)[0]
+
+
+def open_key_file(blob: bytes, passphrase: str, *, vault_id: bytes
+                  ) -> tuple[bytes, KeyWrapping]:
+    """The vault key inside key file `blob`, and the wrapping that sealed it;
+    Locked on a wrong passphrase."""
     if not passphrase:
         raise Locked("the passphrase is empty: provide the vault's passphrase")
     params, salt = _parse_header(blob)
     header = blob[: _HEADER.size]
-    wrapping_key = passphrase_key(passphrase, salt, params)
+    wrapping = KeyWrapping(params, salt, passphrase_key(passphrase, salt, params))
     try:
-        return open_sealed(wrapping_key, blob[_HEADER.size :], aad=_aad(header, vault_id))
+        key = open_sealed(wrapping.key, blob[_HEADER.size :], aad=_aad(header, vault_id))
     except IntegrityError:
         raise Locked(WRONG_PASSPHRASE) from None
+    return key, wrapping
 
 
 def write_key_file(path: Path, blob: bytes) -> None:

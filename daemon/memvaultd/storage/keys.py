@@ -15,6 +15,9 @@ encrypted under a key stored next to them.
 
 Passphrases come, in order, from ``MEMVAULT_PASSPHRASE``, from the first line
 of the file named by ``MEMVAULT_PASSPHRASE_FILE``, or from a terminal prompt.
+A key-file vault's `UnlockedKey` keeps the passphrase's Argon2id key
+(`KeyWrapping`), so `join` stores the joined vault's key the way the current
+one is stored without asking for the passphrase again (`store_joined_key`).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import logging
 import os
 import secrets
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import keyring
@@ -37,7 +40,7 @@ from keyring.errors import KeyringError
 from memvault_base.errors import IntegrityError, InvalidArgument, Locked
 from memvaultd.crypto.aead import KEY_SIZE
 from memvaultd.crypto.kdf import Argon2Params
-from memvaultd.storage.keyfile import unwrap_key, wrap_key, write_key_file
+from memvaultd.storage.keyfile import KeyWrapping, open_key_file, write_key_file
 
 __all__ = [
     "ENV_PASSPHRASE",
@@ -46,8 +49,10 @@ __all__ = [
     "KEY_FILE_NAME",
     "UnlockedKey",
     "create_vault_key",
+    "has_vault_key",
     "keyring_username",
     "load_vault_key",
+    "store_joined_key",
     "usable_keyring",
 ]
 
@@ -67,6 +72,8 @@ class UnlockedKey:
     key: bytes
     storage: str  # "keyring" | "keyfile"
     detail: str  # e.g. "OS keyring (SecretService)"
+    # A key file's: how to seal another key under the same passphrase (`join`).
+    wrapping: KeyWrapping | None = field(default=None, compare=False)
 
     def __repr__(self) -> str:
         # The dataclass default would print the key into any log or traceback.
@@ -157,10 +164,10 @@ def _create_in_key_file(
 ) -> UnlockedKey:
     path = data_dir / KEY_FILE_NAME
     passphrase, source = _passphrase(path, prompt=prompt, confirm=True)
-    blob = wrap_key(key, passphrase, vault_id=vault_id, params=params)
+    wrapping = KeyWrapping.new(passphrase, params)
     data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    write_key_file(path, blob)
-    return UnlockedKey(key, "keyfile", f"key file {path} (passphrase from {source})")
+    write_key_file(path, wrapping.wrap(key, vault_id))
+    return UnlockedKey(key, "keyfile", f"key file {path} (passphrase from {source})", wrapping)
 
 
 def _refuse_existing(data_dir: Path, vault_id: bytes, backend: KeyringBackend | None) -> None:
@@ -220,14 +227,14 @@ def _load_from_key_file(path: Path, vault_id: bytes, *, prompt: bool) -> Unlocke
     passphrase, source = _passphrase(path, prompt=prompt, confirm=False)
     blob = path.read_bytes()
     try:
-        key = unwrap_key(blob, passphrase, vault_id=vault_id)
+        key, wrapping = open_key_file(blob, passphrase, vault_id=vault_id)
     except Locked:
         raise Locked(
             f"wrong passphrase (from {source}) for the key file {path}, or the key file is damaged"
         ) from None
     except IntegrityError as err:
         raise IntegrityError(f"{path}: {err}") from None
-    return UnlockedKey(key, "keyfile", f"key file {path} (passphrase from {source})")
+    return UnlockedKey(key, "keyfile", f"key file {path} (passphrase from {source})", wrapping)
 
 
 def _load_from_keyring(data_dir: Path, vault_id: bytes) -> UnlockedKey:
@@ -262,3 +269,55 @@ def load_vault_key(data_dir: Path, vault_id: bytes, *, prompt: bool = True) -> U
     if path.exists():
         return _load_from_key_file(path, vault_id, prompt=prompt)
     return _load_from_keyring(data_dir, vault_id)
+
+
+def has_vault_key(data_dir: Path, vault_id: bytes) -> bool:
+    """Whether the vault's key is stored: its key file, or its keyring entry."""
+    if (data_dir / KEY_FILE_NAME).exists():
+        return True
+    backend = usable_keyring()
+    if backend is None:
+        return False
+    try:
+        return backend.get_password(KEYRING_SERVICE, keyring_username(vault_id)) is not None
+    except KeyringError:
+        return False
+
+
+def store_joined_key(staging: Path, vault_id: bytes, key: bytes, current: UnlockedKey
+                     ) -> UnlockedKey:
+    """Store `key`, of the vault `join` is about to switch to, the way
+    `current` is stored, before anything of the current vault moves:
+
+    - keyring: a new entry beside the current one (kept: it is the only copy
+      of the current vault's key until the join is complete). An entry the
+      joined vault already has (a join cut short earlier) is used if it holds
+      this very key, and refused if it holds another;
+    - key file: `staging/vault.key`, sealed with `current`'s passphrase
+      (its `KeyWrapping`: no prompt, no Argon2 run); moved into place with
+      the rest of the join (`storage/join_journal.py`).
+    """
+    if len(key) != KEY_SIZE:
+        raise InvalidArgument(f"a vault key has {KEY_SIZE} bytes, not {len(key)}")
+    if current.storage == "keyfile":
+        if current.wrapping is None:  # every key-file UnlockedKey is made with one
+            raise Locked("the key file's passphrase is not at hand: restart the daemon")
+        write_key_file(staging / KEY_FILE_NAME, current.wrapping.wrap(key, vault_id))
+        return UnlockedKey(key, "keyfile", current.detail, current.wrapping)
+    backend = usable_keyring()
+    if backend is None:
+        raise Locked("the OS keyring that holds this vault's key is not usable now: start "
+                     "and unlock it, then join again")
+    user = keyring_username(vault_id)
+    try:
+        held = backend.get_password(KEYRING_SERVICE, user)
+        if held is None:
+            return _create_in_keyring(backend, vault_id, key)
+    except KeyringError as err:
+        raise Locked(f"the OS keyring refused the joined vault's key: {err}") from None
+    if held != base64.b64encode(key).decode("ascii"):
+        raise InvalidArgument(
+            f"the OS keyring already holds another key for vault {vault_id.hex()} "
+            f"(service {KEYRING_SERVICE!r}, user {user!r}): it is not this vault's key; "
+            "remove that entry and join again")
+    return UnlockedKey(key, "keyring", f"OS keyring ({_backend_name(backend)})")

@@ -11,7 +11,8 @@ newest version this device has applied, and the sha256 of its object. A
 remote that later shows a shorter chain, or another object at that number,
 is reporting a rollback or a fork, and sync stops. `pushed_seq` is the last
 local log record whose operation the remote holds: the log is never pruned
-past it. The token is a secret, hence sealed.
+past it. The token is a secret, hence sealed. It is replaced as every file
+the daemon renames into place: temporary file, fsync, rename, directory fsync.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import os
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+from memvault_base.durable import sync_dir
 from memvault_base.errors import IntegrityError
 from memvaultd.crypto.aead import open_sealed, seal
 from memvaultd.crypto.kdf import derive_key
@@ -72,3 +74,7 @@ class HighWaterFile:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, self.path)
+        # The rename is durable only once the directory is: without this, a
+        # power cut could bring back the previous mark, and with it versions
+        # this device already applied and operations it already pushed.
+        sync_dir(self.path.parent)

@@ -19,7 +19,6 @@ import logging
 
 from memvault_base.errors import InvalidArgument
 from memvaultd.storage.snapshot_body import decode_body
-from memvaultd.storage.vault_info import VaultInfo
 from memvaultd.sync import recovery
 from memvaultd.sync.envelope import DESCRIPTION, Envelope
 from memvaultd.sync.high_water import HighWater, HighWaterFile
@@ -120,16 +119,22 @@ class Syncing:
         except BaseException:
             remote.close()
             raise
-        base = decode_body(snapshot[2]) if snapshot else None
-        info = VaultInfo(vault_id.hex(), vault.info.device_id, vault.info.model,
-                         vault.info.dimension, vault.info.created_at)
-        vault.keep_log_from(0)  # nothing is pushed yet: keep every log record
-        before = vault.adopt(info, key, base)
+        try:
+            base = decode_body(snapshot[2]) if snapshot else None
+            info = vault.info.joining(vault_id.hex())
+            # The joined vault's log starts empty: every record of it is this
+            # device's to push. Saved in the join's own step, so a join that
+            # is finished at the next start resumes sync from there.
+            high_water = HighWater(url, token, pushed_seq=0)
+            if snapshot is not None:
+                high_water = high_water.advanced(snapshot[0], snapshot[1])
+            vault.keep_log_from(0)  # nothing is pushed yet: keep every log record
+            vault.adopt(info, key, base, lambda staging: HighWaterFile(
+                staging, key, vault_id).save(high_water))
+        except BaseException:
+            remote.close()
+            raise
         water_file = HighWaterFile(vault.data_dir, key, vault_id)
-        high_water = HighWater(url, token, pushed_seq=before)
-        if snapshot is not None:
-            high_water = high_water.advanced(snapshot[0], snapshot[1])
-        water_file.save(high_water)
         worker = self._start(remote, water_file, high_water, envelope)
         worker.sync_once()
         return info.vault_id

@@ -49,8 +49,11 @@ class SyncedVault(PushedVault, Protocol):
         """Log a put of every memory held; the log seq before them."""
         ...
 
-    def adopt(self, info: VaultInfo, key: bytes, base: SnapshotBody | None) -> int:
-        """Become the vault `info` names, from `base`, keeping every memory held."""
+    def adopt(self, info: VaultInfo, key: bytes, base: SnapshotBody | None,
+              stage: Callable[[Path], None]) -> int:
+        """Become the vault `info` names, from `base`, keeping every memory
+        held, in one crash-safe step; `stage(directory)` writes sync's files
+        of that vault into the directory the step moves into place."""
         ...
 
     def on_local_commit(self, callback: Callable[[], None] | None) -> None:

@@ -13,6 +13,7 @@ others: the snapshot check (`after_commit`) and sync's wake-up
 from __future__ import annotations
 
 import errno
+import logging
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -33,6 +34,8 @@ from memvaultd.storage.vault_info import VaultInfo
 from memvaultd.vault.events import EventBus
 from memvaultd.vault.genesis import PendingPuts
 from memvaultd.vault.state import VaultState
+
+log = logging.getLogger("memvaultd.vault")
 
 MAX_BATCH = 10_000
 # How long a request waits for start-up (snapshot load and replay) to finish,
@@ -79,6 +82,7 @@ class VaultCore:
     def become(self, info: VaultInfo, key: UnlockedKey) -> None:
         """Use `info`'s ids and `key` from now on: at opening, and after `join`."""
         self.info = info
+        self.unlocked = key
         self.key_storage, self.key_detail, self.vault_key = key.storage, key.detail, key.key
         vault_id = info.vault_id_bytes
         self.log = OperationLog(self.data_dir / "log", derive_key(key.key, purpose=PURPOSE_LOG),
@@ -86,6 +90,20 @@ class VaultCore:
         self.snapshot_store = SnapshotStore(self.data_dir / "snapshots",
                                             derive_key(key.key, purpose=PURPOSE_SNAPSHOT),
                                             vault_id)
+
+    def claim_copy(self, mark: str) -> None:
+        """At opening: if the data directory is another copy than the one
+        `vault.json` names (`VaultInfo.as_copy`), become a new device."""
+        if self.info.copy == mark:
+            return
+        info = self.info.as_copy(mark, self.log.last_seq)
+        info.save(self.data_dir)
+        if info.device_id != self.info.device_id:
+            log.warning("this data directory is a copy of device %s's (copied, restored or "
+                        "on a cloned machine): it is device %s from now on",
+                        self.info.device_id, info.device_id)
+        self.info = info
+        self.clock.device = info.device_id
 
     @property
     def memories(self) -> Layer:

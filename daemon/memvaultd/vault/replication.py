@@ -5,21 +5,25 @@ and `adopt` for `join`."""
 from __future__ import annotations
 
 import logging
-import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from memvaultd.crypto.entropy import new_id
-from memvaultd.crypto.kdf import PURPOSE_LOG, derive_key
+from memvaultd.crypto.kdf import PURPOSE_LOG, PURPOSE_SNAPSHOT, derive_key
+from memvaultd.model.hlc import MAX_AHEAD_MS, ClockAhead, ahead_ms
 from memvaultd.model.operations import PUT, Operation, decode, encode
-from memvaultd.storage.keys import create_vault_key
+from memvaultd.storage.crash_points import reached
+from memvaultd.storage.join_journal import JoinJournal
+from memvaultd.storage.keys import store_joined_key
 from memvaultd.storage.oplog import OperationLog
-from memvaultd.storage.snapshot_body import SnapshotBody, encode_body
+from memvaultd.storage.snapshot_body import SnapshotBody, encode_body, encode_body_parts
+from memvaultd.storage.snapshots import SnapshotStore
 from memvaultd.storage.vault_info import VaultInfo
 from memvaultd.vault.access import AccessMarks
 from memvaultd.vault.core import MAX_BATCH, VaultCore
 from memvaultd.vault.genesis import PendingPuts
-from memvaultd.vault.snapshots import Snapshots
+from memvaultd.vault.snapshots import Snapshots, capture_state
 from memvaultd.vault.state import VaultState
 
 log = logging.getLogger("memvaultd.vault")
@@ -53,14 +57,25 @@ class Replication:
         core = self.core
         with core.write_lock:
             upto = core.log.last_seq
+        info = core.info
         ops = [(at, op) for at, record in core.log.replay(after=seq, upto=upto)
-               if (op := decode(record)).stamp.device == core.info.device_id]
+               if info.wrote((op := decode(record)).stamp.device, at)]
         return ops, upto
 
     def apply_remote(self, ops: Sequence[Operation]) -> int:
-        """Log and apply the operations of a pulled version that are new here."""
+        """Log and apply the operations of a pulled version that are new here.
+        A version with an operation stamped over a day ahead of this
+        device's clock is refused whole (`model/hlc.py` says why)."""
         core = self.core
         core.await_loaded()
+        furthest = max(ops, key=lambda op: op.stamp, default=None)
+        if furthest is not None and ahead_ms(furthest.stamp) > MAX_AHEAD_MS:
+            hours = ahead_ms(furthest.stamp) / 3_600_000
+            raise ClockAhead(
+                f"a pulled version holds an operation of device {furthest.stamp.device} stamped "
+                f"{hours:.1f} h ahead of this device's clock (at most "
+                f"{MAX_AHEAD_MS // 3_600_000} h is taken): set that device's clock, or this "
+                "one's, right. Sync takes the version once this clock is within the bound")
         with core.write_lock:
             fresh = [op for op in ops if op.op_id not in core.state.seen]
             if fresh:
@@ -72,8 +87,8 @@ class Replication:
         pushed (then the state is exactly the chain's); else None."""
         core = self.core
         with core.write_lock:
-            for _, record in core.log.replay(after=pushed_seq):
-                if decode(record).stamp.device == core.info.device_id:
+            for at, record in core.log.replay(after=pushed_seq):
+                if core.info.wrote(decode(record).stamp.device, at):
                     return None
             capture = self.snapshots.capture()
         return encode_body(capture())
@@ -118,62 +133,83 @@ class Replication:
                 self.snapshots.if_due()
         return before
 
-    def adopt(self, info: VaultInfo, key: bytes, base: SnapshotBody | None) -> int:
+    def adopt(self, info: VaultInfo, key: bytes, base: SnapshotBody | None,
+              stage: Callable[[Path], None]) -> int:
         """Become another vault (`join`): its id and key, starting from `base`
         (its newest snapshot), with every memory this device held put into it
-        so nothing is lost. Returns the log seq before those puts (what the
-        remote lacks starts after it).
+        so nothing is lost. `stage(directory)` writes sync's own files of
+        the joined vault there. Returns the log seq before those puts (what
+        the remote lacks starts after it): 0, the new log's start.
 
-        Crash-safe in order: the new log (base + puts) is written and synced
-        in `log.joining` first; only then are the old log and snapshots moved
-        away, the new key stored and `vault.json` replaced.
+        One step a crash cannot split (`storage/join_journal.py`): the key is
+        stored as the current one is (`store_joined_key`: nothing to ask
+        for), the whole joined vault is written in `join.staging/` (its log
+        of the puts, a snapshot of base + puts, `vault.json`, sync's files,
+        a key file), the journal commits it, and the files are swapped. Until
+        the commit the current vault is untouched; after it, a crash is
+        finished at the next start. Writes wait throughout, and so does a
+        snapshot: one of the current vault sealed after the swap would be
+        taken for the joined vault's newest.
         """
         core = self.core
-        data_dir = core.data_dir
         core.await_loaded()
-        with core.write_lock:
+        journal = JoinJournal(core.data_dir)
+        with self.snapshots.exclusive(), core.write_lock:
             self.marks.flush_locked()
-            joining = data_dir / "log.joining"
-            shutil.rmtree(joining, ignore_errors=True)
-            new_log = OperationLog(joining, derive_key(key, purpose=PURPOSE_LOG),
-                                   info.vault_id_bytes)
-            state = VaultState(info.dimension)
-            if base is not None:
-                state.restore(list(zip(base.memories, base.vectors, strict=True)),
-                              list(zip(base.turns, base.turn_vectors, strict=True)),
-                              set(base.tombstones), set(base.seen), base.stamps)
-                state.upkeep = dict(base.upkeep)
-            mine = []
-            for layer_name, layer in core.state.layers.items():
-                memories, vectors = layer.index.export()
-                mine += [Operation(new_id(), PUT, core.clock.now(), memory=memory,
-                                   vector=vector, layer=layer_name)
-                         for memory, vector in zip(memories, vectors, strict=True)]
-            for start in range(0, len(mine), MAX_BATCH):
-                new_log.append([encode(op) for op in mine[start : start + MAX_BATCH]])
-            for op in mine:
-                state.apply(op)
-            old_key_file = data_dir / "vault.key"
+            staging = journal.begin()
+            try:
+                unlocked = store_joined_key(staging, info.vault_id_bytes, key, core.unlocked)
+                reached("join:key")
+                state, count = self._stage(staging, info, key, base)
+                info.save(staging)
+                stage(staging)
+                reached("join:staged")
+                journal.commit(info.vault_id, core.info.vault_id)
+            except BaseException:
+                journal.abandon()  # nothing of the current vault was touched
+                raise
+            reached("join:journaled")
             core.log.close()
-            for name in ("log", "snapshots"):
-                shutil.rmtree(data_dir / f"{name}.previous", ignore_errors=True)
-                if (data_dir / name).exists():
-                    (data_dir / name).rename(data_dir / f"{name}.previous")
-            joining.rename(data_dir / "log")
-            new_log.close()
-            if old_key_file.exists():
-                old_key_file.rename(data_dir / "vault.key.previous")
-            unlocked = create_vault_key(data_dir, info.vault_id_bytes,
-                                        storage=core.config.key_storage, prompt=False, key=key)
-            info.save(data_dir)
-            for name in ("log.previous", "snapshots.previous"):
-                shutil.rmtree(data_dir / name, ignore_errors=True)
-            (data_dir / "vault.key.previous").unlink(missing_ok=True)
+            journal.roll_forward()
             core.become(info, unlocked)
             core.state = state
             core.set_applied(core.log.last_seq)
-            self.snapshots.txid = -1
-        # The base came from the remote, not the log: a snapshot keeps it here.
-        self.snapshots.snapshot()
-        log.info("joined vault %s with %d memories of this device", info.vault_id, len(mine))
+            self.snapshots.txid = core.log.last_seq
+        reached("join:done")
+        log.info("joined vault %s with %d memories of this device", info.vault_id, count)
         return 0
+
+    def _stage(self, staging: Path, info: VaultInfo, key: bytes, base: SnapshotBody | None
+               ) -> tuple[VaultState, int]:
+        """The joined vault's log (a put of every memory held here) and its
+        snapshot (base + those puts) in `staging`; its state, and how many
+        puts. The caller holds the write lock."""
+        core = self.core
+        vault_id = info.vault_id_bytes
+        new_log = OperationLog(staging / "log", derive_key(key, purpose=PURPOSE_LOG), vault_id)
+        state = VaultState(info.dimension)
+        if base is not None:
+            state.restore(list(zip(base.memories, base.vectors, strict=True)),
+                          list(zip(base.turns, base.turn_vectors, strict=True)),
+                          set(base.tombstones), set(base.seen), base.stamps)
+            state.upkeep = dict(base.upkeep)
+        mine = []
+        for layer_name, layer in core.state.layers.items():
+            memories, vectors = layer.index.export()
+            mine += [Operation(new_id(), PUT, core.clock.now(), memory=memory,
+                               vector=vector, layer=layer_name)
+                     for memory, vector in zip(memories, vectors, strict=True)]
+        try:
+            for start in range(0, len(mine), MAX_BATCH):
+                new_log.append([encode(op) for op in mine[start : start + MAX_BATCH]])
+            seq = new_log.last_seq
+        finally:
+            new_log.close()
+        for op in mine:
+            state.apply(op)
+        reached("join:log-staged")
+        # The base came from the remote, not the log: the snapshot keeps it.
+        body = capture_state(state, seq, info.dimension, core.clock.last)()
+        SnapshotStore(staging / "snapshots", derive_key(key, purpose=PURPOSE_SNAPSHOT),
+                      vault_id).write(seq, encode_body_parts(body))
+        return state, len(mine)

@@ -1,22 +1,34 @@
 """Snapshots of the vault: the whole state sealed at one txid, after which
-the log segments it covers are dropped; and when a commit starts one."""
+the log segments it covers are dropped; and when a commit starts one.
+
+A snapshot is cut under the write lock and sealed after it is released;
+`join` swaps the vault's log, store and key in between unless it waits for
+the snapshot lock (`exclusive`), and a snapshot is written only to the store
+and log it was cut from: the state of one vault sealed as another's newest
+snapshot, at a position beyond its log, would outrank that log at the next
+start.
+"""
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import numpy as np
 
 from memvaultd.index.layer import Layer
+from memvaultd.model.hlc import Stamp
 from memvaultd.model.memory import Memory
 from memvaultd.model.operations import TURNS
 from memvaultd.model.vector import Vector
+from memvaultd.storage.crash_points import reached
 from memvaultd.storage.snapshot_body import SnapshotBody, collector_paused, encode_body_parts
 from memvaultd.storage.snapshots import due as snapshot_due
 from memvaultd.vault.access import AccessMarks
 from memvaultd.vault.core import VaultCore
+from memvaultd.vault.state import VaultState
 
 log = logging.getLogger("memvaultd.vault")
 
@@ -48,34 +60,38 @@ class Snapshots:
                     if core.applied_txid == self.txid or not core.loaded:
                         return False
                     capture = self.capture()
-                    core.log.rotate()
+                    store, oplog, floor = core.snapshot_store, core.log, core.prune_floor
+                    oplog.rotate()
+                reached("snapshot:captured")
                 body = capture()
                 parts = encode_body_parts(body)
-            core.snapshot_store.write(body.seq, parts)
-            core.snapshot_store.prune(keep=2)
+            if store is not core.snapshot_store:  # never, while `join` waits for this lock
+                log.warning("the vault changed under a snapshot: it is dropped")
+                return False
+            store.write(body.seq, parts)
+            store.prune(keep=2)
             # Records the remote does not hold yet stay, whatever the snapshot.
-            core.log.prune(body.seq if core.prune_floor is None
-                           else min(body.seq, core.prune_floor))
+            oplog.prune(body.seq if floor is None else min(body.seq, floor))
             self.txid = body.seq
             log.info("snapshot at txid %d (%d memories)", body.seq, len(body.memories))
             return True
         finally:
             self._lock.release()
 
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """No snapshot is being cut or written while this is held: one in
+        progress is waited for (`join`). Taken before the write lock."""
+        with self._lock:
+            yield
+
     def capture(self) -> Callable[[], SnapshotBody]:
         """The whole state at `applied_txid`, in two steps: the cut now (the
         caller holds the write lock), the copy of the vectors when the
         returned function is called (outside the lock: `MemoryIndex.cut`)."""
         core = self.core
-        state = core.state
-        memories, vectors = _cut(state.memories, state.trash)
-        turns, turn_vectors = state.layers[TURNS].index.cut()
-        seq, dimension, stamp = core.applied_txid, core.info.dimension, core.clock.last
-        tombstones, seen = frozenset(state.tombstones), frozenset(state.seen)
-        stamps = {k: dict(v) for k, v in state.stamps.items()}
-        upkeep = dict(state.upkeep)
-        return lambda: SnapshotBody(seq, dimension, stamp, memories, vectors(), tombstones,
-                                    turns, turn_vectors(), seen, stamps, upkeep)
+        return capture_state(core.state, core.applied_txid, core.info.dimension,
+                             core.clock.last)
 
     def if_due(self) -> None:
         """Start a snapshot in the background when enough was written since
@@ -87,6 +103,19 @@ class Snapshots:
         if not core.genesis_rest and not self._lock.locked() and snapshot_due(
                 core.applied_txid - self.txid, len(core.memories), core.config.snapshot_every):
             threading.Thread(target=self.snapshot, name="snapshot", daemon=True).start()
+
+
+def capture_state(state: VaultState, seq: int, dimension: int, stamp: Stamp
+                  ) -> Callable[[], SnapshotBody]:
+    """`state` as a snapshot body at log seq `seq`: cut now, the vectors
+    copied when the returned function is called."""
+    memories, vectors = _cut(state.memories, state.trash)
+    turns, turn_vectors = state.layers[TURNS].index.cut()
+    tombstones, seen = frozenset(state.tombstones), frozenset(state.seen)
+    stamps = {k: dict(v) for k, v in state.stamps.items()}
+    upkeep = dict(state.upkeep)
+    return lambda: SnapshotBody(seq, dimension, stamp, memories, vectors(), tombstones,
+                                turns, turn_vectors(), seen, stamps, upkeep)
 
 
 def _cut(*layers: Layer) -> tuple[list[Memory], Callable[[], Vector]]:

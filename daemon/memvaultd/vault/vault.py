@@ -35,9 +35,11 @@ from memvaultd.model.commands import MemoryDraft, RecallQuery, RememberOutcome, 
 from memvaultd.model.memory import Memory
 from memvaultd.model.operations import TURNS, Operation, decode
 from memvaultd.model.vector import Vector
-from memvaultd.storage.keys import UnlockedKey, create_vault_key, load_vault_key
+from memvaultd.storage.crash_points import reached
+from memvaultd.storage.join_journal import JoinJournal
+from memvaultd.storage.keys import UnlockedKey, create_vault_key, has_vault_key, load_vault_key
 from memvaultd.storage.snapshot_body import SnapshotBody, decode_body
-from memvaultd.storage.vault_info import VaultInfo
+from memvaultd.storage.vault_info import VaultInfo, copy_mark
 from memvaultd.upkeep import consolidation
 from memvaultd.upkeep.sweep import SweepPlan
 from memvaultd.vault.access import AccessMarks
@@ -72,21 +74,34 @@ class Vault:
     def open(cls, data_dir: Path, config: Config, embedder: Embedder, events: EventBus, *,
              prompt: bool = True) -> Vault:
         """Unlock (or create) the vault in `data_dir`. Fast: loading the
-        memories is `load()`, so the socket can be served meanwhile."""
+        memories is `load()`, so the socket can be served meanwhile.
+
+        First, a `join` cut short is finished or dropped (`JoinJournal`).
+        A new vault is named (`vault.json`) before its key is stored, and a
+        vault that never opened its log has nothing sealed yet: one whose
+        first start was cut short gets its key now, whichever step the cut
+        came at. Last, a copied data directory becomes a device of its own
+        (`VaultInfo.as_copy`)."""
         data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         data_dir.chmod(0o700)
+        JoinJournal(data_dir).recover()
         info = VaultInfo.load(data_dir)
         if info is None:
-            info = VaultInfo.new(config.model, embedder.dimension())
+            info = VaultInfo.new(config.model, embedder.dimension(), copy_mark(data_dir))
+            info.save(data_dir)
+            reached("first-start:named")
+            log.info("created vault %s", info.vault_id)
+        info.check_model(config.model)
+        if not (data_dir / "log").exists() and not has_vault_key(data_dir, info.vault_id_bytes):
             key = create_vault_key(data_dir, info.vault_id_bytes, storage=config.key_storage,
                                    prompt=prompt)
-            info.save(data_dir)
-            log.info("created vault %s", info.vault_id)
+            reached("first-start:key")
         else:
-            info.check_model(config.model)
             key = load_vault_key(data_dir, info.vault_id_bytes, prompt=prompt)
         log.info("vault key: %s", key.detail)
-        return cls(data_dir, info, key, config, embedder, events)
+        vault = cls(data_dir, info, key, config, embedder, events)
+        vault.core.claim_copy(copy_mark(data_dir))
+        return vault
 
     def load(self) -> None:
         """Newest snapshot, then the log after it. Requests wait for this."""
@@ -297,8 +312,9 @@ class Vault:
     def genesis(self) -> int:
         return self.replication.genesis()
 
-    def adopt(self, info: VaultInfo, key: bytes, base: SnapshotBody | None) -> int:
-        return self.replication.adopt(info, key, base)
+    def adopt(self, info: VaultInfo, key: bytes, base: SnapshotBody | None,
+              stage: Callable[[Path], None]) -> int:
+        return self.replication.adopt(info, key, base, stage)
 
     def keep_log_from(self, seq: int | None) -> None:
         """Never prune the log past `seq` (None: no floor): the records the
