@@ -318,7 +318,9 @@ class MemoryServicer(pb_grpc.MemoryServicer):
         return pb.SyncStatusReply(
             configured=True, remote=status.remote, state=status.state, head=status.head,
             pushed_seq=status.pushed_seq, pending=status.pending, last_push=status.last_push,
-            last_pull=status.last_pull, last_error=status.last_error)
+            last_pull=status.last_pull, last_error=status.last_error,
+            bad_version=status.bad_version, withheld_head=status.withheld_head,
+            repush=status.repush, chain=status.chain, snapshot=status.snapshot)
 
     @_translate_errors
     def Status(self, request: pb.StatusRequest, context: grpc.ServicerContext

@@ -24,6 +24,9 @@ stays in the local log until the remote holds it.
 
 A rollback or fork (RollbackDetected) or an object that fails to open
 (IntegrityError) stops sync until a person looks: it is never applied.
+A remote that claims a longer chain than it hands over (`ChainWithheld`)
+is retried with back-off like one that is down, and `sync status` names
+the head it claims.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ import time
 from bisect import bisect_right
 from dataclasses import dataclass, field
 
-from memvault_base.errors import IntegrityError, InvalidArgument, RollbackDetected
+from memvault_base.errors import IntegrityError, InvalidArgument, RollbackDetected, Unavailable
 from memvaultd.model.operations import Operation, decode, encode
 from memvaultd.sync.envelope import SNAPSHOT, VERSION, Envelope, chain_context
 from memvaultd.sync.high_water import HighWater, HighWaterFile
@@ -88,6 +91,15 @@ def unpack_ops(body: bytes, name: str) -> list[Operation]:
     return ops
 
 
+class ChainWithheld(Unavailable):
+    """The remote claims versions it does not hand over."""
+
+    def __init__(self, claimed: int, head: int) -> None:
+        super().__init__(f"the remote claims its chain reaches version {claimed} but withholds "
+                         f"every version after {head}; retrying with back-off")
+        self.claimed = claimed
+
+
 class Backoff:
     """How long to wait before calling a remote that failed `failures` times in a row.
 
@@ -125,6 +137,11 @@ class SyncStatus:
     last_pull: float = 0.0
     last_error: str = ""
     errors: list[str] = field(default_factory=list)
+    bad_version: int = 0  # the version sync stopped on, that failed to open (0: none)
+    withheld_head: int = 0  # the head a withholding remote claims (0: none)
+    repush: bool = False  # the log lost records the remote lacks: re-put the vault
+    chain: int = 1  # which chain of the vault: one more per repair
+    snapshot: int = 0  # the version of the newest remote snapshot known (0: none)
 
 
 class SyncWorker:
@@ -193,6 +210,7 @@ class SyncWorker:
                 return  # recorded by sync_once; a person has to look
             except Exception as exc:  # the remote is down, slow or flaky: back off
                 delay = backoff.next()
+                self.status.withheld_head = exc.claimed if isinstance(exc, ChainWithheld) else 0
                 self._record(f"{type(exc).__name__}: {exc}", "offline")
                 log.warning("sync failed (%s); retrying in %.2f s", exc, delay)
 
@@ -203,6 +221,7 @@ class SyncWorker:
         heard = self.high_water.head
         backoff = Backoff()
         while not self._stop.is_set():
+            started = time.monotonic()
             try:
                 head = self.remote.watch_head(max(heard, self.high_water.head), timeout=20.0)
             except Exception:
@@ -212,6 +231,11 @@ class SyncWorker:
             if head > max(heard, self.high_water.head):
                 heard = head
                 self.poke()
+            # A remote that answers every watch at once (a claimed head that
+            # keeps growing, a stream ended as soon as it starts) is asked
+            # at most five times a second; the worker batches a notice over
+            # the same 0.2 s anyway.
+            self._stop.wait(max(0.0, started + _BATCH_WINDOW_S - time.monotonic()))
 
     def _record(self, error: str, state: str) -> None:
         self.status.last_error, self.status.state = error, state
@@ -241,12 +265,20 @@ class SyncWorker:
                 log.error("sync stopped: %s", exc)
                 raise
             self.status.state, self.status.last_error = "idle", ""
+            self.status.withheld_head = 0
             pending, _ = self.vault.local_ops_after(self.high_water.pushed_seq)
             self.status.pending = len(pending)
 
     def pull(self, full_check: bool = False) -> int:
-        """Apply the versions the remote has beyond the mark; returns how many."""
-        self._check_high_water(full_check)
+        """Apply the versions the remote has beyond the mark; returns how many.
+
+        The remote's head is read first: an honest remote then hands over at
+        least every version up to it. One that does not is `ChainWithheld`,
+        never a loop: a push refused by such a remote (its chain is "longer")
+        pulled nothing and retried at once, under the worker's lock: 1,123
+        times in 3 s through memvault-server (its rate limit answered the rest).
+        """
+        claimed = self._check_high_water(full_check)
         pulled = 0
         while True:
             batch = self.remote.versions_after(self.high_water.head, limit=50)
@@ -267,6 +299,8 @@ class SyncWorker:
                 pulled += 1
             if len(batch) < 50:
                 break
+        if claimed > self.high_water.head:
+            raise ChainWithheld(claimed, self.high_water.head)
         self.status.last_pull = time.time()
         return pulled
 
@@ -336,8 +370,9 @@ class SyncWorker:
                                   name=name)
         return unpack_ops(body, name)
 
-    def _check_high_water(self, full: bool) -> None:
+    def _check_high_water(self, full: bool) -> int:
         """Borg's replay defence: what this device saw must still be there.
+        Returns the remote's head.
 
         The chain's length is asked every round (one small call). Version
         `head` itself is downloaded and hashed when `full`, on the first
@@ -345,20 +380,21 @@ class SyncWorker:
         `_RECHECK_S` ago; so a version replaced in place on an idle remote
         is reported at the next `sync now`, restart or within the hour.
         """
-        if self.high_water.head == 0:
-            return
         head = self.remote.head()
+        if self.high_water.head == 0:
+            return head
         if head < self.high_water.head:
             raise RollbackDetected(f"the remote's chain ends at version {head}, but this "
                                    f"device has seen version {self.high_water.head}: rollback")
         if (not full and self._known_at is not None
                 and time.monotonic() - self._known_at < _RECHECK_S):
-            return
+            return head
         seen = self.remote.versions_after(self.high_water.head - 1, limit=1)
         if not seen or hashlib.sha256(seen[0][1]).hexdigest() != self.high_water.head_hash:
             raise RollbackDetected(f"version {self.high_water.head} on the remote is not the one "
                                    "this device saw: the history was forked or replaced")
         self._known_at = time.monotonic()
+        return head
 
     def _advance(self, number: int, digest: bytes, pushed_seq: int | None = None) -> None:
         """Move the mark to version `number`, which this device has just
