@@ -25,8 +25,9 @@ from memvaultd.sync.envelope import DESCRIPTION, Envelope
 from memvaultd.sync.high_water import HighWater, HighWaterFile
 from memvaultd.sync.remotes import open_remote
 from memvaultd.sync.remotes.base import Remote
+from memvaultd.sync.snapshots import latest_snapshot
 from memvaultd.sync.vault_side import SyncedVault
-from memvaultd.sync.worker import SyncStatus, SyncWorker, latest_snapshot
+from memvaultd.sync.worker import SyncStatus, SyncWorker
 
 DESCRIPTION_OBJECT = "keys/description"
 
@@ -96,7 +97,7 @@ class Syncing:
         # without them. Sync is set up either way: a push that fails here is
         # retried by the worker and shows in `memvault sync status`.
         try:
-            worker.sync_once()
+            worker.sync_once(publish=False)
         except Exception as exc:
             log.warning("first push failed (%s); the sync worker retries it", exc)
         return vault.info.vault_id, text
@@ -128,10 +129,10 @@ class Syncing:
         water_file = HighWaterFile(vault.data_dir, key, vault_id)
         high_water = HighWater(url, token, pushed_seq=before)
         if snapshot is not None:
-            high_water = high_water.advanced(snapshot[0], snapshot[1])
+            high_water = high_water.advanced(snapshot[0], snapshot[1]).snapshot_at(snapshot[0])
         water_file.save(high_water)
         worker = self._start(remote, water_file, high_water, envelope)
-        worker.sync_once()
+        worker.sync_once(publish=False)
         return info.vault_id
 
     def keep_unpushed(self) -> HighWater | None:

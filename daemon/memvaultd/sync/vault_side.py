@@ -28,6 +28,10 @@ class PushedVault(Protocol):
         """The snapshot body of the state, if every local operation is pushed."""
         ...
 
+    def size(self) -> int:
+        """How many memories and turns the vault holds: what a snapshot carries."""
+        ...
+
     def keep_log_from(self, seq: int | None) -> None:
         """Never prune the log past `seq`: the records the remote lacks."""
         ...

@@ -19,8 +19,11 @@ stays in the local log until the remote holds it.
            whose append failed without an answer may have landed anyway: the
            next pull that meets it counts it as pushed, so it is not sent
            again under another number.
-    snapshot: after every 200 versions, the full state at the head, so a new
-           device bootstraps from it instead of replaying all history.
+    snapshot: once the versions since the newest remote snapshot hold as many
+           operations as the vault holds memories (and at least 1,000), the
+           full state at the head, published once, in chunks of at most
+           4 MiB (`snapshots.py`), so a new device of any vault size
+           bootstraps from it instead of replaying all history.
 
 A rollback or fork (RollbackDetected) or an object that fails to open
 (IntegrityError) stops sync until a person looks: it is never applied.
@@ -42,7 +45,8 @@ from dataclasses import dataclass, field
 
 from memvault_base.errors import IntegrityError, InvalidArgument, RollbackDetected, Unavailable
 from memvaultd.model.operations import Operation, decode, encode
-from memvaultd.sync.envelope import SNAPSHOT, VERSION, Envelope, chain_context
+from memvaultd.sync import snapshots
+from memvaultd.sync.envelope import VERSION, Envelope, chain_context
 from memvaultd.sync.high_water import HighWater, HighWaterFile
 from memvaultd.sync.remotes import redact
 from memvaultd.sync.remotes.base import Remote
@@ -51,7 +55,17 @@ from memvaultd.sync.vault_side import PushedVault
 log = logging.getLogger("memvaultd.sync")
 
 OPS_PER_VERSION = 1000
-SNAPSHOT_EVERY = 200
+# A remote snapshot is due once the versions since the last one hold as many
+# operations as the vault holds memories and turns, and at least this many.
+# A joiner then downloads the snapshot and at most about as much again in
+# versions; each snapshot is published once, so its cost is spread over
+# that many operations (a 100k vault: ~190 MB over 100k operations of 2-4
+# KiB each). 1,000: a small vault's snapshot every 1,000 operations.
+SNAPSHOT_MIN_OPS = 1000
+# After a failed publication (the remote refused or went away), the next
+# try waits this long: each try seals and uploads the whole state (~190 MB
+# at 100k), and the versions are pushed meanwhile regardless.
+_SNAPSHOT_RETRY_S = 600.0
 _TIMER_S = 30.0
 _BATCH_WINDOW_S = 0.2
 _FIRST_BACKOFF_S = 1.0
@@ -166,6 +180,9 @@ class SyncWorker:
         # checked in full, or moved to a version just pulled or appended.
         # See `_check_high_water`.
         self._known_at: float | None = None
+        # When a snapshot may next be tried, after one failed (monotonic).
+        self._snapshot_retry_at = 0.0
+        self.status.snapshot = high_water.snapshot
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -243,10 +260,13 @@ class SyncWorker:
 
     # -- one round -----------------------------------------------------------
 
-    def sync_once(self, *, full_check: bool = True) -> None:
+    def sync_once(self, *, full_check: bool = True, publish: bool = True) -> None:
         """One round. `full_check` downloads version `head` to check the mark
         whatever it was last known to be: `sync now`, `init` and `join` do;
-        the worker's own rounds do once an hour (`_check_high_water`)."""
+        the worker's own rounds do once an hour (`_check_high_water`).
+        `publish`: a snapshot that is due is published in this round (`init`
+        leaves it to the worker's next round, so that it returns once its
+        versions are pushed)."""
         with self._lock:
             if self.status.state == "stopped":
                 raise RollbackDetected(self.status.last_error)
@@ -259,7 +279,8 @@ class SyncWorker:
             try:
                 self.pull(full_check)
                 self.push(pending, scanned_to)
-                self._maybe_snapshot()
+                if publish:
+                    self._maybe_snapshot()
             except (RollbackDetected, IntegrityError) as exc:
                 self._record(f"stopped: {exc}", "stopped")
                 log.error("sync stopped: %s", exc)
@@ -295,7 +316,8 @@ class SyncWorker:
                     raise
                 self.vault.apply_remote(ops)
                 digest = hashlib.sha256(blob).digest()
-                self._advance(number, digest, pushed_seq=self._own_version(number, digest))
+                self._advance(number, digest, pushed_seq=self._own_version(number, digest),
+                              ops=len(ops))
                 pulled += 1
             if len(batch) < 50:
                 break
@@ -332,7 +354,7 @@ class SyncWorker:
                 raise
             if appended:
                 self._unanswered = None
-                self._advance(number, digest, pushed_seq=chunk[-1][0])
+                self._advance(number, digest, pushed_seq=chunk[-1][0], ops=len(chunk))
                 pushed += len(chunk)
                 self.status.last_push = time.time()
             elif not self.pull() and self.remote.head() <= self.high_water.head:
@@ -396,13 +418,18 @@ class SyncWorker:
         self._known_at = time.monotonic()
         return head
 
-    def _advance(self, number: int, digest: bytes, pushed_seq: int | None = None) -> None:
+    def _advance(self, number: int, digest: bytes, pushed_seq: int | None = None,
+                 ops: int = 0) -> None:
         """Move the mark to version `number`, which this device has just
-        pulled or had acknowledged, so it is known to be on the remote."""
+        pulled or had acknowledged (holding `ops` operations), so it is known
+        to be on the remote."""
         if number != self.high_water.head:
             self._known_at = time.monotonic()
-        self.high_water = self.high_water.advanced(number, digest, pushed_seq)
-        self.water_file.save(self.high_water)
+        self._save(self.high_water.advanced(number, digest, pushed_seq, ops))
+
+    def _save(self, mark: HighWater) -> None:
+        self.high_water = mark
+        self.water_file.save(mark)
         self.vault.keep_log_from(self.high_water.pushed_seq)
         self.status.head, self.status.pushed_seq = self.high_water.head, self.high_water.pushed_seq
 
@@ -412,29 +439,46 @@ class SyncWorker:
     # -- snapshots -----------------------------------------------------------
 
     def _maybe_snapshot(self) -> None:
-        if self.high_water.head == 0 or self.high_water.head % SNAPSHOT_EVERY:
+        """Publish the state at the head, once, if a snapshot is due.
+
+        Due by this device's count of the operations since the newest
+        snapshot it knows (`HighWater.ops_since_snapshot`); then the remote
+        is asked whether another device published one meanwhile (one
+        listing, only when due), so a snapshot is sealed and uploaded once
+        per due point, not once per round (while the head rests on a due
+        point, each round would upload the whole state again: 45 MiB in 5
+        idle rounds for an 8 MiB state). A publication that fails is
+        logged and tried again after `_SNAPSHOT_RETRY_S`; it never fails
+        the round, whose versions are pushed.
+        """
+        mark = self.high_water
+        if (mark.head == 0 or mark.snapshot >= mark.head
+                or mark.ops_since_snapshot < max(SNAPSHOT_MIN_OPS, self.vault.size())
+                or time.monotonic() < self._snapshot_retry_at):
             return
-        name = f"snapshots/{self.high_water.head:020d}"
-        body = self.vault.state_at_sync(self.high_water.pushed_seq)
-        if body is None:
-            return  # a local write arrived meanwhile; the next round snapshots
-        blob = self.envelope.seal(SNAPSHOT, body, chain_context(self.high_water.head,
-                                                                self._head_hash()))
-        self.remote.put_object(name, blob)
-        log.info("published snapshot at version %d (%d bytes)", self.high_water.head, len(blob))
+        try:
+            newest = snapshots.newest_published(self.remote, self.envelope, mark.head)
+            if newest > mark.snapshot:
+                self._snapshot_known(newest)
+                return
+            body = self.vault.state_at_sync(mark.pushed_seq)
+            if body is None:
+                return  # a local write arrived meanwhile; a later round snapshots
+            published = snapshots.publish(self.remote, self.envelope, mark.head,
+                                          self._head_hash(), body)
+        except (RollbackDetected, IntegrityError):
+            raise
+        except Exception as exc:
+            self._snapshot_retry_at = time.monotonic() + _SNAPSHOT_RETRY_S
+            self.status.errors = [*self.status.errors[-9:],
+                                  f"snapshot at version {mark.head} not published: {exc}"]
+            log.warning("snapshot at version %d not published (%s); next try in %.0f s",
+                        mark.head, exc, _SNAPSHOT_RETRY_S)
+            return
+        self._snapshot_known(published.number)
+        log.info("published the snapshot at version %d (%d bytes in %s)", published.number,
+                 len(body), published.name)
 
-
-def latest_snapshot(remote: Remote, envelope: Envelope) -> tuple[int, bytes, bytes] | None:
-    """(version, version object hash, state body) of the newest snapshot."""
-    names = sorted(remote.list_objects("snapshots/"))
-    for name in reversed(names):
-        number = int(name.rsplit("/", 1)[1])
-        version = remote.versions_after(number - 1, limit=1)
-        if not version or version[0][0] != number:
-            continue
-        digest = hashlib.sha256(version[0][1]).digest()
-        body = envelope.open(SNAPSHOT, remote.get_object(name), chain_context(number, digest),
-                             name=name)
-        return number, digest, body
-    return None
-
+    def _snapshot_known(self, number: int) -> None:
+        self._save(self.high_water.snapshot_at(number))
+        self.status.snapshot = number

@@ -78,6 +78,10 @@ class Replication:
             capture = self.snapshots.capture()
         return encode_body(capture())
 
+    def size(self) -> int:
+        """Memories and turns held (forgotten ones not counted)."""
+        return sum(len(layer) for layer in self.core.state.layers.values())
+
     def genesis(self) -> int:
         """Log a put of every memory and turn this device holds, so a remote
         that never saw them gets them; returns the log seq before them.

@@ -275,6 +275,9 @@ class Vault:
     def state_at_sync(self, pushed_seq: int) -> bytes | None:
         return self.replication.state_at_sync(pushed_seq)
 
+    def size(self) -> int:
+        return self.replication.size()
+
     def genesis(self) -> int:
         return self.replication.genesis()
 
