@@ -311,6 +311,12 @@ class MemoryServicer(pb_grpc.MemoryServicer):
                    ) -> pb.SyncStatusReply:
         return self._sync_status()
 
+    @_translate_errors
+    def SyncRepair(self, request: pb.SyncRepairRequest, context: grpc.ServicerContext
+                   ) -> pb.SyncStatusReply:
+        self.syncing.repair(confirmed=request.confirm)
+        return self._sync_status()
+
     def _sync_status(self) -> pb.SyncStatusReply:
         status = self.syncing.status
         if status is None:

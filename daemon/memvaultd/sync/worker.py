@@ -26,7 +26,14 @@ stays in the local log until the remote holds it.
            bootstraps from it instead of replaying all history.
 
 A rollback or fork (RollbackDetected) or an object that fails to open
-(IntegrityError) stops sync until a person looks: it is never applied.
+(IntegrityError) stops sync: nothing of it is applied, and `sync status`
+names the version. `repair` (`memvault sync repair`, once the user
+confirms) moves the vault to a fresh chain (`moves.py`); a stopped worker
+looks for such a move about once a minute and follows it, as every worker
+does at its first round, at `sync now` and once an hour.
+When the local log no longer holds every operation the remote lacks (sync
+was stopped or offline past the backlog limit, `vault/snapshots.py`), the
+next push puts the whole vault again (`PushedVault.repush`).
 A remote that claims a longer chain than it hands over (`ChainWithheld`)
 is retried with back-off like one that is down, and `sync status` names
 the head it claims.
@@ -41,11 +48,12 @@ import struct
 import threading
 import time
 from bisect import bisect_right
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from memvault_base.errors import IntegrityError, InvalidArgument, RollbackDetected, Unavailable
 from memvaultd.model.operations import Operation, decode, encode
-from memvaultd.sync import snapshots
+from memvaultd.sync import moves, snapshots
 from memvaultd.sync.envelope import VERSION, Envelope, chain_context
 from memvaultd.sync.high_water import HighWater, HighWaterFile
 from memvaultd.sync.remotes import redact
@@ -67,6 +75,9 @@ SNAPSHOT_MIN_OPS = 1000
 # at 100k), and the versions are pushed meanwhile regardless.
 _SNAPSHOT_RETRY_S = 600.0
 _TIMER_S = 30.0
+# How often a stopped worker looks for a move to a fresh chain (one listing
+# of `moves/` under the vault's id).
+_STOPPED_LOOK_S = 60.0
 _BATCH_WINDOW_S = 0.2
 _FIRST_BACKOFF_S = 1.0
 _MAX_BACKOFF_S = 64.0
@@ -159,16 +170,22 @@ class SyncStatus:
 
 
 class SyncWorker:
+    """Sync of one vault on one remote. `remote` is the chain's scope,
+    `base` the vault's own (where move notices live: the same remote on
+    chain 1), and `open_scope` opens another scope of the same remote."""
+
     def __init__(self, vault: PushedVault, remote: Remote, water_file: HighWaterFile,
-                 high_water: HighWater,
-                 envelope: Envelope) -> None:
+                 high_water: HighWater, envelope: Envelope, *, base: Remote | None = None,
+                 open_scope: Callable[[str], Remote] | None = None) -> None:
         self.vault = vault
         self.remote = remote
+        self.base = base or remote
+        self.open_scope = open_scope
         self.water_file = water_file
         self.high_water = high_water
         self.envelope = envelope
         self.status = SyncStatus(redact(high_water.remote), head=high_water.head,
-                                 pushed_seq=high_water.pushed_seq)
+                                 pushed_seq=high_water.pushed_seq, chain=high_water.chain)
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -183,6 +200,8 @@ class SyncWorker:
         # When a snapshot may next be tried, after one failed (monotonic).
         self._snapshot_retry_at = 0.0
         self.status.snapshot = high_water.snapshot
+        # When (monotonic) `moves/` was last looked at; None: not yet.
+        self._moves_seen_at: float | None = None
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -200,6 +219,8 @@ class SyncWorker:
         self._wake.set()
         self._threads[0].join(timeout=10)
         self.remote.close()
+        if self.base is not self.remote:
+            self.base.close()
 
     def poke(self) -> None:
         self._wake.set()
@@ -224,7 +245,9 @@ class SyncWorker:
                 backoff.reset()
                 delay = 0.0
             except (RollbackDetected, IntegrityError):
-                return  # recorded by sync_once; a person has to look
+                # Recorded by sync_once. Until a person repairs it here, or
+                # another device's repair is found, look now and then.
+                delay = _STOPPED_LOOK_S
             except Exception as exc:  # the remote is down, slow or flaky: back off
                 delay = backoff.next()
                 self.status.withheld_head = exc.claimed if isinstance(exc, ChainWithheld) else 0
@@ -268,27 +291,33 @@ class SyncWorker:
         leaves it to the worker's next round, so that it returns once its
         versions are pushed)."""
         with self._lock:
-            if self.status.state == "stopped":
+            if self.status.state == "stopped" and not self._follow_a_move(quiet=True):
                 raise RollbackDetected(self.status.last_error)
             self.status.state = "syncing"
             # Read before the remote is called, so that while it is down or
             # slow the status shows what waits for it, not what waited after
             # the last round that succeeded.
-            pending, scanned_to = self.vault.local_ops_after(self.high_water.pushed_seq)
-            self.status.pending = len(pending)
+            unpushed = self.vault.local_ops_after(self.high_water.pushed_seq)
+            self.status.pending = len(unpushed[0]) if unpushed else 0
+            self.status.repush = unpushed is None
             try:
+                if full_check or self._moves_due():
+                    self._follow_a_move(quiet=False)
                 self.pull(full_check)
-                self.push(pending, scanned_to)
+                if unpushed is None:  # only once the remote answered
+                    unpushed = self._repush()
+                self.push(*unpushed)
                 if publish:
                     self._maybe_snapshot()
             except (RollbackDetected, IntegrityError) as exc:
                 self._record(f"stopped: {exc}", "stopped")
-                log.error("sync stopped: %s", exc)
+                log.error("sync stopped: %s (`memvault sync repair` moves the vault past it)",
+                          exc)
                 raise
             self.status.state, self.status.last_error = "idle", ""
-            self.status.withheld_head = 0
-            pending, _ = self.vault.local_ops_after(self.high_water.pushed_seq)
-            self.status.pending = len(pending)
+            self.status.withheld_head = self.status.bad_version = 0
+            unpushed = self.vault.local_ops_after(self.high_water.pushed_seq)
+            self.status.pending = len(unpushed[0]) if unpushed else 0
 
     def pull(self, full_check: bool = False) -> int:
         """Apply the versions the remote has beyond the mark; returns how many.
@@ -313,6 +342,7 @@ class SyncWorker:
                     # A version `head` replaced since it was last checked
                     # reads as a fork, not as a damaged object.
                     self._check_high_water(full=True)
+                    self.status.bad_version = number
                     raise
                 self.vault.apply_remote(ops)
                 digest = hashlib.sha256(blob).digest()
@@ -435,6 +465,70 @@ class SyncWorker:
 
     def _head_hash(self) -> bytes:
         return bytes.fromhex(self.high_water.head_hash) if self.high_water.head_hash else b""
+
+    # -- repair: moving to a fresh chain (moves.py) ---------------------------
+
+    def repair(self) -> None:
+        """Move the vault to a fresh chain on the same remote (the user has
+        confirmed): announce it under the vault's id, then follow the newest
+        announced chain (this one, unless another device's repair raced it)."""
+        with self._lock:
+            if self.status.state != "stopped" and not self.status.withheld_head:
+                raise InvalidArgument(f"sync is {self.status.state}, not stopped: there is "
+                                      "nothing to repair")
+            vault_id = self.envelope.vault_id.hex()
+            newest = moves.newest(self.base, self.envelope, vault_id)
+            chain = max(self.high_water.chain, newest.chain if newest else 0) + 1
+            moves.announce(self.base, self.envelope, moves.new_move(vault_id, chain))
+            if not self._follow_a_move(quiet=False):
+                raise RollbackDetected("the remote does not show the move just written to it")
+        self.poke()
+
+    def _moves_due(self) -> bool:
+        return (self._moves_seen_at is None
+                or time.monotonic() - self._moves_seen_at >= _RECHECK_S)
+
+    def _follow_a_move(self, quiet: bool) -> bool:
+        """Move to the newest chain announced, if it is newer than this
+        device's; whether it moved. `quiet`: a remote that cannot be asked
+        is no error (a stopped worker stays stopped)."""
+        try:
+            move = moves.newest(self.base, self.envelope, self.envelope.vault_id.hex())
+        except Exception as exc:
+            if not quiet:
+                raise
+            log.debug("no look at moves/ (%s)", exc)
+            return False
+        self._moves_seen_at = time.monotonic()
+        if move is None or move.chain <= self.high_water.chain or self.open_scope is None:
+            return False
+        log.warning("the vault moved to chain %d (a repair); putting the whole vault there",
+                    move.chain)
+        remote = self.open_scope(move.scope)
+        before = self.vault.repush()
+        if self.remote is not self.base:
+            self.remote.close()
+        self.remote = remote
+        self._save(HighWater(self.high_water.remote, self.high_water.token, pushed_seq=before,
+                             chain=move.chain, scope=move.scope))
+        self._unanswered, self._known_at = None, None
+        self.status = SyncStatus(self.status.remote, state="syncing", pushed_seq=before,
+                                 chain=move.chain, errors=self.status.errors)
+        self.vault.keep_log_from(before)
+        return True
+
+    def _repush(self) -> tuple[list[tuple[int, Operation]], int]:
+        """The log no longer holds every operation the remote lacks: log the
+        whole vault again and push from there."""
+        before = self.vault.repush()
+        log.warning("the log lost operations the remote lacks (sync backlog); re-putting the "
+                    "whole vault")
+        self._advance(self.high_water.head, self._head_hash(), pushed_seq=before)
+        unpushed = self.vault.local_ops_after(before)
+        if unpushed is None:
+            raise IntegrityError("log: the records just written for the remote are gone")
+        self.status.repush = False
+        return unpushed
 
     # -- snapshots -----------------------------------------------------------
 

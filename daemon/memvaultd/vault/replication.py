@@ -9,9 +9,10 @@ import shutil
 import time
 from collections.abc import Sequence
 
+from memvault_base.errors import IntegrityError
 from memvaultd.crypto.entropy import new_id
 from memvaultd.crypto.kdf import PURPOSE_LOG, derive_key
-from memvaultd.model.operations import PUT, Operation, decode, encode
+from memvaultd.model.operations import FORGET, PUT, Operation, decode, encode
 from memvaultd.storage.keys import create_vault_key
 from memvaultd.storage.oplog import OperationLog
 from memvaultd.storage.snapshot_body import SnapshotBody, encode_body
@@ -40,10 +41,12 @@ class Replication:
         self.marks = marks
         self.snapshots = snapshots
 
-    def local_ops_after(self, seq: int) -> tuple[list[tuple[int, Operation]], int]:
+    def local_ops_after(self, seq: int) -> tuple[list[tuple[int, Operation]], int] | None:
         """This device's operations logged after `seq`, in order (what the
         remote may lack), and the log seq the scan reached: once these are
         pushed, the remote holds everything of this device up to that seq.
+        None when the log no longer holds them all (past the sync backlog:
+        `Snapshots._prune_to`); then only `repush` brings the remote level.
 
         Only that seq is read under the write lock; the records up to it are
         read and decoded after, beside new writes (`OperationLog.replay`
@@ -53,9 +56,21 @@ class Replication:
         core = self.core
         with core.write_lock:
             upto = core.log.last_seq
-        ops = [(at, op) for at, record in core.log.replay(after=seq, upto=upto)
-               if (op := decode(record)).stamp.device == core.info.device_id]
+        if not self.holds_log_after(seq):
+            return None
+        try:
+            ops = [(at, op) for at, record in core.log.replay(after=seq, upto=upto)
+                   if (op := decode(record)).stamp.device == core.info.device_id]
+        except IntegrityError:
+            if not self.holds_log_after(seq):
+                return None  # pruned while being read
+            raise
         return ops, upto
+
+    def holds_log_after(self, seq: int) -> bool:
+        """Whether the log still holds every record after `seq`."""
+        log_ = self.core.log
+        return seq >= log_.last_seq or log_.first_seq <= seq + 1
 
     def apply_remote(self, ops: Sequence[Operation]) -> int:
         """Log and apply the operations of a pulled version that are new here."""
@@ -120,6 +135,32 @@ class Replication:
             with core.write_lock:
                 core.genesis_rest = PendingPuts()
                 self.snapshots.if_due()
+        return before
+
+    def repush(self) -> int:
+        """Log, for a remote that lacks part of this device's history (its
+        log records were dropped past the sync backlog, or the vault moved
+        to a fresh chain), a put of every memory and turn held and a forget
+        of every tombstone: together they carry the whole state. Returns the
+        log seq before them; the log is kept from there until they are
+        pushed. Counters (reinforce, access) merge as puts do, by maximum.
+        """
+        core = self.core
+        with core.write_lock:
+            core.prune_floor = core.log.last_seq
+        before = self.genesis()
+        with core.write_lock:
+            tombstones = sorted(core.state.tombstones)
+        for start in range(0, len(tombstones), _GENESIS_CHUNK):
+            with core.write_lock:
+                now = time.time()
+                core.commit([Operation(new_id(), FORGET, core.clock.now(), target=memory_id,
+                                       at=now)
+                             for memory_id in tombstones[start : start + _GENESIS_CHUNK]],
+                            genesis=True)
+            time.sleep(_GENESIS_PAUSE_S)
+        log.info("re-put the whole vault for the remote: %d memories and turns, %d forgets",
+                 self.size(), len(tombstones))
         return before
 
     def adopt(self, info: VaultInfo, key: bytes, base: SnapshotBody | None) -> int:
