@@ -258,9 +258,11 @@ class SyncWorker:
         # Watch from the newest head heard of, not from the mark: until the
         # pull it triggers catches up, the mark is behind, and watching from
         # it would return at once, thousands of times a second.
-        heard = self.high_water.head
+        heard, chain = self.high_water.head, self.high_water.chain
         backoff = Backoff()
         while not self._stop.is_set():
+            if self.high_water.chain != chain:  # moved: another chain counts from 1
+                heard, chain = self.high_water.head, self.high_water.chain
             started = time.monotonic()
             try:
                 head = self.remote.watch_head(max(heard, self.high_water.head), timeout=20.0)
