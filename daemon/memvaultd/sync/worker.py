@@ -303,8 +303,8 @@ class SyncWorker:
             self.status.pending = len(unpushed[0]) if unpushed else 0
             self.status.repush = unpushed is None
             try:
-                if full_check or self._moves_due():
-                    self._follow_a_move(quiet=False)
+                if (full_check or self._moves_due()) and self._follow_a_move(quiet=False):
+                    unpushed = self.vault.local_ops_after(self.high_water.pushed_seq)
                 self.pull(full_check)
                 if unpushed is None:  # only once the remote answered
                     unpushed = self._repush()
@@ -516,7 +516,6 @@ class SyncWorker:
         self._unanswered, self._known_at = None, None
         self.status = SyncStatus(self.status.remote, state="syncing", pushed_seq=before,
                                  chain=move.chain, errors=self.status.errors)
-        self.vault.keep_log_from(before)
         return True
 
     def _repush(self) -> tuple[list[tuple[int, Operation]], int]:
