@@ -127,7 +127,7 @@ class Server:
 
     def __init__(self, data_dir: Path) -> None:
         self.data_dir = data_dir
-        self.log_path = data_dir.parent / "server.log"
+        self.log_path = data_dir.parent / f"{data_dir.name}.log"
         self.proc: subprocess.Popen[bytes] | None = None
         self.port = 0
 
@@ -542,7 +542,8 @@ def table(s: dict[str, Any]) -> str:
     rows = [
         ("vault on A", f"{s['n']} memories, loaded in {s['load_s']} s"),
         ("first upload (init to all pushed)",
-         f"{s['initial_upload_s']} s, {s['initial_store_bytes'] / 2**20:.1f} MiB on the server"),
+         f"{s['initial_upload_s']} s, {s['initial_store_bytes'] / 2**20:.1f} MiB on the server "
+         "with the snapshot"),
         ("a remember beside init, max / p99 / p50",
          f"{s['remember_beside_init_max_ms']:.0f} / {s['remember_beside_init_p99_ms']:.0f} / "
          f"{s['remember_beside_init_p50_ms']:.1f} ms ({s['remembers_beside_init']} remembers)"),

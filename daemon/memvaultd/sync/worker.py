@@ -67,11 +67,11 @@ OPS_PER_VERSION = 1000
 # operations as the vault holds memories and turns, and at least this many.
 # A joiner then downloads the snapshot and at most about as much again in
 # versions; each snapshot is published once, so its cost is spread over
-# that many operations (a 100k vault: ~190 MB over 100k operations of 2-4
+# that many operations (a 100k vault: 303 MiB over 100k operations of 2-4
 # KiB each). 1,000: a small vault's snapshot every 1,000 operations.
 SNAPSHOT_MIN_OPS = 1000
 # After a failed publication (the remote refused or went away), the next
-# try waits this long: each try seals and uploads the whole state (~190 MB
+# try waits this long: each try seals and uploads the whole state (303 MiB
 # at 100k), and the versions are pushed meanwhile regardless.
 _SNAPSHOT_RETRY_S = 600.0
 _TIMER_S = 30.0
