@@ -28,9 +28,18 @@ their unix sockets with `memvault.Client`:
 - propagation: device B joins with the recovery key, then 30 times A
   remembers a memory and the clock runs from A's acknowledgement until B's
   `get(id)` succeeds, polled every 10 ms (p50, p99);
-- bootstrap: a fresh device C joins the vault, now N + 80 memories; the
-  clock runs from the `join` call until C's `status().memory_count` equals
-  A's. The daemons start before any clock runs: model loading is not sync.
+- the snapshot: once A has pushed its first upload, the clock runs on until
+  A reports the remote snapshot its worker publishes (`sync_status().snapshot`),
+  and the snapshot's objects on the server are counted (manifest and chunks);
+- joining from the snapshot: a fresh device C joins the vault, now N + 80
+  memories, through a byte counter of its own; the clock runs from the
+  `join` call until C's `status().memory_count` equals A's, and the bytes C
+  received in that time are reported;
+- joining by replaying the chain: a second memvault-server serves a copy of
+  the first one's data directory without the snapshot's objects, and a
+  fresh device D joins there the same way (its own byte counter): the same
+  vault, from version 1. The daemons start before any clock runs: model
+  loading is not sync.
 
 Each daemon logs a sync round that failed and will be retried (remote
 unreachable, rate limit); the count per device is reported, since a retry
@@ -118,7 +127,7 @@ class Server:
 
     def __init__(self, data_dir: Path) -> None:
         self.data_dir = data_dir
-        self.log_path = data_dir.parent / "server.log"
+        self.log_path = data_dir.parent / f"{data_dir.name}.log"
         self.proc: subprocess.Popen[bytes] | None = None
         self.port = 0
 
@@ -145,6 +154,18 @@ class Server:
             return bool(found)
 
         wait_for(listening, 30.0, "memvault-server listening", every=0.05)
+
+    def copy_without_snapshots(self, target: Path) -> None:
+        """A copy of the data directory without the remote snapshots' objects
+        (the directory store writes "/" in a name as "+", docs/format.md)."""
+        shutil.copytree(self.data_dir, target, ignore=shutil.ignore_patterns(
+            "states+*", "state-chunks+*"))
+
+    def snapshot_objects(self) -> tuple[int, int]:
+        """(bytes, objects) of the remote snapshots in the store."""
+        files = [p for p in self.data_dir.rglob("objects/*")
+                 if p.is_file() and p.name.startswith(("states+", "state-chunks+"))]
+        return sum(p.stat().st_size for p in files), len(files)
 
     def store_bytes(self) -> tuple[int, int]:
         """(total size of every file under the data directory, files in the store)."""
@@ -282,7 +303,14 @@ class Figures:
     propagation_ms: list[float] = field(default_factory=list)
     beside_init_ms: list[float] = field(default_factory=list)
     join_b_s: float = 0.0
+    snapshot_s: float = 0.0
+    snapshot_version: int = 0
+    snapshot_bytes: int = 0
+    snapshot_objects: int = 0
     bootstrap_s: float = 0.0
+    bootstrap_received: int = 0
+    replay_s: float = 0.0
+    replay_received: int = 0
     bootstrap_memories: int = 0
     sync_errors: list[str] = field(default_factory=list)
     sync_retries: dict[str, int] = field(default_factory=dict)
@@ -372,22 +400,32 @@ def bootstrap(client: Client, remote: str, key: str, token: str, expected: int) 
     return time.perf_counter() - started
 
 
+def counted_join(client: Client, counter: ByteCounter, key: str, token: str,
+                 expected: int) -> tuple[float, int]:
+    """(seconds, bytes received) of a join through `counter`."""
+    received = counter.received
+    seconds = bootstrap(client, f"grpc://127.0.0.1:{counter.port}", key, token, expected)
+    return seconds, counter.received - received
+
+
 # -- the run ---------------------------------------------------------------------
 
 
 def run(n: int, workdir: Path) -> Figures:
     figures = Figures(n)
     server = Server(workdir / "server")
-    tokens = {name: server.token(name, "bench") for name in "abc"}
+    replay_server = Server(workdir / "server-without-snapshots")
+    tokens = {name: server.token(name, "bench") for name in "abcd"}
     server.start()
     counter = ByteCounter(("127.0.0.1", server.port))
-    daemons = {name: Daemon(workdir / name) for name in "abc"}
+    c_counter = ByteCounter(("127.0.0.1", server.port))
+    daemons = {name: Daemon(workdir / name) for name in "abcd"}
     try:
         for daemon in daemons.values():
             daemon.spawn()
         for daemon in daemons.values():
             daemon.wait_serving()
-        a, b, c = (daemons[name].client() for name in "abc")
+        a, b, c, d = (daemons[name].client() for name in "abcd")
         phase(f"loading {n} memories into A")
         figures.load_s = load(a, n)
         phase("A: init, first upload, a remember every 20 ms beside them")
@@ -406,6 +444,12 @@ def run(n: int, workdir: Path) -> Figures:
         # The last of those may still be unpushed: pushed in the next window,
         # it would add its version to the bytes of the 50 below.
         wait_pushed(a, a.status().applied_txid)
+        phase("A publishes the remote snapshot")
+        wait_for(lambda: a.sync_status().snapshot > 0, SYNC_TIMEOUT_S, "A's snapshot",
+                 every=0.1)
+        figures.snapshot_s = time.perf_counter() - started
+        figures.snapshot_version = a.sync_status().snapshot
+        figures.snapshot_bytes, figures.snapshot_objects = server.snapshot_objects()
         figures.initial_store_bytes = server.store_bytes()[0]
         phase(f"A: {ADDITIONS} single memories, each waited for until pushed")
         bytes_per_memory(a, server, counter, figures)
@@ -414,19 +458,28 @@ def run(n: int, workdir: Path) -> Figures:
         figures.join_b_s = bootstrap(b, direct, key, tokens["b"], a.status().memory_count)
         phase(f"propagation A -> B, {PROPAGATIONS} times")
         propagation(a, b, figures)
-        phase("C joins (bootstrap)")
         figures.bootstrap_memories = a.status().memory_count
-        figures.bootstrap_s = bootstrap(c, direct, key, tokens["c"],
-                                        figures.bootstrap_memories)
+        phase("C joins from the snapshot")
+        figures.bootstrap_s, figures.bootstrap_received = counted_join(
+            c, c_counter, key, tokens["c"], figures.bootstrap_memories)
+        phase("D joins a copy without the snapshot, replaying the chain")
+        server.copy_without_snapshots(replay_server.data_dir)
+        replay_server.start()
+        d_counter = ByteCounter(("127.0.0.1", replay_server.port))
+        figures.replay_s, figures.replay_received = counted_join(
+            d, d_counter, key, tokens["d"], figures.bootstrap_memories)
+        d_counter.close()
         figures.sync_errors = [f"{name}: {cl.sync_status().last_error}"
-                               for name, cl in zip("abc", (a, b, c), strict=True)
+                               for name, cl in zip("abcd", (a, b, c, d), strict=True)
                                if cl.sync_status().last_error]
     finally:
         for daemon in daemons.values():
             daemon.stop()
         figures.sync_retries = {name: d.sync_retries() for name, d in daemons.items()}
         counter.close()
+        c_counter.close()
         server.stop()
+        replay_server.stop()
     return figures
 
 
@@ -467,8 +520,14 @@ def summarise(f: Figures, load_before: Sequence[float]) -> dict[str, Any]:
         "remember_beside_init_p99_ms": round(beside_p99, 1),
         "remember_beside_init_max_ms": round(max(f.beside_init_ms), 1),
         "join_b_s": round(f.join_b_s, 2),
+        "snapshot_s": round(f.snapshot_s, 2),
+        "snapshot_version": f.snapshot_version,
+        "snapshot_bytes": f.snapshot_bytes,
+        "snapshot_objects": f.snapshot_objects,
         "bootstrap_s": round(f.bootstrap_s, 2),
-        "bootstrap_10k_s": round(f.bootstrap_s, 2),
+        "bootstrap_received": f.bootstrap_received,
+        "replay_s": round(f.replay_s, 2),
+        "replay_received": f.replay_received,
         "bootstrap_memories": f.bootstrap_memories,
         "sync_errors": f.sync_errors,
         "sync_retries": f.sync_retries,
@@ -483,7 +542,8 @@ def table(s: dict[str, Any]) -> str:
     rows = [
         ("vault on A", f"{s['n']} memories, loaded in {s['load_s']} s"),
         ("first upload (init to all pushed)",
-         f"{s['initial_upload_s']} s, {s['initial_store_bytes'] / 2**20:.1f} MiB on the server"),
+         f"{s['initial_upload_s']} s, {s['initial_store_bytes'] / 2**20:.1f} MiB on the server "
+         "with the snapshot"),
         ("a remember beside init, max / p99 / p50",
          f"{s['remember_beside_init_max_ms']:.0f} / {s['remember_beside_init_p99_ms']:.0f} / "
          f"{s['remember_beside_init_p50_ms']:.1f} ms ({s['remembers_beside_init']} remembers)"),
@@ -498,8 +558,14 @@ def table(s: dict[str, Any]) -> str:
          f"{s['propagation_p50_ms']:.0f} / {s['propagation_p99_ms']:.0f} / "
          f"{s['propagation_max_ms']:.0f} ms (target p50 <= 1000) "
          f"{'met' if s['propagation_p50_ms'] <= 1000 else 'MISSED'}"),
+        ("remote snapshot (init to published)",
+         f"{s['snapshot_s']} s, at version {s['snapshot_version']}: "
+         f"{s['snapshot_bytes'] / 2**20:.1f} MiB in {s['snapshot_objects']} objects"),
         ("B joins (vault of N + 50)", f"{s['join_b_s']} s"),
-        (f"C bootstraps ({s['bootstrap_memories']} memories)", f"{s['bootstrap_s']} s"),
+        (f"C joins from the snapshot ({s['bootstrap_memories']} memories)",
+         f"{s['bootstrap_s']} s, {s['bootstrap_received'] / 2**20:.1f} MiB received"),
+        ("D joins replaying the chain (same vault)",
+         f"{s['replay_s']} s, {s['replay_received'] / 2**20:.1f} MiB received"),
         ("sync errors standing at the end", "; ".join(s["sync_errors"]) or "none"),
         ("sync rounds failed and retried", ", ".join(
             f"{name}: {count}" for name, count in s["sync_retries"].items())),

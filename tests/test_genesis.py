@@ -13,7 +13,7 @@ import numpy as np
 
 from memvaultd.model.hlc import Clock
 from memvaultd.model.memory import Memory
-from memvaultd.model.operations import MEMORIES, PUT, TURNS, UPDATE, Operation
+from memvaultd.model.operations import MEMORIES, PUT, TRASH, TURNS, UPDATE, Operation
 from memvaultd.vault.genesis import PendingPuts
 from memvaultd.vault.state import VaultState
 
@@ -91,3 +91,30 @@ def test_a_write_after_the_cut_outranks_the_put_and_leaves_it_as_cut() -> None:
 def test_nothing_pending_is_empty() -> None:
     pending = PendingPuts()
     assert not pending and pending.take(["m0"]) == [] and pending.next(10) == []
+
+
+def test_a_put_carries_the_newest_change_held_so_an_older_restatement_loses() -> None:
+    """A re-push restates every memory: a device that trashed a memory after
+    another device last changed it keeps it trashed, whichever put arrives
+    last (a put stamped at the time it is made would let the later re-push
+    win and bring the forgotten memory back)."""
+    clock_a, clock_b = Clock("dev-a"), Clock("dev-b")
+    a, b = VaultState(DIM), VaultState(DIM)
+    for i in range(2):
+        put = Operation(f"put{i}", PUT, clock_a.now(), memory=Memory(id=f"m{i}", text=f"n {i}"),
+                        vector=_vector(i))
+        a.apply(put)
+        b.apply(put)
+        clock_b.observe(put.stamp)
+    trash = Operation("t", TRASH, clock_a.now(), target="m1", at=2.0, by="cli")
+    a.apply(trash)
+    for _ in range(3):
+        clock_b.now()  # B's clock runs on, as it would by the time it re-pushes
+    puts_a = PendingPuts.cut(a.layers, clock_a, a.stamps).next(100)
+    puts_b = PendingPuts.cut(b.layers, clock_b, b.stamps).next(100)
+    for first, second in ((puts_a, puts_b), (puts_b, puts_a)):
+        fresh = VaultState(DIM)
+        for op in first + second:
+            fresh.apply(op)
+        assert fresh.memories.get("m1") is None and fresh.trash.get("m1") is not None
+        assert fresh.memories.get("m0") is not None

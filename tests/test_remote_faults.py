@@ -96,7 +96,10 @@ class FaultProxy(grpc.GenericRpcHandler):
       call reaches it or after it has stored the version, and the caller gets
       UNAVAILABLE (the remote disappears mid-upload);
     - `go_dark()`: the port stops answering and every connection drops, as
-      when the server's host vanishes, until `come_back()`.
+      when the server's host vanishes, until `come_back()`;
+    - `withhold` > 0: the server claims a chain that many versions longer
+      than it is (`GetHead`, `WatchHead`) and refuses every append, but hands
+      over only the versions it has (a remote that withholds its chain).
 
     `calls` records every call with its device (by token), time and outcome.
     """
@@ -106,6 +109,7 @@ class FaultProxy(grpc.GenericRpcHandler):
         self.delay_s = 0.0
         self.codes: Sequence[grpc.StatusCode] = ()
         self.cut: Cut | None = None
+        self.withhold = 0
         self.calls: list[Call] = []
         self._lock = threading.Lock()
         self._answered: Counter[tuple[str, bool]] = Counter()  # (device, watch?)
@@ -135,7 +139,7 @@ class FaultProxy(grpc.GenericRpcHandler):
         old.close()
 
     def heal(self) -> None:
-        self.delay_s, self.codes, self.cut = 0.0, (), None
+        self.delay_s, self.codes, self.cut, self.withhold = 0.0, (), None, 0
 
     def in_flight(self, device: str) -> int:
         with self._lock:
@@ -165,6 +169,12 @@ class FaultProxy(grpc.GenericRpcHandler):
         cut = self._cut_for(call)
         if cut is not None and not cut.landed:
             self._kill(cut, call, context)
+        withhold = self.withhold
+        if withhold and call.method == "AppendVersion":
+            number = sync_pb2.AppendVersionRequest.FromString(request).number
+            call.outcome = "OK"
+            return sync_pb2.AppendVersionResponse(
+                appended=False, head=number - 1 + withhold).SerializeToString()
         try:
             forward: Any = self._channel.unary_unary(method)  # bytes in, bytes out
             reply: bytes = forward(request, timeout=context.time_remaining(), metadata=token)
@@ -173,6 +183,9 @@ class FaultProxy(grpc.GenericRpcHandler):
         if cut is not None:
             self._kill(cut, call, context)
         call.outcome = "OK"
+        if withhold and call.method == "GetHead":
+            head = sync_pb2.GetHeadResponse.FromString(reply).head
+            return sync_pb2.GetHeadResponse(head=head + withhold).SerializeToString()
         return reply
 
     def _stream(self, method: str, request: bytes, context: grpc.ServicerContext
@@ -186,7 +199,12 @@ class FaultProxy(grpc.GenericRpcHandler):
 
         context.add_callback(cancel)
         try:
-            yield from upstream
+            for event in upstream:
+                withhold = self.withhold
+                if withhold and call.method == WATCH:
+                    head = sync_pb2.HeadEvent.FromString(event).head
+                    event = sync_pb2.HeadEvent(head=head + withhold).SerializeToString()
+                yield event
         except grpc.RpcError as exc:
             if exc.code() not in (grpc.StatusCode.CANCELLED, grpc.StatusCode.DEADLINE_EXCEEDED):
                 self._fail(call, context, exc.code(), exc.details() or "")
@@ -663,3 +681,40 @@ def upload_and_kill(site: Site, rng: np.random.Generator, landed: bool
     eventually(lambda: holds_all(site.cb, [*uploaded, dead]), 60, "B holds every write")
     eventually(lambda: ca.sync_status().pending == 0, 30, "A's push is done")
     return uploaded, [dead]
+
+
+# -- a remote that claims a longer chain but withholds it ----------------------
+
+WITHHELD = 5  # versions the proxy claims beyond the server's head
+WITHHOLD_S = 3.0
+# Calls of A's sync rounds (not its watch) while the remote withholds: the
+# first round after the write, then retries 0.5-1 s and 1-2 s later, a few
+# calls each (head, versions, an append). Spinning, A made tens of thousands.
+WITHHELD_CALLS = 15
+
+
+def test_a_remote_that_withholds_its_chain_is_backed_off_and_reported(site: Site) -> None:
+    ca = site.ca
+    rng = np.random.default_rng(17)
+    since = time.monotonic()
+    site.proxy.withhold = WITHHELD
+    written = ca.remember("written while the remote withholds its chain", topic="withheld",
+                          vector=unit_vectors(rng, 1)[0]).id
+    time.sleep(WITHHOLD_S)
+    calls = site.proxy.calls_of("laptop", since)
+    status = ca.sync_status()
+    started = time.perf_counter()
+    assert ca.get(written).id == written  # local calls go on meanwhile
+    local_s = time.perf_counter() - started
+    site.proxy.withhold = 0
+    print("withheld:", {"calls in 3 s": len(calls), "state": status.state,
+                        "error": status.last_error, "claimed": status.withheld_head,
+                        "head": status.head})
+    assert len(calls) <= WITHHELD_CALLS, f"{len(calls)} calls in {WITHHOLD_S} s: no back-off"
+    assert status.state == "offline", status
+    assert status.withheld_head == status.head + WITHHELD, status
+    assert "withholds" in status.last_error, status
+    assert local_s < 1.0
+    ca.sync_now()
+    assert ca.sync_status().withheld_head == 0
+    eventually(lambda: holds_all(site.cb, [written]), 30, "B holds the write")

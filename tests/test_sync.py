@@ -388,3 +388,65 @@ def test_a_forked_history_is_reported_not_applied(tmp_path: Path) -> None:
         with pytest.raises(RollbackDetected, match="forked or replaced"):
             cb.sync_now()
         assert cb.sync_status().state == "stopped"
+
+
+# 10,000 memories with their own vectors (1,536 bytes each) make a state of
+# ~20 MiB: over memvault-server's default object limit of 16 MiB.
+LARGE = 10_000
+LARGE_BATCH = 2000
+OBJECT_LIMIT = 16 * 1024 * 1024
+
+
+def _unit_vectors(rng: random.Random, n: int) -> list[list[float]]:
+    import numpy as np
+
+    raw = np.random.default_rng(rng.randrange(1 << 30)).standard_normal((n, 384))
+    rows: list[list[float]] = (raw / np.linalg.norm(raw, axis=1, keepdims=True)).tolist()
+    return rows
+
+
+def _store_files(data_dir: Path, prefix: str) -> list[Path]:
+    """The server's files of objects whose names start with `prefix`
+    (the directory store writes "/" in a name as "+": docs/format.md)."""
+    return sorted(p for p in data_dir.rglob(f"objects/{prefix.replace('/', '+')}*")
+                  if p.is_file())
+
+
+def _store_bytes(data_dir: Path) -> int:
+    return sum(p.stat().st_size for p in data_dir.rglob("*") if p.is_file()
+               and p.parent.name in ("objects", "versions"))
+
+
+def test_a_vault_over_the_object_limit_joins_from_one_snapshot(
+        tmp_path: Path, server: tuple[ServerProcess, str]) -> None:
+    proc, token = server
+    remote = f"grpc://{proc.target}"
+    rng = random.Random(23)
+    with DaemonProcess(tmp_path / "a").start() as a, DaemonProcess(tmp_path / "c").start() as c:
+        ca, cc = Client(socket=a.socket, timeout=600), Client(socket=c.socket, timeout=600)
+        for start in range(0, LARGE, LARGE_BATCH):
+            ca.remember_batch([{"text": f"large vault note {start + i}",
+                                "topic": f"large.{start + i}", "vector": vector}
+                               for i, vector in enumerate(_unit_vectors(rng, LARGE_BATCH))])
+        key = ca.init_sync(remote, token=token).recovery_key
+        _eventually(lambda: ca.sync_status().snapshot > 0, timeout=180)
+        status = ca.sync_status()
+        chunks = _store_files(proc.data_dir, "state-chunks/")
+        manifests = _store_files(proc.data_dir, "states/")
+        sizes = [p.stat().st_size for p in chunks]
+        print("snapshot:", {"version": status.snapshot, "chunks": len(chunks),
+                            "bytes": sum(sizes), "largest": max(sizes, default=0)})
+        assert status.state == "idle" and not status.last_error, status
+        assert len(manifests) == 1 and sum(sizes) > OBJECT_LIMIT
+        assert max(sizes) <= 4 * 1024 * 1024
+        stored = _store_bytes(proc.data_dir)
+        for _ in range(5):  # idle rounds publish nothing more
+            assert ca.sync_now().state == "idle"
+        assert _store_bytes(proc.data_dir) == stored
+
+        cc.join_sync(remote, key, token=token)
+        assert cc.status().memory_count == ca.status().memory_count == LARGE
+        assert cc.sync_status().head == status.head
+        assert f"bootstrapping from the snapshot at version {status.snapshot}" in c.log
+        a.stop()
+        c.stop()

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from memvault import Client
-from memvault_base.errors import IntegrityError
 from memvaultd.config.settings import Config
 from memvaultd.embedding.embedder import Embedder
 from memvaultd.model.commands import MemoryDraft
@@ -75,5 +75,40 @@ def test_records_the_remote_lacks_survive_a_snapshot_at_start(unpushed: Vault) -
 
 def test_without_the_floor_that_snapshot_drops_them(unpushed: Vault) -> None:
     _write_then_snapshot(unpushed)  # start-up without keep_unpushed
-    with pytest.raises(IntegrityError, match="missing"):
-        unpushed.local_ops_after(0)
+    assert not unpushed.holds_log_after(0)
+    assert unpushed.local_ops_after(0) is None  # gone: only a re-push would bring them
+
+
+def test_past_the_backlog_the_floor_lets_go_and_a_repush_carries_the_vault(
+        unpushed: Vault) -> None:
+    """Sync stopped or offline for long: the records the remote lacks are kept
+    up to the backlog (here max(40, twice the vault's 50 memories) = 100),
+    then dropped with a snapshot; the next push puts the whole vault again."""
+    unpushed.config = replace(unpushed.config, sync_backlog=40)
+    Syncing(unpushed).keep_unpushed()
+    unpushed.load()
+    memories = [m.id for m in unpushed.memories.memories()]
+    gone = memories[0]
+    unpushed.forget(gone, purge=True)  # a tombstone: re-sent as a forget
+    for i in range(40):  # 50 puts, a forget, 40: within the backlog, every record stays
+        unpushed.reinforce(memories[1 + i % 10])
+    assert unpushed.snapshot(wait=True)
+    assert unpushed.local_ops_after(0) is not None
+    for i in range(60):  # past it
+        unpushed.reinforce(memories[1 + i % 10])
+    assert unpushed.snapshot(wait=True)
+    assert not unpushed.holds_log_after(0)
+    assert unpushed.local_ops_after(0) is None
+    # Left: the newest segment, the 60 records since the first snapshot (a
+    # log always keeps its newest segment), not the 151 since the floor.
+    records = unpushed.applied_txid - unpushed.core.log.first_seq + 1
+    assert records <= 60, f"{records} records held"
+
+    before = unpushed.repush()
+    found = unpushed.local_ops_after(before)
+    assert found is not None
+    ops = [op for _, op in found[0]]
+    puts = {op.memory.id: op.memory for op in ops if op.memory is not None}
+    assert set(puts) == set(memories) - {gone}
+    assert {op.target for op in ops if op.kind == "forget"} == {gone}
+    assert puts[memories[1]].reinforce_count == 10

@@ -49,6 +49,9 @@ class _IdleVault:
     def state_at_sync(self, pushed_seq: int) -> bytes | None:
         return None
 
+    def size(self) -> int:
+        return 0
+
 
 class _Counting:
     """A remote that counts the version objects it hands out."""

@@ -96,6 +96,16 @@ class SyncInfo:
     last_push: float = 0.0
     last_pull: float = 0.0
     last_error: str = ""
+    # The version that failed to open, when sync stopped on one (0: none);
+    # `memvault sync repair` moves the vault past it.
+    bad_version: int = 0
+    # The head a remote claims while withholding the versions up to it (0: none).
+    withheld_head: int = 0
+    # The local log no longer holds every operation the remote lacks: the
+    # next push puts the whole vault again.
+    repush: bool = False
+    chain: int = 0  # which chain of the vault: 1, then one more per repair
+    snapshot: int = 0  # the version of the newest remote snapshot known (0: none)
 
     def to_dict(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.__dataclass_fields__}

@@ -21,6 +21,7 @@ class SyncCalls(Connection):
         self._join_sync = self._unary("JoinSync", pb.JoinSyncRequest, pb.JoinSyncReply)
         self._sync_now = self._unary("SyncNow", pb.SyncStatusRequest, pb.SyncStatusReply)
         self._sync_status = self._unary("SyncStatus", pb.SyncStatusRequest, pb.SyncStatusReply)
+        self._sync_repair = self._unary("SyncRepair", pb.SyncRepairRequest, pb.SyncStatusReply)
 
     def init_sync(self, remote: str, *, token: str | None = None) -> InitResult:
         """Set up sync with an empty remote; returns the recovery key, once."""
@@ -41,7 +42,16 @@ class SyncCalls(Connection):
     def sync_status(self) -> SyncInfo:
         return _sync_info(self._call(self._sync_status, pb.SyncStatusRequest()))
 
+    def sync_repair(self, *, confirm: bool) -> SyncInfo:
+        """Move a stopped vault to a fresh chain on its remote, keeping every
+        memory; the other devices follow. `confirm` must be True: the user
+        agreed (docs/cli.md, `memvault sync repair`)."""
+        return _sync_info(self._call(self._sync_repair, pb.SyncRepairRequest(confirm=confirm),
+                                     timeout=600.0))
+
 
 def _sync_info(reply: pb.SyncStatusReply) -> SyncInfo:
     return SyncInfo(reply.configured, reply.remote, reply.state, reply.head, reply.pushed_seq,
-                    reply.pending, reply.last_push, reply.last_pull, reply.last_error)
+                    reply.pending, reply.last_push, reply.last_pull, reply.last_error,
+                    reply.bad_version, reply.withheld_head, reply.repush, reply.chain,
+                    reply.snapshot)

@@ -624,7 +624,7 @@ class SyncStatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class SyncStatusReply(_message.Message):
-    __slots__ = ("configured", "remote", "state", "head", "pushed_seq", "pending", "last_push", "last_pull", "last_error")
+    __slots__ = ("configured", "remote", "state", "head", "pushed_seq", "pending", "last_push", "last_pull", "last_error", "bad_version", "withheld_head", "repush", "chain", "snapshot")
     CONFIGURED_FIELD_NUMBER: _ClassVar[int]
     REMOTE_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -634,6 +634,11 @@ class SyncStatusReply(_message.Message):
     LAST_PUSH_FIELD_NUMBER: _ClassVar[int]
     LAST_PULL_FIELD_NUMBER: _ClassVar[int]
     LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
+    BAD_VERSION_FIELD_NUMBER: _ClassVar[int]
+    WITHHELD_HEAD_FIELD_NUMBER: _ClassVar[int]
+    REPUSH_FIELD_NUMBER: _ClassVar[int]
+    CHAIN_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
     configured: bool
     remote: str
     state: str
@@ -643,4 +648,15 @@ class SyncStatusReply(_message.Message):
     last_push: float
     last_pull: float
     last_error: str
-    def __init__(self, configured: _Optional[bool] = ..., remote: _Optional[str] = ..., state: _Optional[str] = ..., head: _Optional[int] = ..., pushed_seq: _Optional[int] = ..., pending: _Optional[int] = ..., last_push: _Optional[float] = ..., last_pull: _Optional[float] = ..., last_error: _Optional[str] = ...) -> None: ...
+    bad_version: int
+    withheld_head: int
+    repush: bool
+    chain: int
+    snapshot: int
+    def __init__(self, configured: _Optional[bool] = ..., remote: _Optional[str] = ..., state: _Optional[str] = ..., head: _Optional[int] = ..., pushed_seq: _Optional[int] = ..., pending: _Optional[int] = ..., last_push: _Optional[float] = ..., last_pull: _Optional[float] = ..., last_error: _Optional[str] = ..., bad_version: _Optional[int] = ..., withheld_head: _Optional[int] = ..., repush: _Optional[bool] = ..., chain: _Optional[int] = ..., snapshot: _Optional[int] = ...) -> None: ...
+
+class SyncRepairRequest(_message.Message):
+    __slots__ = ("confirm",)
+    CONFIRM_FIELD_NUMBER: _ClassVar[int]
+    confirm: bool
+    def __init__(self, confirm: _Optional[bool] = ...) -> None: ...

@@ -134,6 +134,11 @@ class MemoryStub:
                 request_serializer=memvault__base_dot_v1_dot_memory__pb2.SyncStatusRequest.SerializeToString,
                 response_deserializer=memvault__base_dot_v1_dot_memory__pb2.SyncStatusReply.FromString,
                 _registered_method=True)
+        self.SyncRepair = channel.unary_unary(
+                '/memvault.v1.Memory/SyncRepair',
+                request_serializer=memvault__base_dot_v1_dot_memory__pb2.SyncRepairRequest.SerializeToString,
+                response_deserializer=memvault__base_dot_v1_dot_memory__pb2.SyncStatusReply.FromString,
+                _registered_method=True)
         self.Status = channel.unary_unary(
                 '/memvault.v1.Memory/Status',
                 request_serializer=memvault__base_dot_v1_dot_memory__pb2.StatusRequest.SerializeToString,
@@ -282,6 +287,14 @@ class MemoryServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SyncRepair(self, request, context):
+        """Move a stopped vault to a fresh chain on its remote, keeping every memory;
+        the other devices follow. Refused unless sync is stopped and `confirm` is set.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Status(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -409,6 +422,11 @@ def add_MemoryServicer_to_server(servicer, server):
             'SyncStatus': grpc.unary_unary_rpc_method_handler(
                     servicer.SyncStatus,
                     request_deserializer=memvault__base_dot_v1_dot_memory__pb2.SyncStatusRequest.FromString,
+                    response_serializer=memvault__base_dot_v1_dot_memory__pb2.SyncStatusReply.SerializeToString,
+            ),
+            'SyncRepair': grpc.unary_unary_rpc_method_handler(
+                    servicer.SyncRepair,
+                    request_deserializer=memvault__base_dot_v1_dot_memory__pb2.SyncRepairRequest.FromString,
                     response_serializer=memvault__base_dot_v1_dot_memory__pb2.SyncStatusReply.SerializeToString,
             ),
             'Status': grpc.unary_unary_rpc_method_handler(
@@ -971,6 +989,33 @@ class Memory:
             target,
             '/memvault.v1.Memory/SyncStatus',
             memvault__base_dot_v1_dot_memory__pb2.SyncStatusRequest.SerializeToString,
+            memvault__base_dot_v1_dot_memory__pb2.SyncStatusReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SyncRepair(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.v1.Memory/SyncRepair',
+            memvault__base_dot_v1_dot_memory__pb2.SyncRepairRequest.SerializeToString,
             memvault__base_dot_v1_dot_memory__pb2.SyncStatusReply.FromString,
             options,
             channel_credentials,

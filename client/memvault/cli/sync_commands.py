@@ -1,6 +1,6 @@
-"""`memvault init`, `memvault join`, `memvault sync now|status`: set up and
-watch end-to-end encrypted sync. The daemon does the work; these commands
-ask it to and print what it says."""
+"""`memvault init`, `memvault join`, `memvault sync now|status|repair`: set
+up, watch and repair end-to-end encrypted sync. The daemon does the work;
+these commands ask it to and print what it says."""
 
 from __future__ import annotations
 
@@ -69,7 +69,34 @@ def now(as_json: bool) -> None:
 @json_option
 def status(as_json: bool) -> None:
     """Remote, head, last push and pull, pending operations, errors."""
-    _show(_client().sync_status().to_dict(), as_json)
+    info = _client().sync_status()
+    _show(info.to_dict(), as_json)
+    if not as_json and info.state == "stopped":
+        click.echo("Sync is stopped; `memvault sync repair` moves the vault to a fresh chain "
+                   "(every memory kept).")
+
+
+@sync.command("repair")
+@click.option("--yes", is_flag=True, help="Confirmed: do not ask (for scripts).")
+@json_option
+def repair(yes: bool, as_json: bool) -> None:
+    """Move a stopped vault to a fresh chain on its remote, keeping every memory."""
+    client = _client()
+    info = client.sync_status()
+    if not info.configured:
+        raise click.UsageError("sync is not set up: there is nothing to repair")
+    if info.state != "stopped" and not info.withheld_head:
+        click.echo(f"sync is {info.state}: there is nothing to repair")
+        return
+    if not yes:
+        memories = client.status().memory_count
+        click.echo(f"Sync stopped: {info.last_error}")
+        click.echo(f"Repair moves this vault to a fresh chain on {info.remote}. This device "
+                   f"puts all its {memories} memories there; every other device moves too "
+                   "the next time it syncs and puts its own there, so nothing is lost (each "
+                   "uploads its vault once). The old chain stays on the remote, unused.")
+        click.confirm("Move this vault to a fresh chain?", abort=True)
+    _show(client.sync_repair(confirm=True).to_dict(), as_json)
 
 
 def _show(info: dict[str, object], as_json: bool) -> None:

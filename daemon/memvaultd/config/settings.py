@@ -9,6 +9,8 @@ Every setting has a default that works with no file at all. The file is
     restatement_threshold = 0.9   # cosine at which a new memory restates an old one
     snapshot_every = 10000        # operations between automatic snapshots (at
                                   # least a tenth of the vault's memories)
+    sync_backlog = 100000         # log records kept for the remote while sync is
+                                  # stopped or offline (at least twice the vault)
     log_level = "info"
     key_storage = "auto"          # auto | keyring | keyfile
 
@@ -91,6 +93,11 @@ class Config:
     cache_size: int = 256
     restatement_threshold: float = DEFAULT_RESTATEMENT_THRESHOLD
     snapshot_every: int = 10_000
+    # Log records kept for a remote that lacks them (sync stopped or offline),
+    # at least twice the memories, turns and tombstones held: past that the
+    # records go with the next snapshot and the next push puts the whole
+    # vault again (`vault/snapshots.py`).
+    sync_backlog: int = 100_000
     log_level: str = "info"
     key_storage: str = "auto"
     half_lives: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULT_HALF_LIVES_DAYS))
@@ -213,6 +220,8 @@ def _check(config: Config, path: Path) -> None:
         raise InvalidArgument(f"{path}: restatement_threshold must be in (0, 1]")
     if not isinstance(config.snapshot_every, int) or config.snapshot_every < 1:
         raise InvalidArgument(f"{path}: snapshot_every must be a positive integer")
+    if not isinstance(config.sync_backlog, int) or config.sync_backlog < 1:
+        raise InvalidArgument(f"{path}: sync_backlog must be a positive integer")
     if config.key_storage not in ("auto", "keyring", "keyfile"):
         raise InvalidArgument(f"{path}: key_storage must be auto, keyring or keyfile")
     if config.model_runtime not in RUNTIMES:

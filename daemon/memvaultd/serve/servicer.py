@@ -336,6 +336,12 @@ class MemoryServicer(pb_grpc.MemoryServicer):
                    ) -> pb.SyncStatusReply:
         return self._sync_status()
 
+    @_translate_errors
+    def SyncRepair(self, request: pb.SyncRepairRequest, context: grpc.ServicerContext
+                   ) -> pb.SyncStatusReply:
+        self.syncing.repair(confirmed=request.confirm)
+        return self._sync_status()
+
     def _sync_status(self) -> pb.SyncStatusReply:
         status = self.syncing.status
         if status is None:
@@ -343,7 +349,9 @@ class MemoryServicer(pb_grpc.MemoryServicer):
         return pb.SyncStatusReply(
             configured=True, remote=status.remote, state=status.state, head=status.head,
             pushed_seq=status.pushed_seq, pending=status.pending, last_push=status.last_push,
-            last_pull=status.last_pull, last_error=status.last_error)
+            last_pull=status.last_pull, last_error=status.last_error,
+            bad_version=status.bad_version, withheld_head=status.withheld_head,
+            repush=status.repush, chain=status.chain, snapshot=status.snapshot)
 
     @_translate_errors
     def Status(self, request: pb.StatusRequest, context: grpc.ServicerContext

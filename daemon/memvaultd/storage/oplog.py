@@ -243,6 +243,13 @@ class OperationLog:
         """The seq of the newest record; 0 when the log is empty."""
         return self._last_seq
 
+    @property
+    def first_seq(self) -> int:
+        """The seq of the oldest record still held (older ones were pruned
+        behind a snapshot); `last_seq` + 1 when the log holds none."""
+        paths = self._segment_paths()
+        return _first_seq(paths[0]) if paths else self._last_seq + 1
+
     def replay(self, after: int = 0, upto: int | None = None) -> Iterator[tuple[int, bytes]]:
         """(seq, plaintext) for every record with seq > `after`, in order.
 

@@ -6,8 +6,13 @@
 
     kind 1, a version of the chain:   context = number:u64 | parent:32 (sha256 of
                                       version number-1's object; 32 zero bytes for 1)
-    kind 2, a snapshot:               context = number:u64 | version hash:32
+    kind 2, a snapshot's manifest:    context = number:u64 | version hash:32 | sid:16
     kind 3, the vault's description:  context = ""
+    kind 4, a snapshot's chunk:       context = number:u64 | version hash:32 | sid:16 |
+                                                index:u32 | count:u32
+    kind 5, a move to another chain:  context = ""
+
+(`snapshots.py` has the snapshot kinds' bodies, `moves.py` the move's.)
 
 Each kind has its own key (HKDF of the vault key, purpose "sync/<kind>/v1").
 The associated data binds every object to its vault, its kind, its place in
@@ -27,11 +32,16 @@ from memvaultd.crypto.kdf import derive_key
 
 MAGIC = b"MVRO"
 FORMAT = 1
-VERSION, SNAPSHOT, DESCRIPTION = 1, 2, 3
-_KIND_NAMES = {VERSION: "version", SNAPSHOT: "snapshot", DESCRIPTION: "description"}
+VERSION, SNAPSHOT, DESCRIPTION, SNAPSHOT_CHUNK, MOVE = 1, 2, 3, 4, 5
+_KIND_NAMES = {VERSION: "version", SNAPSHOT: "snapshot", DESCRIPTION: "description",
+               SNAPSHOT_CHUNK: "snapshot-chunk", MOVE: "move"}
 _HEADER = struct.Struct(">4sBB")
 _MIN_BUCKET = 4096
 _MIB = 1 << 20
+
+
+# The envelope's bytes besides the body: header, nonce and tag, body length.
+FIXED = _HEADER.size + OVERHEAD + 4
 
 
 def bucket(size: int) -> int:
@@ -52,14 +62,13 @@ class Envelope:
 
     def seal(self, kind: int, body: bytes, context: bytes = b"") -> bytes:
         header = _HEADER.pack(MAGIC, FORMAT, kind)
-        fixed = len(header) + OVERHEAD + 4
         plain = struct.pack(">I", len(body)) + body
-        plain += bytes(bucket(fixed + len(body)) - fixed - len(body))
+        plain += bytes(bucket(FIXED + len(body)) - FIXED - len(body))
         return header + seal(self._keys[kind], plain, aad=self._aad(kind, context))
 
     def open(self, kind: int, data: bytes, context: bytes = b"", *, name: str) -> bytes:
         """The body of `data`, or IntegrityError naming the object."""
-        if len(data) < _HEADER.size + OVERHEAD + 4:
+        if len(data) < FIXED:
             raise IntegrityError(f"remote object {name}: truncated ({len(data)} bytes)")
         magic, fmt, found = _HEADER.unpack_from(data)
         if magic != MAGIC or fmt != FORMAT or found != kind:

@@ -4,7 +4,9 @@
              AAD "memvault/sync-state" | format:u8 | vault_id:16,
              key = HKDF(vault key, "sync/state/v1")
     JSON  := {"remote": URL, "token": TOKEN | null,
-              "head": N, "head_hash": HEX, "pushed_seq": S}
+              "head": N, "head_hash": HEX, "pushed_seq": S,
+              "snapshot": M, "ops_since_snapshot": K,
+              "chain": C, "scope": SCOPE}
 
 `head` and `head_hash` are the high-water mark (borg's replay defence): the
 newest version this device has applied, and the sha256 of its object. A
@@ -13,6 +15,15 @@ is reporting a rollback or a fork, and sync stops. `pushed_seq` is the last
 local log record whose operation the remote holds: the log is never pruned
 past it. The token is a secret, hence sealed. It is replaced as every file
 the daemon renames into place: temporary file, fsync, rename, directory fsync.
+
+`snapshot` is the version of the newest remote snapshot this device knows
+(published or seen), `ops_since_snapshot` the operations in the versions
+it pulled or pushed since: the worker publishes the next snapshot when that
+count reaches the vault's size (`worker.py`). `chain` and `scope` say which
+chain of the vault this device syncs on: chain 1 lives under the vault's id
+on the remote (`scope` ""), each repair moves the vault to a new one under
+a scope of its own (`moves.py`). A file without these keys (written before
+they existed) reads as chain 1, no snapshot known.
 """
 
 from __future__ import annotations
@@ -39,10 +50,23 @@ class HighWater:
     head: int = 0
     head_hash: str = ""
     pushed_seq: int = 0
+    snapshot: int = 0
+    ops_since_snapshot: int = 0
+    chain: int = 1
+    scope: str = ""
 
-    def advanced(self, head: int, head_hash: bytes, pushed_seq: int | None = None) -> HighWater:
+    def advanced(self, head: int, head_hash: bytes, pushed_seq: int | None = None,
+                 ops: int = 0) -> HighWater:
+        """At version `head` (hashing to `head_hash`), `ops` more operations
+        since the snapshot, everything of this device up to `pushed_seq` on
+        the remote."""
         return replace(self, head=head, head_hash=head_hash.hex(),
-                       pushed_seq=self.pushed_seq if pushed_seq is None else pushed_seq)
+                       pushed_seq=self.pushed_seq if pushed_seq is None else pushed_seq,
+                       ops_since_snapshot=self.ops_since_snapshot + ops)
+
+    def snapshot_at(self, number: int) -> HighWater:
+        """A remote snapshot at version `number` is known: count from there."""
+        return replace(self, snapshot=number, ops_since_snapshot=0)
 
 
 class HighWaterFile:

@@ -9,23 +9,30 @@ key is returned once and kept nowhere.
 join: the recovery key names the vault and unwraps its key from the remote;
 the device starts from the remote's newest snapshot, puts every memory it
 held into the joined vault (nothing is lost), and pulls the versions after
-the snapshot. A wrong recovery key fails before anything is written.
+the snapshot. A wrong recovery key fails before anything is written. If
+the vault was moved to a fresh chain by a repair (`moves.py`), the device
+joins the newest chain.
+
+repair: once the user confirmed, moves a stopped vault to a fresh chain on
+the same remote (`SyncWorker.repair`); the other devices follow.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+from dataclasses import replace
 
 from memvault_base.errors import InvalidArgument
 from memvaultd.storage.snapshot_body import decode_body
-from memvaultd.sync import recovery
+from memvaultd.sync import moves, recovery
 from memvaultd.sync.envelope import DESCRIPTION, Envelope
 from memvaultd.sync.high_water import HighWater, HighWaterFile
 from memvaultd.sync.remotes import open_remote
 from memvaultd.sync.remotes.base import Remote
+from memvaultd.sync.snapshots import latest_snapshot
 from memvaultd.sync.vault_side import SyncedVault
-from memvaultd.sync.worker import SyncStatus, SyncWorker, latest_snapshot
+from memvaultd.sync.worker import SyncStatus, SyncWorker
 
 DESCRIPTION_OBJECT = "keys/description"
 
@@ -49,12 +56,33 @@ class Syncing:
     @property
     def status(self) -> SyncStatus | None:
         """The worker's status; None while sync is not set up."""
-        return None if self.worker is None else self.worker.status
+        worker = self.worker
+        if worker is None:
+            return None
+        # Asked of the log now: a snapshot may have dropped the records the
+        # remote lacks while the worker is stopped or waiting.
+        worker.status.repush = not self.vault.holds_log_after(worker.high_water.pushed_seq)
+        return worker.status
 
     def sync_now(self) -> None:
         """One round now, if sync is set up; its failure is raised."""
         if self.worker is not None:
             self.worker.sync_once()
+
+    def repair(self, confirmed: bool) -> None:
+        """Move a stopped vault to a fresh chain on its remote, keeping every
+        memory; the user must have confirmed (`--yes` or the prompt)."""
+        if not confirmed:
+            raise InvalidArgument("sync repair: needs the user's confirmation (confirm=true; "
+                                  "`memvault sync repair --yes`)")
+        if self.worker is None:
+            raise InvalidArgument("sync is not set up: there is nothing to repair")
+        self.worker.repair()
+        try:  # as `init`: the first push before answering, else the worker's
+            self.worker.sync_once(publish=False)
+        except Exception as exc:
+            log.warning("first push on the new chain failed (%s); the sync worker retries it",
+                        exc)
 
     def stop(self) -> None:
         if self.worker is not None:
@@ -87,7 +115,7 @@ class Syncing:
         water_file = HighWaterFile(vault.data_dir, key, vault_id)
         high_water = HighWater(url, token, pushed_seq=before)
         water_file.save(high_water)
-        worker = self._start(remote, water_file, high_water, envelope)
+        worker = self._start(remote, remote, water_file, high_water, envelope)
         # Push before answering, so that a `join` started as soon as `init`
         # returns finds this device's memories on the remote. Left to the
         # worker thread, the first push lands ~0.1 s later (its batch window),
@@ -95,7 +123,7 @@ class Syncing:
         # without them. Sync is set up either way: a push that fails here is
         # retried by the worker and shows in `memvault sync status`.
         try:
-            worker.sync_once()
+            worker.sync_once(publish=False)
         except Exception as exc:
             log.warning("first push failed (%s); the sync worker retries it", exc)
         return vault.info.vault_id, text
@@ -105,38 +133,48 @@ class Syncing:
         self._refuse_twice()
         vault = self.vault
         vault_id, secret = recovery.parse_recovery_key(recovery_key)
-        remote = open_remote(url, token=token, vault_id=vault_id.hex())
+        base = remote = open_remote(url, token=token, vault_id=vault_id.hex())
         try:
-            key = recovery.unwrap(remote.get_object(recovery.OBJECT), secret, vault_id)
+            key = recovery.unwrap(base.get_object(recovery.OBJECT), secret, vault_id)
             envelope = Envelope(key, vault_id)
             description = json.loads(envelope.open(
-                DESCRIPTION, remote.get_object(DESCRIPTION_OBJECT), name=DESCRIPTION_OBJECT))
+                DESCRIPTION, base.get_object(DESCRIPTION_OBJECT), name=DESCRIPTION_OBJECT))
             if description["model"] != vault.info.model:
                 raise InvalidArgument(f"remote: the vault there uses model "
                                       f"{description['model']!r}; this daemon uses "
                                       f"{vault.info.model!r}")
+            move = moves.newest(base, envelope, vault_id.hex())
+            if move is not None:
+                remote = open_remote(url, token=token, vault_id=move.scope)
             snapshot = latest_snapshot(remote, envelope)
         except BaseException:
             remote.close()
+            if base is not remote:
+                base.close()
             raise
         try:
-            base = decode_body(snapshot[2]) if snapshot else None
+            state = decode_body(snapshot[2]) if snapshot else None
             info = vault.info.joining(vault_id.hex())
             # The joined vault's log starts empty: every record of it is this
             # device's to push. Saved in the join's own step, so a join that
             # is finished at the next start resumes sync from there.
             high_water = HighWater(url, token, pushed_seq=0)
+            if move is not None:
+                high_water = replace(high_water, chain=move.chain, scope=move.scope)
             if snapshot is not None:
-                high_water = high_water.advanced(snapshot[0], snapshot[1])
+                high_water = high_water.advanced(snapshot[0], snapshot[1]).snapshot_at(
+                    snapshot[0])
             vault.keep_log_from(0)  # nothing is pushed yet: keep every log record
-            vault.adopt(info, key, base, lambda staging: HighWaterFile(
+            vault.adopt(info, key, state, lambda staging: HighWaterFile(
                 staging, key, vault_id).save(high_water))
         except BaseException:
             remote.close()
+            if base is not remote:
+                base.close()
             raise
         water_file = HighWaterFile(vault.data_dir, key, vault_id)
-        worker = self._start(remote, water_file, high_water, envelope)
-        worker.sync_once()
+        worker = self._start(remote, base, water_file, high_water, envelope)
+        worker.sync_once(publish=False)
         return info.vault_id
 
     def keep_unpushed(self) -> HighWater | None:
@@ -161,15 +199,23 @@ class Syncing:
             return False
         vault = self.vault
         key, vault_id = vault.vault_key, vault.info.vault_id_bytes
-        remote = open_remote(high_water.remote, token=high_water.token,
-                             vault_id=vault.info.vault_id)
-        self._start(remote, HighWaterFile(vault.data_dir, key, vault_id), high_water,
+        base = open_remote(high_water.remote, token=high_water.token,
+                           vault_id=vault.info.vault_id)
+        remote = base if not high_water.scope else open_remote(
+            high_water.remote, token=high_water.token, vault_id=high_water.scope)
+        self._start(remote, base, HighWaterFile(vault.data_dir, key, vault_id), high_water,
                     Envelope(key, vault_id))
         return True
 
-    def _start(self, remote: Remote, water_file: HighWaterFile, high_water: HighWater,
-               envelope: Envelope) -> SyncWorker:
-        worker = SyncWorker(self.vault, remote, water_file, high_water, envelope)
+    def _start(self, remote: Remote, base: Remote, water_file: HighWaterFile,
+               high_water: HighWater, envelope: Envelope) -> SyncWorker:
+        url, token = high_water.remote, high_water.token
+
+        def open_scope(scope: str) -> Remote:
+            return open_remote(url, token=token, vault_id=scope)
+
+        worker = SyncWorker(self.vault, remote, water_file, high_water, envelope, base=base,
+                            open_scope=open_scope)
         self.vault.keep_log_from(high_water.pushed_seq)
         self.vault.on_local_commit(worker.poke)
         self.worker = worker

@@ -16,8 +16,19 @@ from memvaultd.storage.vault_info import VaultInfo
 class PushedVault(Protocol):
     """What the sync worker calls on every round."""
 
-    def local_ops_after(self, seq: int) -> tuple[list[tuple[int, Operation]], int]:
-        """This device's operations logged after `seq`, and the seq the scan reached."""
+    def local_ops_after(self, seq: int) -> tuple[list[tuple[int, Operation]], int] | None:
+        """This device's operations logged after `seq`, and the seq the scan
+        reached; None when the log no longer holds them all."""
+        ...
+
+    def holds_log_after(self, seq: int) -> bool:
+        """Whether the log still holds every record after `seq`."""
+        ...
+
+    def repush(self) -> int:
+        """Log operations carrying the whole state (a put of every memory and
+        turn, a forget of every tombstone) for a remote that lacks part of
+        this device's history; the log seq before them."""
         ...
 
     def apply_remote(self, ops: Sequence[Operation]) -> int:
@@ -26,6 +37,10 @@ class PushedVault(Protocol):
 
     def state_at_sync(self, pushed_seq: int) -> bytes | None:
         """The snapshot body of the state, if every local operation is pushed."""
+        ...
+
+    def size(self) -> int:
+        """How many memories and turns the vault holds: what a snapshot carries."""
         ...
 
     def keep_log_from(self, seq: int | None) -> None:

@@ -9,10 +9,11 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from memvault_base.errors import IntegrityError
 from memvaultd.crypto.entropy import new_id
 from memvaultd.crypto.kdf import PURPOSE_LOG, PURPOSE_SNAPSHOT, derive_key
 from memvaultd.model.hlc import MAX_AHEAD_MS, ClockAhead, ahead_ms
-from memvaultd.model.operations import PUT, Operation, decode, encode
+from memvaultd.model.operations import FORGET, PUT, Operation, decode, encode
 from memvaultd.storage.crash_points import reached
 from memvaultd.storage.join_journal import JoinJournal
 from memvaultd.storage.keys import store_joined_key
@@ -44,10 +45,12 @@ class Replication:
         self.marks = marks
         self.snapshots = snapshots
 
-    def local_ops_after(self, seq: int) -> tuple[list[tuple[int, Operation]], int]:
+    def local_ops_after(self, seq: int) -> tuple[list[tuple[int, Operation]], int] | None:
         """This device's operations logged after `seq`, in order (what the
         remote may lack), and the log seq the scan reached: once these are
         pushed, the remote holds everything of this device up to that seq.
+        None when the log no longer holds them all (past the sync backlog:
+        `Snapshots._prune_to`); then only `repush` brings the remote level.
 
         Only that seq is read under the write lock; the records up to it are
         read and decoded after, beside new writes (`OperationLog.replay`
@@ -57,10 +60,22 @@ class Replication:
         core = self.core
         with core.write_lock:
             upto = core.log.last_seq
+        if not self.holds_log_after(seq):
+            return None
         info = core.info
-        ops = [(at, op) for at, record in core.log.replay(after=seq, upto=upto)
-               if info.wrote((op := decode(record)).stamp.device, at)]
+        try:
+            ops = [(at, op) for at, record in core.log.replay(after=seq, upto=upto)
+                   if info.wrote((op := decode(record)).stamp.device, at)]
+        except IntegrityError:
+            if not self.holds_log_after(seq):
+                return None  # pruned while being read
+            raise
         return ops, upto
+
+    def holds_log_after(self, seq: int) -> bool:
+        """Whether the log still holds every record after `seq`."""
+        log_ = self.core.log
+        return seq >= log_.last_seq or log_.first_seq <= seq + 1
 
     def apply_remote(self, ops: Sequence[Operation]) -> int:
         """Log and apply the operations of a pulled version that are new here.
@@ -93,6 +108,10 @@ class Replication:
             capture = self.snapshots.capture()
         return encode_body(capture())
 
+    def size(self) -> int:
+        """Memories and turns held (forgotten ones not counted)."""
+        return sum(len(layer) for layer in self.core.state.layers.values())
+
     def genesis(self) -> int:
         """Log a put of every memory and turn this device holds, so a remote
         that never saw them gets them; returns the log seq before them.
@@ -115,7 +134,8 @@ class Replication:
         core = self.core
         with core.write_lock:
             before = core.log.last_seq
-            core.genesis_rest = PendingPuts.cut(core.state.layers, core.clock)
+            core.genesis_rest = PendingPuts.cut(core.state.layers, core.clock,
+                                                core.state.stamps)
         try:
             while True:
                 with core.write_lock:
@@ -131,6 +151,32 @@ class Replication:
             with core.write_lock:
                 core.genesis_rest = PendingPuts()
                 self.snapshots.if_due()
+        return before
+
+    def repush(self) -> int:
+        """Log, for a remote that lacks part of this device's history (its
+        log records were dropped past the sync backlog, or the vault moved
+        to a fresh chain), a put of every memory and turn held and a forget
+        of every tombstone: together they carry the whole state. Returns the
+        log seq before them; the log is kept from there until they are
+        pushed. Counters (reinforce, access) merge as puts do, by maximum.
+        """
+        core = self.core
+        with core.write_lock:
+            core.prune_floor = core.log.last_seq
+        before = self.genesis()
+        with core.write_lock:
+            tombstones = sorted(core.state.tombstones)
+        for start in range(0, len(tombstones), _GENESIS_CHUNK):
+            with core.write_lock:
+                now = time.time()
+                core.commit([Operation(new_id(), FORGET, core.clock.now(), target=memory_id,
+                                       at=now)
+                             for memory_id in tombstones[start : start + _GENESIS_CHUNK]],
+                            genesis=True)
+            time.sleep(_GENESIS_PAUSE_S)
+        log.info("re-put the whole vault for the remote: %d memories and turns, %d forgets",
+                 self.size(), len(tombstones))
         return before
 
     def adopt(self, info: VaultInfo, key: bytes, base: SnapshotBody | None,

@@ -70,8 +70,8 @@ class Snapshots:
                 return False
             store.write(body.seq, parts)
             store.prune(keep=2)
-            # Records the remote does not hold yet stay, whatever the snapshot.
-            oplog.prune(body.seq if floor is None else min(body.seq, floor))
+            oplog.prune(self._prune_to(body.seq, floor, len(body.memories) + len(body.turns)
+                                       + len(body.tombstones)))
             self.txid = body.seq
             log.info("snapshot at txid %d (%d memories)", body.seq, len(body.memories))
             return True
@@ -84,6 +84,28 @@ class Snapshots:
         progress is waited for (`join`). Taken before the write lock."""
         with self._lock:
             yield
+
+    def _prune_to(self, seq: int, floor: int | None, held: int) -> int:
+        """How far a snapshot at `seq` lets the log be pruned.
+
+        Records the remote does not hold yet (after sync's `floor`) stay, up
+        to a bound: `sync_backlog` records, or twice what the vault holds
+        (`held`: memories, turns, tombstones) if more. Past it, while sync
+        is stopped or offline, they go like any other, and sync's next push
+        puts the whole vault again (`Replication.repush`, about `held`
+        records): the log stays bounded however long the remote is away,
+        and holding twice a re-push's records means a re-push is never
+        itself dropped before it is pushed.
+        """
+        if floor is None or floor >= seq:
+            return seq
+        limit = max(self.core.config.sync_backlog, 2 * held)
+        if seq - floor <= limit:
+            return floor
+        log.warning("%d log records the remote lacks are past the sync backlog of %d: "
+                    "dropped with this snapshot; the next push puts the whole vault again",
+                    seq - floor, limit)
+        return seq
 
     def capture(self) -> Callable[[], SnapshotBody]:
         """The whole state at `applied_txid`, in two steps: the cut now (the

@@ -300,14 +300,23 @@ class Vault:
 
     # -- what sync asks of the vault (replication.py; sync/vault_side.py) ------
 
-    def local_ops_after(self, seq: int) -> tuple[list[tuple[int, Operation]], int]:
+    def local_ops_after(self, seq: int) -> tuple[list[tuple[int, Operation]], int] | None:
         return self.replication.local_ops_after(seq)
+
+    def holds_log_after(self, seq: int) -> bool:
+        return self.replication.holds_log_after(seq)
+
+    def repush(self) -> int:
+        return self.replication.repush()
 
     def apply_remote(self, ops: Sequence[Operation]) -> int:
         return self.replication.apply_remote(ops)
 
     def state_at_sync(self, pushed_seq: int) -> bytes | None:
         return self.replication.state_at_sync(pushed_seq)
+
+    def size(self) -> int:
+        return self.replication.size()
 
     def genesis(self) -> int:
         return self.replication.genesis()
