@@ -1,19 +1,41 @@
 """Snapshots of the vault: the whole state sealed at one txid, after which
-the log segments it covers are dropped; and when a commit starts one."""
+the log segments the older kept snapshot covers are dropped; when a commit
+starts one; and which one a start begins from.
+
+Two snapshots are kept, and the log back to the older one: a newest
+snapshot that does not authenticate (one flipped bit on the disk) is passed
+over at start, and the older one plus the log after it give the same state.
+The cost is the log between the two, at most a tenth of the vault's
+operations more (`storage.snapshots.LOG_SHARE`), and the same again of
+replay should the fallback ever be needed.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
+from memvault_base.errors import IntegrityError
+from memvaultd.model.hlc import Stamp
 from memvaultd.model.operations import TURNS
-from memvaultd.storage.snapshot_body import SnapshotBody, collector_paused, encode_body_parts
+from memvaultd.storage.snapshot_body import (
+    SnapshotBody,
+    collector_paused,
+    decode_body,
+    encode_body_parts,
+)
+from memvaultd.storage.snapshots import SnapshotStore
 from memvaultd.storage.snapshots import due as snapshot_due
 from memvaultd.vault.access import AccessMarks
 from memvaultd.vault.core import VaultCore
+from memvaultd.vault.state import VaultState
 
 log = logging.getLogger("memvaultd.vault")
+
+KEEP = 2  # snapshots kept: the newest, and the older one that can stand in for it
 
 
 class Snapshots:
@@ -46,11 +68,14 @@ class Snapshots:
                     core.log.rotate()
                 body = capture()
                 parts = encode_body_parts(body)
-            core.snapshot_store.write(body.seq, parts)
-            core.snapshot_store.prune(keep=2)
-            # Records the remote does not hold yet stay, whatever the snapshot.
-            core.log.prune(body.seq if core.prune_floor is None
-                           else min(body.seq, core.prune_floor))
+            store = core.snapshot_store
+            store.write(body.seq, parts)
+            store.prune(keep=KEEP)
+            # The log stays from the older kept snapshot on, so that it can
+            # stand in for the newest (`newest_usable`); and records the
+            # remote does not hold yet stay, whatever the snapshots.
+            floor = store.files()[0][0]
+            core.log.prune(floor if core.prune_floor is None else min(floor, core.prune_floor))
             self.txid = body.seq
             log.info("snapshot at txid %d (%d memories)", body.seq, len(body.memories))
             return True
@@ -62,15 +87,7 @@ class Snapshots:
         caller holds the write lock), the copy of the vectors when the
         returned function is called (outside the lock: `MemoryIndex.cut`)."""
         core = self.core
-        state = core.state
-        memories, vectors = state.memories.index.cut()
-        turns, turn_vectors = state.layers[TURNS].index.cut()
-        seq, dimension, stamp = core.applied_txid, core.info.dimension, core.clock.last
-        tombstones, seen = frozenset(state.tombstones), frozenset(state.seen)
-        stamps = {k: dict(v) for k, v in state.stamps.items()}
-        upkeep = dict(state.upkeep)
-        return lambda: SnapshotBody(seq, dimension, stamp, memories, vectors(), tombstones,
-                                    turns, turn_vectors(), seen, stamps, upkeep)
+        return capture(core.state, core.applied_txid, core.info.dimension, core.clock.last)
 
     def if_due(self) -> None:
         """Start a snapshot in the background when enough was written since
@@ -82,3 +99,45 @@ class Snapshots:
         if not core.genesis_rest and not self._lock.locked() and snapshot_due(
                 core.applied_txid - self.txid, len(core.memories), core.config.snapshot_every):
             threading.Thread(target=self.snapshot, name="snapshot", daemon=True).start()
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        """No snapshot is written, and so nothing pruned, while this is held
+        (`memvault check` reads the files of a running vault)."""
+        with self._lock:
+            yield
+
+
+def newest_usable(store: SnapshotStore) -> tuple[SnapshotBody | None, list[tuple[Path, str]]]:
+    """The newest snapshot that authenticates and parses (None: none does, or
+    there is none), and the newer ones passed over, with why."""
+    passed: list[tuple[Path, str]] = []
+    for seq, path in reversed(store.files()):
+        try:
+            body = store.read(seq)
+            return decode_body(body), passed
+        except IntegrityError as exc:
+            message = str(exc)
+            passed.append((path, message if path.name in message else f"snapshot {path.name}: "
+                           f"{message}"))
+    return None, passed
+
+
+def capture(state: VaultState, seq: int, dimension: int, stamp: Stamp
+            ) -> Callable[[], SnapshotBody]:
+    """`state` as the snapshot at `seq`: the cut now, the vectors' copy when called."""
+    memories, vectors = state.memories.index.cut()
+    turns, turn_vectors = state.layers[TURNS].index.cut()
+    tombstones, seen = frozenset(state.tombstones), frozenset(state.seen)
+    stamps = {k: dict(v) for k, v in state.stamps.items()}
+    upkeep = dict(state.upkeep)
+    return lambda: SnapshotBody(seq, dimension, stamp, memories, vectors(), tombstones,
+                                turns, turn_vectors(), seen, stamps, upkeep)
+
+
+def restore(state: VaultState, body: SnapshotBody) -> None:
+    """Make `state` (empty) the state `body` holds."""
+    state.restore(list(zip(body.memories, body.vectors, strict=True)),
+                  list(zip(body.turns, body.turn_vectors, strict=True)),
+                  set(body.tombstones), set(body.seen), body.stamps)
+    state.upkeep = dict(body.upkeep)
