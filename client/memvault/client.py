@@ -14,8 +14,8 @@ apart from "the daemon said no" (`memvault.connection`).
 Its calls come in families, a module each, all over one `Connection`:
 `memvault.writes` (remember, update, forget, ...), `memvault.reads` (recall,
 get, ...), `memvault.transfer` (export, import), `memvault.sync` and
-`memvault.upkeep` (sweep, consolidate). The daemon's own state (status,
-readiness, events) is asked for here.
+`memvault.upkeep` (sweep, consolidate), `memvault.check` (check). The
+daemon's own state (status, readiness, events) is asked for here.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from types import TracebackType
 import grpc
 
 from memvault import wire
+from memvault.check import CheckCalls
 from memvault.connection import CONNECT_TIMEOUT_S as CONNECT_TIMEOUT_S
 from memvault.connection import START_HINT as START_HINT
 from memvault.connection import Connection
@@ -44,7 +45,8 @@ from memvault_base.v1 import memory_pb2 as pb
 __all__ = ["Client", "EventStream"]
 
 
-class Client(WriteCalls, ReadCalls, TransferCalls, SyncCalls, UpkeepCalls, Connection):
+class Client(WriteCalls, ReadCalls, TransferCalls, SyncCalls, UpkeepCalls, CheckCalls,
+             Connection):
     """A connection to the memvault daemon of this user (or of `home`).
 
     `socket` names the daemon's socket; when None it is found by the same rule
@@ -60,6 +62,7 @@ class Client(WriteCalls, ReadCalls, TransferCalls, SyncCalls, UpkeepCalls, Conne
         self._transfer_stubs()
         self._sync_stubs()
         self._upkeep_stubs()
+        self._check_stubs()
 
     def status(self, *, bands: bool = False) -> Status:
         """The daemon's state: model readiness, counts, cache statistics, the
