@@ -235,3 +235,49 @@ def test_the_running_daemon_reports_a_damaged_older_snapshot(built: Built,
         assert differences(built.expected, exported(proc.socket, include_vectors=True),
                            check_vectors=True) == ([], [])
         assert proc.stop() == 0
+
+
+def test_a_repair_cut_short_is_finished_by_the_next(built: Built, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Cut between setting the old files aside and putting the new ones in
+    place: the daemon refuses to start on half a vault, and the next
+    `check --repair` finishes the job."""
+    from memvaultd.storage.keys import load_vault_key
+    from memvaultd.storage.vault_info import VaultInfo
+    from memvaultd.vault import salvage
+
+    home = copy(built, tmp_path)
+    data = home / "data"
+    segment = segments(data)[-1]
+    _, start, end = records(segment)[1]
+    flip(segment, (start + end) // 2)
+    for name, value in daemon_env(home).items():
+        monkeypatch.setenv(name, value)
+    info = VaultInfo.load(data)
+    assert info is not None
+    key = load_vault_key(data, info.vault_id_bytes, prompt=False)
+    set_aside = salvage.set_aside
+
+    def power_cut(data_dir: Path, files: list[tuple[Path, str]]) -> Path:
+        set_aside(data_dir, files)
+        raise KeyboardInterrupt("the power went")
+
+    monkeypatch.setattr(salvage, "set_aside", power_cut)
+    with pytest.raises(KeyboardInterrupt):
+        salvage.repair(data, info, key.key, keep_after=None)
+    monkeypatch.undo()
+    assert not (data / "log").exists() and (data / "repair.new" / "COMPLETE").exists()
+
+    with DaemonProcess(home).start(wait=False) as proc:
+        assert proc.proc is not None and proc.proc.wait(120) != 0
+    assert "interrupted" in proc.log and "memvault check --repair" in proc.log
+
+    code, repaired = check(home, "--repair")
+    assert code == 0 and repaired["sound"], repaired
+    assert any(f["kind"] == "repair" and "interrupted" in f["detail"]
+               for f in repaired["findings"])
+    assert not (data / "repair.new").exists()
+    with DaemonProcess(home).start(wait=False) as proc:
+        lost, altered = differences(built.expected, exported(proc.socket))
+        assert len(lost) == 1 and altered == []
+        assert proc.stop(timeout=120) == 0
