@@ -16,6 +16,8 @@ import shutil
 import struct
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,7 @@ from typing import Any
 import grpc
 import pytest
 
+from memvault import Client
 from memvault_base.v1 import memory_pb2 as pb
 from memvault_base.v1 import memory_pb2_grpc as pb_grpc
 
@@ -93,6 +96,13 @@ def records(segment: Path) -> list[tuple[int, int, int]]:
         out.append((seq, pos, end))
         pos = end
     return out
+
+
+def eventually(condition: Callable[[], bool], timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.1)
 
 
 def listing(data: Path) -> list[tuple[str, int, int, bytes]]:
@@ -281,3 +291,65 @@ def test_a_repair_cut_short_is_finished_by_the_next(built: Built, tmp_path: Path
         lost, altered = differences(built.expected, exported(proc.socket))
         assert len(lost) == 1 and altered == []
         assert proc.stop(timeout=120) == 0
+
+
+def test_a_syncing_vault_takes_back_from_the_remote_what_its_log_lost(tmp_path: Path) -> None:
+    """The records of a vault that syncs reached the remote within a second:
+    a repair takes back from the chain what a damaged segment cost, and
+    sync goes on from where it stood. The remote's chain is checked too."""
+    remote_dir = tmp_path / "remote"
+    home = tmp_path / "home"
+    with DaemonProcess(home).start() as proc, Client(socket=proc.socket) as client:
+        recovery_key = client.init_sync(remote_dir.as_uri()).recovery_key
+        acked = remember(proc, 0, 4, trial=1)
+        assert client.sync_now().pending == 0
+        code, report = check(home)
+        assert code == 0, report
+        assert findings(report, "ok")["remote"]["detail"].count("versions") == 1
+        proc.kill()
+    data = home / "data"
+    segment = [p for p in segments(data) if records(p)][-1]
+    seq, start, end = records(segment)[1]
+    flip(segment, (start + end) // 2)
+    code, report = check(home)
+    assert code == 1 and report["lost"] == [[seq, seq]]
+
+    code, repaired = check(home, "--repair")
+    assert code == 0 and repaired["sound"], repaired
+    assert repaired["lost"] == [[seq, seq]] and repaired["memory_count"] == len(acked)
+    taken_back = [f for f in repaired["findings"] if f["kind"] == "repair"
+                  and f["detail"].startswith("taken back from the remote")]
+    assert taken_back and "1 memories more" in taken_back[0]["detail"], repaired
+
+    with DaemonProcess(home).start() as proc, Client(socket=proc.socket) as client:
+        held = exported(proc.socket)
+        assert differences(acked, held) == ([], [])
+        more = remember(proc, 10, 2, trial=2)
+        status = client.sync_now()
+        assert status.state == "idle" and not status.last_error, status
+        proc.stop()
+    # What was written after the repair reached the chain: a new device has it all.
+    with DaemonProcess(tmp_path / "other").start() as other, \
+            Client(socket=other.socket) as joined:
+        joined.join_sync(remote_dir.as_uri(), recovery_key)
+        eventually(lambda: set(acked) | set(more) <= set(exported(other.socket)))
+        other.stop()
+
+
+def test_a_damaged_version_on_the_remote_is_reported(tmp_path: Path) -> None:
+    remote_dir = tmp_path / "remote"
+    home = tmp_path / "home"
+    with DaemonProcess(home).start() as proc, Client(socket=proc.socket) as client:
+        client.init_sync(remote_dir.as_uri())
+        remember(proc, 0, 2, trial=1)
+        assert client.sync_now().pending == 0
+        version = sorted(remote_dir.rglob("versions/*"))[0]
+        blob = bytearray(version.read_bytes())
+        blob[100] ^= 0x01
+        version.write_bytes(bytes(blob))
+        code, report = check(home)
+        assert code == 1 and set(findings(report, "damaged")) == {"remote"}, report
+        assert "version 1" in findings(report, "damaged")["remote"]["detail"]
+        code, skipped = check(home, "--no-remote")
+        assert code == 0 and findings(skipped, "unchecked")["remote"]
+        proc.stop()

@@ -103,7 +103,7 @@ def test_a_missing_middle_segment_is_a_gap(tmp_path: Path) -> None:
 def test_a_damaged_end_of_the_newest_segment_is_open_ended(tmp_path: Path) -> None:
     written = build(tmp_path, [5])
     segment = segments(tmp_path)[0]
-    _, start, end = spans(segment)[2]
+    start = spans(segment)[2][1]
     blob = bytearray(segment.read_bytes())
     for offset in range(start + RECORD_HEAD + 2, len(blob), 7):
         blob[offset] ^= 0xFF  # record 3 and everything after it altered

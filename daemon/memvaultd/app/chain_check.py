@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from memvault_base.errors import IntegrityError, MemvaultError
+from memvaultd.model.operations import Operation
 from memvaultd.sync.envelope import DESCRIPTION, VERSION, Envelope, chain_context
 from memvaultd.sync.high_water import HighWater, HighWaterFile
 from memvaultd.sync.remotes import open_remote, redact
@@ -29,7 +31,7 @@ from memvaultd.sync.setup import DESCRIPTION_OBJECT
 from memvaultd.sync.worker import latest_snapshot, unpack_ops
 from memvaultd.vault.check import DAMAGED, OK, UNCHECKED, Finding
 
-__all__ = ["SyncCheck", "check_sync"]
+__all__ = ["SyncCheck", "check_sync", "pull_chain"]
 
 _BATCH = 50  # versions per call, as the worker pulls them
 
@@ -63,7 +65,22 @@ def check_sync(data_dir: Path, key: bytes, vault_id: bytes, *, remote: bool) -> 
     return check
 
 
-def _chain(mark: HighWater, key: bytes, vault_id: bytes) -> Finding:
+class ChainBroken(MemvaultError):
+    """The remote's version chain has a gap, or is not the one this device saw."""
+
+
+def pull_chain(data_dir: Path, key: bytes, vault_id: bytes, each: Callable[[Operation], None]
+               ) -> Finding:
+    """Walk the chain up to the version this device saw last, giving `each`
+    operation of it to `each` (a repair takes back what the remote holds of
+    what was lost here); a finding says how that went."""
+    mark = HighWaterFile(data_dir, key, vault_id).load()
+    assert mark is not None, "only a vault that syncs has a chain"
+    return _chain(mark, key, vault_id, each)
+
+
+def _chain(mark: HighWater, key: bytes, vault_id: bytes,
+           each: Callable[[Operation], None] | None = None) -> Finding:
     shown = redact(mark.remote)
     try:
         remote = open_remote(mark.remote, token=mark.token, vault_id=vault_id.hex())
@@ -71,7 +88,7 @@ def _chain(mark: HighWater, key: bytes, vault_id: bytes) -> Finding:
         return Finding("remote", "remote", UNCHECKED, f"{shown}: cannot be opened: {exc}")
     envelope = Envelope(key, vault_id)
     try:
-        return _walk(remote, envelope, mark, shown)
+        return _walk(remote, envelope, mark, shown, each)
     except (IntegrityError, ChainBroken) as exc:
         return Finding("remote", "remote", DAMAGED, f"{shown}: {exc}")
     except Exception as exc:  # down, slow, refusing: nothing is known to be wrong
@@ -81,11 +98,8 @@ def _chain(mark: HighWater, key: bytes, vault_id: bytes) -> Finding:
         remote.close()
 
 
-class ChainBroken(MemvaultError):
-    """The remote's version chain has a gap, or is not the one this device saw."""
-
-
-def _walk(remote: Remote, envelope: Envelope, mark: HighWater, shown: str) -> Finding:
+def _walk(remote: Remote, envelope: Envelope, mark: HighWater, shown: str,
+          each: Callable[[Operation], None] | None) -> Finding:
     description = json.loads(envelope.open(DESCRIPTION, remote.get_object(DESCRIPTION_OBJECT),
                                            name=DESCRIPTION_OBJECT))
     number, parent, operations, first = 0, b"", 0, 0
@@ -98,7 +112,11 @@ def _walk(remote: Remote, envelope: Envelope, mark: HighWater, shown: str) -> Fi
             if at == 1 or at > first:  # a first version after a pruned start has no known parent
                 name = f"version {at}"
                 body = envelope.open(VERSION, blob, chain_context(at, parent), name=name)
-                operations += len(unpack_ops(body, name))
+                ops = unpack_ops(body, name)
+                operations += len(ops)
+                if each is not None and at <= mark.head:
+                    for op in ops:
+                        each(op)
             parent, number = hashlib.sha256(blob).digest(), at
             if at == mark.head and parent.hex() != mark.head_hash:
                 raise ChainBroken(f"version {at} is not the one this device saw: the history "

@@ -22,14 +22,15 @@ import os
 import socket
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import click
 
 from memvault_base.errors import IntegrityError, InvalidArgument, MemvaultError
 from memvault_base.paths import resolve
-from memvaultd.app.chain_check import SyncCheck, check_sync
+from memvaultd.app.chain_check import SyncCheck, check_sync, pull_chain
+from memvaultd.model.operations import Operation
 from memvaultd.serve.front.socket_guard import claim_socket, prepare_socket_dir
 from memvaultd.storage.keys import KEY_FILE_NAME, load_vault_key
 from memvaultd.storage.vault_info import FILE_NAME as VAULT_JSON
@@ -109,13 +110,20 @@ def _repair(data_dir: Path, info: VaultInfo, key: bytes, before: CheckReport,
             sync: SyncCheck) -> CheckReport:
     aside = ([(sync.damaged_state, "does not authenticate: sync must be set up again")]
              if sync.damaged_state is not None else [])
-    read, where = repair(data_dir, info, key, keep_after=sync.pushed_seq, also_aside=aside)
+    remote = next((f for f in before.findings if f.kind == "remote"), None)
+    pull = None
+    if remote is not None and remote.status == OK:
+        def pull(each: Callable[[Operation], None]) -> Finding:
+            return pull_chain(data_dir, key, info.vault_id_bytes, each)
+    read, where = repair(data_dir, info, key, keep_after=sync.pushed_seq, also_aside=aside,
+                         pull=pull)
     after = CheckReport("offline")
     after.add(*(f for f in before.findings if f.kind in ("vault.json", "key")))
     examine(data_dir, info, key, after, keep_after=sync.pushed_seq)
     _insert_sync(after, check_sync(data_dir, key, info.vault_id_bytes, remote=False))
     after.findings = [f for f in after.findings if f.kind not in ("remote", "set aside")]
     after.add(*(f for f in before.findings if f.kind == "remote"))
+    after.add(*(f for f in read.findings if f.kind == "repair"))
     kept = where.relative_to(data_dir) if where is not None else "nowhere"
     after.add(*(Finding(f.object, f.kind, REPAIRED, f"{f.detail} (kept in {kept})", f.seqs)
                 for f in read.findings if f.status == DAMAGED and f.kind in _LOCAL_KINDS))

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -45,7 +45,16 @@ from memvault_base.durable import sync_dir
 from memvault_base.errors import IntegrityError
 from memvaultd.crypto.kdf import PURPOSE_LOG, PURPOSE_SNAPSHOT, derive_key
 from memvaultd.model.hlc import Clock
-from memvaultd.model.operations import ACCESS, MEMORIES, PUT, REINFORCE, TURNS, UPDATE, decode
+from memvaultd.model.operations import (
+    ACCESS,
+    MEMORIES,
+    PUT,
+    REINFORCE,
+    TURNS,
+    UPDATE,
+    Operation,
+    decode,
+)
 from memvaultd.storage.oplog import OperationLog
 from memvaultd.storage.set_aside import set_aside
 from memvaultd.storage.snapshot_body import SnapshotBody, encode_body_parts
@@ -53,8 +62,10 @@ from memvaultd.storage.snapshots import SnapshotStore
 from memvaultd.storage.vault_info import VaultInfo
 from memvaultd.vault.check import (
     DAMAGED,
+    OK,
     REPAIR_COMPLETE,
     REPAIR_STAGING,
+    WARNING,
     CheckReport,
     Examination,
     Finding,
@@ -81,6 +92,7 @@ class Salvage:
     clock: Clock = field(init=False)
     unparsed: list[int] = field(default_factory=list)
     last_seq: int = 0  # the newest seq that authenticates
+    pulled: int = 0  # operations taken back from the remote
     _named: set[str] = field(default_factory=set)
     _taken: set[int] = field(default_factory=set)
     _pending: list[bytes] = field(default_factory=list)
@@ -125,6 +137,13 @@ class Salvage:
             self._pending.append(plain)
             if len(self._pending) >= _RELOG_BATCH:
                 self.flush()
+
+    def take_pulled(self, op: Operation) -> None:
+        """An operation of a version the remote holds: what of it was lost
+        here comes back (one already applied changes nothing)."""
+        if self.state.apply(op):
+            self.clock.observe(op.stamp)
+            self.pulled += 1
 
     def flush(self) -> None:
         if self.fresh_log is not None and self._pending:
@@ -171,9 +190,15 @@ def examine(data_dir: Path, info: VaultInfo, key: bytes, report: CheckReport, *,
 
 
 def repair(data_dir: Path, info: VaultInfo, key: bytes, *, keep_after: int | None,
-           also_aside: Sequence[tuple[Path, str]] = ()) -> tuple[CheckReport, Path | None]:
+           also_aside: Sequence[tuple[Path, str]] = (),
+           pull: Callable[[Callable[[Operation], None]], Finding] | None = None
+           ) -> tuple[CheckReport, Path | None]:
     """Write the sound vault in place of the damaged one; returns the
-    report of what was read (and lost) and where the old files now are."""
+    report of what was read (and lost) and where the old files now are.
+
+    `pull`, for a vault that syncs, walks the remote's chain and hands each
+    operation to the repair, which takes back what the remote holds of what
+    was lost here; its finding joins the report."""
     staging = data_dir / REPAIR_STAGING
     shutil.rmtree(staging, ignore_errors=True)  # an earlier repair's unfinished copies
     staging.mkdir(mode=0o700)
@@ -186,6 +211,8 @@ def repair(data_dir: Path, info: VaultInfo, key: bytes, *, keep_after: int | Non
         salvage = examine(data_dir, info, key, report, fresh_log=fresh_log,
                           keep_after=keep_after)
         fresh_log.rotate()
+        if pull is not None:
+            _pull(report, salvage, pull)
         seq = (fresh_log.last_seq if keep_after is not None
                else max(salvage.base_seq, salvage.last_seq))
     finally:
@@ -199,6 +226,22 @@ def repair(data_dir: Path, info: VaultInfo, key: bytes, *, keep_after: int | Non
     where = _swap(data_dir, [(data_dir / name, why) for name in ("log", "snapshots")
                              if (data_dir / name).exists()] + list(also_aside))
     return report, where
+
+
+def _pull(report: CheckReport, salvage: Salvage,
+          pull: Callable[[Callable[[Operation], None]], Finding]) -> None:
+    held = len(salvage.state.memories)
+    finding = pull(salvage.take_pulled)
+    if finding.status != OK:
+        report.add(Finding(finding.object, "repair", WARNING,
+                           f"what the remote holds of the lost records was not taken back: "
+                           f"{finding.detail}"))
+        return
+    report.memory_count = len(salvage.state.memories)
+    report.lost_memories = salvage.lost_memories() if report.lost else []
+    report.add(Finding(finding.object, "repair", OK,
+                       f"taken back from the remote: {salvage.pulled} operations this device "
+                       f"had lost ({report.memory_count - held} memories more)"))
 
 
 def finish_repair(data_dir: Path) -> Path | None:
