@@ -383,10 +383,11 @@ class Served:
 
 
 def _serve(home: Path) -> Served:
-    with DaemonProcess(home).start(wait=False) as proc:
+    # Serving, not only loaded: a daemon stopped while its model still loads
+    # lingers until the load is over, minutes beside two more on two cores.
+    with DaemonProcess(home).start(timeout=EXIT_DEADLINE_S) as proc:
         held = exported(proc.socket, include_vectors=True)
-        # A stop while the model still loads waits for it: slow beside two more.
-        code = proc.stop(timeout=EXIT_DEADLINE_S)
+        code = proc.stop()
     return Served(code, proc.log, held)
 
 

@@ -14,7 +14,6 @@ locked, no vault, or `--repair` while a daemon runs).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import subprocess
 
@@ -24,6 +23,7 @@ from memvault.check import CheckReport
 from memvault.cli import output
 from memvault.cli.context import current_client
 from memvault.cli.service import find_daemon
+from memvault.connection import START_HINT
 from memvault_base.errors import MemvaultError, Unavailable
 
 __all__ = ["check"]
@@ -47,9 +47,12 @@ def check(repair: bool, no_remote: bool, as_json: bool) -> None:
     """
     report = None
     if not repair:
-        with contextlib.suppress(Unavailable):  # no daemon: check the files directly
+        try:
             report = current_client().check(remote=not no_remote)
-    if report is None:
+        except Unavailable as exc:
+            if START_HINT not in str(exc):
+                raise  # a daemon runs but cannot answer yet (still loading)
+    if report is None:  # no daemon: its checker reads the files itself
         report = _offline(repair, no_remote)
     if as_json:
         output.echo_json(report.to_dict())
