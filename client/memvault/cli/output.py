@@ -218,7 +218,9 @@ def check_verdict(report: CheckReport) -> str:
     """The last lines of `memvault check`: what is lost, and the verdict."""
     lines = []
     if report.lost:
-        lines.append(f"lost: the operations of log seqs {seqs_text(report.lost)}")
+        single = len(report.lost) == 1 and report.lost[0][0] == report.lost[0][1]
+        lines.append(f"lost: the operations of log {'seq' if single else 'seqs'} "
+                     f"{seqs_text(report.lost)}")
     if report.lost_memories:
         lines.append("memories named by later records whose own records were lost: "
                      + ", ".join(report.lost_memories))

@@ -42,7 +42,7 @@ from memvaultd.vault.check import (
     CheckReport,
     Finding,
     check_running,
-    seqs_text,
+    seqs_named,
 )
 from memvaultd.vault.salvage import examine, finish_repair, repair
 from memvaultd.vault.vault import Vault
@@ -126,8 +126,9 @@ def _repair(data_dir: Path, info: VaultInfo, key: bytes, before: CheckReport,
     after.add(*(f for f in read.findings if f.kind == "repair"))
     kept = where.relative_to(data_dir) if where is not None else "nowhere"
     after.add(*(Finding(f.object, f.kind, REPAIRED, f"{f.detail} (kept in {kept})", f.seqs)
-                for f in read.findings if f.status == DAMAGED and f.kind in _LOCAL_KINDS))
-    lost = f"; could not be kept: seqs {seqs_text(read.lost)}" if read.lost else ""
+                for f in read.findings if f.status == DAMAGED and f.kind in _LOCAL_KINDS
+                and f.object != "log"))
+    lost = f"; could not be kept: {seqs_named(read.lost)}" if read.lost else ""
     after.add(Finding(str(kept), "repair", OK if after.sound else DAMAGED,
                       f"wrote snapshot {after.snapshot_seq} holding {after.memory_count} "
                       f"memories and a fresh log{lost}; the files it replaced are kept in "
@@ -183,7 +184,7 @@ def render(report: CheckReport) -> str:
     width = max((len(f.object) for f in report.findings), default=0)
     lines = [f"{f.status:9} {f.object:{width}}  {f.detail}" for f in report.findings]
     if report.lost:
-        lines.append(f"lost: log seqs {seqs_text(report.lost)}")
+        lines.append(f"lost: log {seqs_named(report.lost)}")
         if report.lost_memories:
             lines.append("memories whose records were lost (named by later ones): "
                          + ", ".join(report.lost_memories))

@@ -165,8 +165,8 @@ class _Reader:
             if newest and self._torn(pos, expected):
                 scan.torn_tail = len(self.data) - pos
             else:
-                scan.damage.append(f"record seq {expected} at byte {pos} and everything after "
-                                   f"it ({len(self.data) - pos} bytes) do not authenticate")
+                scan.damage.append(f"from record seq {expected} at byte {pos} to the end "
+                                   f"({len(self.data) - pos} bytes) nothing authenticates")
                 scan.lost.append((expected, None))
             return pos, expected, False
         at, seq = following
@@ -177,7 +177,7 @@ class _Reader:
             self._keep(scan, expected, whole, take)
         elif seq > expected:
             seqs = f"seq {expected}" if seq == expected + 1 else f"seqs {expected}-{seq - 1}"
-            scan.damage.append(f"bytes {pos}-{at - 1}: {seqs} do not authenticate")
+            scan.damage.append(f"bytes {pos}-{at - 1} ({seqs}) do not authenticate")
             scan.lost.append((expected, seq - 1))
         else:
             scan.damage.append(f"bytes {pos}-{at - 1} are not a record (seq {seq} follows them)")
@@ -240,7 +240,7 @@ class _Reader:
         top = expected + (len(data) - pos) // _MIN_RECORD + 1
         prefixes = [(block << 24).to_bytes(8, "big")[:5]
                     for block in range(expected >> 24, (top >> 24) + 1)]
-        start = pos + RECORD_HEADER.size - 8 + 1  # the seq field of a record after `pos`
+        start = pos + 1 + 4  # the seq field of a record starting after `pos`
         while True:
             hits = [hit for prefix in prefixes if (hit := data.find(prefix, start)) >= 0]
             if not hits:

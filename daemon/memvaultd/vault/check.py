@@ -21,7 +21,7 @@ is read up to the last seq appended when the check began.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -93,6 +93,12 @@ class CheckReport:
                 "memory_count": self.memory_count, "snapshot_seq": self.snapshot_seq,
                 "lost": [list(r) for r in self.lost], "lost_memories": list(self.lost_memories),
                 "repaired": self.repaired, "findings": [f.to_dict() for f in self.findings]}
+
+
+def seqs_named(ranges: Sequence[SeqRange]) -> str:
+    """"seq 7" or "seqs 7-9, 12, 40 and on"."""
+    single = len(ranges) == 1 and ranges[0][0] == ranges[0][1]
+    return f"{'seq' if single else 'seqs'} {seqs_text(ranges)}"
 
 
 def seqs_text(ranges: Iterable[SeqRange]) -> str:
@@ -170,7 +176,7 @@ class Examination:
         if snapshot.seq > base or not missing:
             return Finding(name, "snapshot", OK, f"{detail}: older, can stand in for the newest")
         return Finding(name, "snapshot", OK, f"{detail}: older, cannot stand in for the newest "
-                       f"(the log lacks seqs {seqs_text(missing)})")
+                       f"(the log lacks {seqs_named(missing)})")
 
     def _segment_finding(self, segment: SegmentScan) -> Finding:
         name = self._name(segment.path)
@@ -194,17 +200,16 @@ class Examination:
             lines = why.read_text(errors="replace").splitlines() if why.is_file() else []
             first = f" ({lines[0]})" if lines else ""
             report.add(Finding(self._name(folder), "set aside", WARNING,
-                               f"{len(lines)} damaged or replaced files kept by memvault, never "
-                               f"read again{first}: delete the folder once you no longer need "
-                               "them"))
+                               f"damaged or replaced files kept by memvault, never read "
+                               f"again{first}: delete the folder once you no longer need them"))
 
 
 def _continuity(scan: LogScan, base: int, lost: list[SeqRange]) -> Finding:
     start = f"after snapshot {base}" if base else "from the start (no snapshot)"
     if lost:
         return Finding("log", "log", DAMAGED,
-                       f"seqs {seqs_text(lost)} {start} are missing or do not authenticate: "
-                       "the operations they held are lost", tuple(lost))
+                       f"{start}, the log cannot give {seqs_named(lost)} (missing or "
+                       "damaged): the operations held there are lost", tuple(lost))
     if scan.last_seq <= base:
         return Finding("log", "log", OK, f"no record {start}")
     return Finding("log", "log", OK, f"every seq from {base + 1} to {scan.last_seq} "

@@ -70,7 +70,7 @@ from memvaultd.vault.check import (
     Examination,
     Finding,
     SeqRange,
-    seqs_text,
+    seqs_named,
 )
 from memvaultd.vault.snapshots import capture, restore
 from memvaultd.vault.state import VaultState
@@ -169,8 +169,8 @@ def examine(data_dir: Path, info: VaultInfo, key: bytes, report: CheckReport, *,
     if salvage.unparsed:
         ranges: list[SeqRange] = [(seq, seq) for seq in salvage.unparsed]
         report.add(Finding("log", "log", DAMAGED,
-                           f"records {seqs_text(ranges)} authenticate but do not parse (written "
-                           "by a newer memvault?): their operations are lost", tuple(ranges)))
+                           f"{seqs_named(ranges)}: authentic, but the operation held there does "
+                           "not parse (written by a newer memvault?): lost", tuple(ranges)))
         report.lost = sorted([*report.lost, *(r for r in ranges if r[0] > salvage.base_seq)],
                              key=lambda r: r[0])
     if keep_after is not None:
@@ -178,9 +178,9 @@ def examine(data_dir: Path, info: VaultInfo, key: bytes, report: CheckReport, *,
                     if r[0] <= salvage.base_seq]
         if unpushed:
             report.add(Finding("log", "log", DAMAGED,
-                               f"records {seqs_text(unpushed)} had not reached the remote and do "
-                               f"not authenticate: their operations are in snapshot "
-                               f"{salvage.base_seq} here, but other devices will not get them",
+                               f"{seqs_named(unpushed)}: damaged before the remote had it; "
+                               f"what it held is in snapshot {salvage.base_seq} here, but other "
+                               "devices will not get it",
                                tuple(unpushed)))
     report.memory_count = len(salvage.state.memories)
     if report.lost:
@@ -222,7 +222,7 @@ def repair(data_dir: Path, info: VaultInfo, key: bytes, *, keep_after: int | Non
                   vault_id).write(seq, encode_body_parts(body))
     _mark_complete(staging)
     why = (f"replaced by `memvault check --repair`: the new vault starts from snapshot {seq}"
-           + (f"; seqs {seqs_text(report.lost)} could not be kept" if report.lost else ""))
+           + (f"; {seqs_named(report.lost)} could not be kept" if report.lost else ""))
     where = _swap(data_dir, [(data_dir / name, why) for name in ("log", "snapshots")
                              if (data_dir / name).exists()] + list(also_aside))
     return report, where
