@@ -181,6 +181,9 @@ def test_a_sound_vault_checks_sound_and_not_a_byte_changes(built: Built, tmp_pat
         code, served = check(home)
         assert code == 0 and served["checked_by"] == "daemon", served
         assert served["memory_count"] == len(built.expected) and served["sound"]
+        # One JSON shape, whoever checked.
+        assert set(served) == set(report)
+        assert {frozenset(f) for f in served["findings"]} == {frozenset(report["findings"][0])}
         proc.stop()
 
 

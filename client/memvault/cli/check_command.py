@@ -65,7 +65,13 @@ def check(repair: bool, no_remote: bool, as_json: bool) -> None:
 
 def _offline(repair: bool, no_remote: bool) -> CheckReport:
     params = click.get_current_context().find_root().params
-    command = [str(find_daemon())]
+    try:
+        daemon = find_daemon()
+    except MemvaultError as exc:
+        click.echo(f"memvault: no daemon answers, and its checker cannot be run: {exc}",
+                   err=True)
+        raise SystemExit(EXIT_CANNOT_CHECK) from None
+    command = [str(daemon)]
     for option in ("home", "socket"):
         if params.get(option):
             command += [f"--{option}", str(params[option])]

@@ -43,6 +43,8 @@ from memvaultd.vault.check import (
     Finding,
     check_running,
     seqs_named,
+    unfinished_repair,
+    vault_id_hint,
 )
 from memvaultd.vault.salvage import examine, finish_repair, repair
 from memvaultd.vault.vault import Vault
@@ -68,10 +70,19 @@ def check_offline(data_dir: Path, socket_path: Path, *, repair_it: bool, remote:
                   prompt: bool) -> CheckReport:
     """Check the vault in `data_dir` (and repair it) while no daemon runs."""
     with holding(socket_path):
-        if not (data_dir / VAULT_JSON).exists():
-            raise InvalidArgument(f"no vault in {data_dir} (no {VAULT_JSON})")
-        finished = finish_repair(data_dir) if repair_it else None
         report = CheckReport("offline")
+        if not (data_dir / VAULT_JSON).exists():
+            hint = vault_id_hint(data_dir)
+            if hint is None:
+                raise InvalidArgument(f"no vault in {data_dir} (no {VAULT_JSON})")
+            report.add(Finding(VAULT_JSON, "vault.json", DAMAGED,
+                               f"missing, beside the files of vault {hint}: nothing can be "
+                               "opened without it; restore it from a backup (it holds no "
+                               "secret)"))
+            return report
+        finished = finish_repair(data_dir) if repair_it else None
+        if (unfinished := unfinished_repair(data_dir)) is not None:
+            report.add(unfinished)
         try:
             info = VaultInfo.load(data_dir)
             assert info is not None

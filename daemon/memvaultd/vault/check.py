@@ -20,6 +20,7 @@ is read up to the last seq appended when the check began.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -44,7 +45,8 @@ from memvaultd.vault.core import VaultCore
 from memvaultd.vault.snapshots import Snapshots
 
 __all__ = ["DAMAGED", "OK", "REPAIR_HINT", "REPAIR_STAGING", "UNCHECKED", "WARNING",
-           "CheckReport", "Examination", "Finding", "check_running", "refuse_unfinished_repair"]
+           "CheckReport", "Examination", "Finding", "check_running", "refuse_unfinished_repair",
+           "seqs_named", "unfinished_repair", "vault_id_hint"]
 
 OK, DAMAGED, WARNING, UNCHECKED = "ok", "damaged", "warning", "unchecked"
 # Where `check --repair` builds the sound vault before it takes the place of
@@ -134,9 +136,10 @@ class Examination:
     def _name(self, path: Path) -> str:
         return str(path.relative_to(self.data_dir))
 
-    def read_snapshots(self) -> SnapshotBody | None:
+    def read_snapshots(self, *, keep: bool = True) -> SnapshotBody | None:
         """Every snapshot, read whole; the newest that authenticates (the
-        vault starts from it), or None."""
+        vault starts from it), or None (always, unless `keep`: one decoded
+        snapshot at a time is held, beside a running vault's own state)."""
         usable: SnapshotBody | None = None
         for seq, path in reversed(self.store.files()):
             try:
@@ -146,7 +149,9 @@ class Examination:
                 self._snapshots.append(_Snapshot(seq, path, -1, problem))
                 continue
             self._snapshots.append(_Snapshot(seq, path, len(body.memories)))
-            usable = usable or body
+            if keep and usable is None:
+                usable = body
+            del body
         return usable
 
     def read_log(self, *, upto: int | None = None, take: Take | None = None) -> LogScan:
@@ -225,7 +230,7 @@ def check_running(core: VaultCore, snapshots: Snapshots) -> CheckReport:
     with snapshots.held():
         with core.write_lock:
             upto = core.log.last_seq
-        examination.read_snapshots()
+        examination.read_snapshots(keep=False)
         scan = examination.read_log(upto=upto)
     examination.report(report, scan)
     examination.set_aside(report)
@@ -272,6 +277,27 @@ def _key_running(core: VaultCore) -> Finding:
         return Finding(name, kind, DAMAGED, "holds another key than the one this vault is "
                        "sealed with")
     return Finding(name, kind, OK, f"opens to this vault's key: {key.detail}")
+
+
+def unfinished_repair(data_dir: Path) -> Finding | None:
+    """A repair a crash cut short after its sound vault was complete."""
+    if not (data_dir / REPAIR_STAGING / REPAIR_COMPLETE).exists():
+        return None
+    return Finding(REPAIR_STAGING, "repair", DAMAGED, "a repair was interrupted before it put "
+                   "the sound vault in place: the daemon will not start until "
+                   "`memvault check --repair` finishes it")
+
+
+def vault_id_hint(data_dir: Path) -> str | None:
+    """The vault id a segment or snapshot header names (unauthenticated: a
+    hint for restoring a lost `vault.json`), or None when there is none."""
+    for folder, magic in (("log", b"MVLOG"), ("snapshots", b"MVSNP")):
+        for path in sorted((data_dir / folder).glob("*")) if (data_dir / folder).is_dir() else []:
+            with contextlib.suppress(OSError), path.open("rb") as src:
+                head = src.read(22)
+                if head[:5] == magic and len(head) == 22:
+                    return head[6:22].hex()
+    return None
 
 
 def refuse_unfinished_repair(data_dir: Path) -> None:
