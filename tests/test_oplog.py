@@ -575,3 +575,20 @@ def test_grown_length_field_in_newest_segment_is_not_cut(tmp_path: Path, which: 
     with pytest.raises(IntegrityError, match="damaged length field"):
         open_log(tmp_path)
     assert newest.read_bytes() == bytes(data)
+
+
+def test_a_log_that_ends_before_its_snapshot_numbers_on_after_it(tmp_path: Path) -> None:
+    """Empty (as a repair leaves it) or short, the log numbers its next record
+    after the snapshot's seq, in a segment of its own: never a seq the
+    snapshot covers, which the next start would skip."""
+    with open_log(tmp_path) as log:
+        log.continue_after(100)
+        assert log.append([record(101)]) == 101
+        log.continue_after(50)  # behind the log: nothing changes
+        assert log.append([record(102)]) == 102
+    assert [p.name for p in segments(tmp_path)] == [f"{101:020d}.log"]
+    assert replay_all(tmp_path, after=100) == [(101, record(101)), (102, record(102))]
+    with open_log(tmp_path) as log:
+        log.continue_after(200)
+        assert log.append([record(201)]) == 201
+    assert [p.name for p in segments(tmp_path)][-1] == f"{201:020d}.log"

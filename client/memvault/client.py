@@ -15,7 +15,7 @@ Its calls come in families, a module each, all over one `Connection`:
 `memvault.writes` (remember, update, forget, ...), `memvault.reads` (recall,
 get, ...), `memvault.transfer` (export, import), `memvault.sync` and
 `memvault.upkeep` (sweep, consolidate), `memvault.trash` (what forget put
-in the trash, restore, empty). The daemon's own state (status,
+in the trash, restore, empty), `memvault.check` (check). The daemon's own state (status,
 readiness, events) is asked for here.
 """
 
@@ -28,6 +28,7 @@ from types import TracebackType
 import grpc
 
 from memvault import wire
+from memvault.check import CheckCalls
 from memvault.connection import CONNECT_TIMEOUT_S as CONNECT_TIMEOUT_S
 from memvault.connection import START_HINT as START_HINT
 from memvault.connection import Connection
@@ -47,6 +48,7 @@ __all__ = ["Client", "EventStream"]
 
 
 class Client(WriteCalls, ReadCalls, TransferCalls, SyncCalls, UpkeepCalls, TrashCalls,
+             CheckCalls,
              Connection):
     """A connection to the memvault daemon of this user (or of `home`).
 
@@ -64,6 +66,7 @@ class Client(WriteCalls, ReadCalls, TransferCalls, SyncCalls, UpkeepCalls, Trash
         self._sync_stubs()
         self._upkeep_stubs()
         self._trash_stubs()
+        self._check_stubs()
 
     def status(self, *, bands: bool = False) -> Status:
         """The daemon's state: model readiness, counts, cache statistics, the

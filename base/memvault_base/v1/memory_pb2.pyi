@@ -660,3 +660,47 @@ class SyncRepairRequest(_message.Message):
     CONFIRM_FIELD_NUMBER: _ClassVar[int]
     confirm: bool
     def __init__(self, confirm: _Optional[bool] = ...) -> None: ...
+
+class CheckRequest(_message.Message):
+    __slots__ = ("skip_remote",)
+    SKIP_REMOTE_FIELD_NUMBER: _ClassVar[int]
+    skip_remote: bool
+    def __init__(self, skip_remote: _Optional[bool] = ...) -> None: ...
+
+class SeqRange(_message.Message):
+    __slots__ = ("first", "last")
+    FIRST_FIELD_NUMBER: _ClassVar[int]
+    LAST_FIELD_NUMBER: _ClassVar[int]
+    first: int
+    last: int
+    def __init__(self, first: _Optional[int] = ..., last: _Optional[int] = ...) -> None: ...
+
+class CheckFinding(_message.Message):
+    __slots__ = ("object", "kind", "status", "detail", "seqs")
+    OBJECT_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
+    SEQS_FIELD_NUMBER: _ClassVar[int]
+    object: str
+    kind: str
+    status: str
+    detail: str
+    seqs: _containers.RepeatedCompositeFieldContainer[SeqRange]
+    def __init__(self, object: _Optional[str] = ..., kind: _Optional[str] = ..., status: _Optional[str] = ..., detail: _Optional[str] = ..., seqs: _Optional[_Iterable[_Union[SeqRange, _Mapping]]] = ...) -> None: ...
+
+class CheckReply(_message.Message):
+    __slots__ = ("sound", "memory_count", "snapshot_seq", "findings", "lost", "lost_memories")
+    SOUND_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_COUNT_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_SEQ_FIELD_NUMBER: _ClassVar[int]
+    FINDINGS_FIELD_NUMBER: _ClassVar[int]
+    LOST_FIELD_NUMBER: _ClassVar[int]
+    LOST_MEMORIES_FIELD_NUMBER: _ClassVar[int]
+    sound: bool
+    memory_count: int
+    snapshot_seq: int
+    findings: _containers.RepeatedCompositeFieldContainer[CheckFinding]
+    lost: _containers.RepeatedCompositeFieldContainer[SeqRange]
+    lost_memories: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, sound: _Optional[bool] = ..., memory_count: _Optional[int] = ..., snapshot_seq: _Optional[int] = ..., findings: _Optional[_Iterable[_Union[CheckFinding, _Mapping]]] = ..., lost: _Optional[_Iterable[_Union[SeqRange, _Mapping]]] = ..., lost_memories: _Optional[_Iterable[str]] = ...) -> None: ...

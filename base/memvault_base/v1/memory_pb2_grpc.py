@@ -159,6 +159,11 @@ class MemoryStub:
                 request_serializer=memvault__base_dot_v1_dot_memory__pb2.EventsRequest.SerializeToString,
                 response_deserializer=memvault__base_dot_v1_dot_memory__pb2.Event.FromString,
                 _registered_method=True)
+        self.Check = channel.unary_unary(
+                '/memvault.v1.Memory/Check',
+                request_serializer=memvault__base_dot_v1_dot_memory__pb2.CheckRequest.SerializeToString,
+                response_deserializer=memvault__base_dot_v1_dot_memory__pb2.CheckReply.FromString,
+                _registered_method=True)
 
 
 class MemoryServicer:
@@ -321,6 +326,13 @@ class MemoryServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Check(self, request, context):
+        """Read every sealed file of the vault (and the remote's chain); change nothing.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MemoryServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -448,6 +460,11 @@ def add_MemoryServicer_to_server(servicer, server):
                     servicer.Events,
                     request_deserializer=memvault__base_dot_v1_dot_memory__pb2.EventsRequest.FromString,
                     response_serializer=memvault__base_dot_v1_dot_memory__pb2.Event.SerializeToString,
+            ),
+            'Check': grpc.unary_unary_rpc_method_handler(
+                    servicer.Check,
+                    request_deserializer=memvault__base_dot_v1_dot_memory__pb2.CheckRequest.FromString,
+                    response_serializer=memvault__base_dot_v1_dot_memory__pb2.CheckReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1125,6 +1142,33 @@ class Memory:
             '/memvault.v1.Memory/Events',
             memvault__base_dot_v1_dot_memory__pb2.EventsRequest.SerializeToString,
             memvault__base_dot_v1_dot_memory__pb2.Event.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Check(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.v1.Memory/Check',
+            memvault__base_dot_v1_dot_memory__pb2.CheckRequest.SerializeToString,
+            memvault__base_dot_v1_dot_memory__pb2.CheckReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -2,7 +2,7 @@
 
 remember, supersede, update, reinforce, recall, get, forget (and forget --sweep),
 trash (restore, empty), consolidate, topics, entities, turns append, export,
-import, status, events, doctor. Every command that prints data
+import, status, events, doctor, check. Every command that prints data
 takes `--json` for output a program can parse. Failures print one line,
 prefixed "memvault: ", to stderr and exit with a code that says what kind of
 failure it was (the table is in EXIT_CODES_HELP and docs/cli.md); a
@@ -11,7 +11,8 @@ MemvaultError or a connection failure never prints a traceback.
 This module is the group and that error handling; the commands live in
 modules of their own (`write_commands`, `read_commands`, `status_commands`,
 `turns_commands`, `transfer_commands`, `upkeep_commands`, `trash_commands`,
-`sync_commands`, `service`, `mcp_bridge`, `doctor`), which never import this one (see
+`sync_commands`,
+`check_command`, `service`, `mcp_bridge`, `doctor`), which never import this one (see
 `cli_context`).
 """
 
@@ -24,6 +25,7 @@ from typing import Any
 import click
 
 from memvault import __version__
+from memvault.cli.check_command import check
 from memvault.cli.context import LazyClient
 from memvault.cli.doctor import doctor
 from memvault.cli.mcp_bridge import mcp
@@ -112,7 +114,8 @@ def cli(ctx: click.Context, home: str | None, socket: str | None, timeout: float
 
 for command in (
     remember, recall, get, forget, trash, supersede, update, reinforce, topics, entities,
-    status, events, turns, export, import_, consolidate, service, mcp, doctor, *SYNC_COMMANDS,
+    status, events, turns, export, import_, consolidate, service, mcp, doctor, check,
+    *SYNC_COMMANDS,
 ):
     cli.add_command(command)
 

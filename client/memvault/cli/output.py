@@ -19,12 +19,15 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from memvault.check import CheckReport, SeqRange
 from memvault.trash import TrashedMemory
 from memvault.types import Facet, Hit, Memory, Status, SyncInfo, TurnHit
 from memvault.upkeep import Consolidation, SweptMemory
 
 __all__ = [
     "chain_table",
+    "check_table",
+    "check_verdict",
     "checks_table",
     "consolidations_table",
     "echo_json",
@@ -208,6 +211,49 @@ def checks_table(checks: Sequence[tuple[str, str, str, str]]) -> Table:
         if fix:
             table.add_row("", "", f"[dim]fix:[/] {escape(fix)}")
     return table
+
+
+def check_table(report: CheckReport) -> Table:
+    """`memvault check`: a row per file or object (status, what, detail)."""
+    marks = {"ok": "[green]ok[/]", "warning": "[yellow]warning[/]",
+             "damaged": "[bold red]DAMAGED[/]", "unchecked": "[dim]unchecked[/]",
+             "repaired": "[cyan]repaired[/]"}
+    table = Table(box=None, pad_edge=False, show_header=False)
+    table.add_column(no_wrap=True)
+    table.add_column(style="bold", no_wrap=True)
+    table.add_column(overflow="fold")
+    for finding in report.findings:
+        table.add_row(marks.get(finding.status, finding.status), escape(finding.object),
+                      escape(finding.detail))
+    return table
+
+
+def seqs_text(ranges: Sequence[SeqRange]) -> str:
+    return ", ".join(f"{first} and on" if last is None else str(first) if first == last
+                     else f"{first}-{last}" for first, last in ranges)
+
+
+def check_verdict(report: CheckReport) -> str:
+    """The last lines of `memvault check`: what is lost, and the verdict."""
+    lines = []
+    if report.lost:
+        single = len(report.lost) == 1 and report.lost[0][0] == report.lost[0][1]
+        lines.append(f"lost: the operations of log {'seq' if single else 'seqs'} "
+                     f"{seqs_text(report.lost)}")
+    if report.lost_memories:
+        lines.append("memories named by later records whose own records were lost: "
+                     + ", ".join(report.lost_memories))
+    held = f"{plural(report.memory_count, 'memory', 'memories')}, from snapshot " \
+           f"{report.snapshot_seq}"
+    if report.repaired:
+        state = "repaired" if report.sound else "still DAMAGED after the repair"
+        lines.append(f"{state}: {held}; the files it replaced are kept in {report.repaired}")
+    elif report.sound:
+        lines.append(f"sound: every file checked authenticates ({held})")
+    else:
+        lines.append(f"DAMAGED ({held}): `memvault check --repair` keeps everything that "
+                     "still authenticates (stop the daemon first)")
+    return "\n".join(lines)
 
 
 def _rows_table(

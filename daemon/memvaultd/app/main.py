@@ -1,6 +1,10 @@
 """`memvaultd`: start the daemon in the foreground.
 
     memvaultd [--home DIR] [--socket PATH] [--log-level LEVEL]
+    memvaultd [--home DIR] [--socket PATH] check [--repair] [--json] [--no-remote]
+
+(`check` is `check.py`: the vault's files checked, and repaired, with no
+daemon running.)
 
 Order of start-up: read the config, start loading the model (background),
 unlock the vault key (may prompt for a passphrase on a terminal), bind the
@@ -29,6 +33,7 @@ import click
 from memvault_base.errors import MemvaultError
 from memvault_base.paths import resolve
 from memvaultd import __version__
+from memvaultd.app.check import check_command, check_served
 from memvaultd.app.live_config import ConfigWatcher, applier
 from memvaultd.app.notify import notify
 from memvaultd.app.sweep_schedule import SweepSchedule
@@ -44,17 +49,24 @@ from memvaultd.vault.vault import Vault
 log = logging.getLogger("memvaultd")
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(invoke_without_command=True,
+             context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--home", envvar="MEMVAULT_HOME", type=click.Path(file_okay=False),
               help="Keep config, data and socket under this directory (MEMVAULT_HOME).")
 @click.option("--socket", "socket_path", type=click.Path(dir_okay=False),
               help="Serve on this socket instead of the default.")
 @click.option("--log-level", default=None, help="debug, info, warning or error.")
 @click.version_option(__version__, prog_name="memvaultd")
-def main(home: str | None, socket_path: str | None, log_level: str | None) -> None:
+@click.pass_context
+def main(ctx: click.Context, home: str | None, socket_path: str | None,
+         log_level: str | None) -> None:
     """Run the memvault daemon in the foreground."""
     # Everything the daemon creates is the user's alone (as systemd's UMask=0077).
     os.umask(0o077)
+    if ctx.invoked_subcommand is not None:
+        _setup_logging(log_level or "warning")
+        ctx.obj = (home, socket_path)
+        return
     paths = resolve(home)
     # numba (imported once a vault has an IVF) keeps its compiled loop here:
     # under the systemd unit's ProtectSystem=strict neither the package's
@@ -93,7 +105,8 @@ def run(config: Config, data_dir: Path, socket: Path, *, config_file: Path | Non
         claim_socket(socket)
         vault = Vault.open(data_dir, config, embedder, events, prompt=sys.stdin.isatty())
         syncing = Syncing(vault)
-        server = DaemonServer(vault, syncing, events, socket, on_failure=fail)
+        server = DaemonServer(vault, syncing, events, socket, on_failure=fail,
+                              check=lambda remote: check_served(vault, remote=remote))
         server.start()
     except MemvaultError as exc:
         _fail(str(exc), 2)
@@ -180,6 +193,9 @@ def _setup_logging(level: str) -> None:
     # Libraries' chatter (progress bars, HTTP probes) has no place in a daemon log.
     for noisy in ("sentence_transformers", "transformers", "httpx", "urllib3"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+main.add_command(check_command)
 
 
 def _fail(message: str, code: int) -> NoReturn:

@@ -36,6 +36,7 @@ from memvaultd.serve.front.socket_guard import claim_socket, prepare_socket_dir
 from memvaultd.serve.front_process import FrontProcess
 from memvaultd.serve.servicer import MemoryServicer
 from memvaultd.sync.setup import Syncing
+from memvaultd.vault.check import CheckReport
 from memvaultd.vault.events import EventBus
 from memvaultd.vault.vault import Vault
 
@@ -163,7 +164,8 @@ class DaemonServer:
     threads."""
 
     def __init__(self, vault: Vault, syncing: Syncing, events: EventBus, socket_path: Path,
-                 on_failure: Callable[[str], None] | None = None) -> None:
+                 on_failure: Callable[[str], None] | None = None,
+                 check: Callable[[bool], CheckReport] | None = None) -> None:
         self.socket_path = socket_path
         inner = socket_path.parent / "inner"
         self.inner_socket = inner / "grpc.sock"  # the core's grpc: streams, health
@@ -179,7 +181,8 @@ class DaemonServer:
                                         daemon=True)
         self._thread.start()
         self.health = health.aio.HealthServicer()
-        servicer = MemoryServicer(vault, syncing, events, str(socket_path), time.time())
+        servicer = MemoryServicer(vault, syncing, events, str(socket_path), time.time(),
+                                  check)
         self._methods = memory_methods(servicer, self._pool, self._recall_pool, self._streams)
         self.server: grpc.aio.Server = self._on_loop(self._build())
         self._link: asyncio.AbstractServer | None = None

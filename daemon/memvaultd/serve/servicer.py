@@ -11,12 +11,12 @@ import functools
 import json
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 import grpc
 
-from memvault_base.errors import InvalidArgument, MemvaultError, status_of
+from memvault_base.errors import InvalidArgument, MemvaultError, Unavailable, status_of
 from memvault_base.v1 import memory_pb2 as pb
 from memvault_base.v1 import memory_pb2_grpc as pb_grpc
 from memvaultd import __version__
@@ -31,6 +31,7 @@ from memvaultd.recall.engine import Hit
 from memvaultd.sync.setup import Syncing
 from memvaultd.upkeep import consolidation
 from memvaultd.upkeep.sweep import Swept
+from memvaultd.vault.check import CheckReport
 from memvaultd.vault.events import EventBus
 from memvaultd.vault.vault import Facet, Recalled, Vault
 
@@ -154,14 +155,29 @@ def facets_of(items: list[Facet]) -> pb.ListReply:
                                         last_activity=f.last_activity) for f in items])
 
 
+def seq_ranges(ranges: Sequence[tuple[int, int | None]]) -> list[pb.SeqRange]:
+    return [pb.SeqRange(first=first, last=last or 0) for first, last in ranges]
+
+
+def check_reply(report: CheckReport) -> pb.CheckReply:
+    return pb.CheckReply(
+        sound=report.sound, memory_count=report.memory_count, snapshot_seq=report.snapshot_seq,
+        findings=[pb.CheckFinding(object=f.object, kind=f.kind, status=f.status,
+                                  detail=f.detail, seqs=seq_ranges(f.seqs))
+                  for f in report.findings],
+        lost=seq_ranges(report.lost), lost_memories=report.lost_memories)
+
+
 class MemoryServicer(pb_grpc.MemoryServicer):
     def __init__(self, vault: Vault, syncing: Syncing, events: EventBus, socket_path: str,
-                 started_at: float) -> None:
+                 started_at: float, check: Callable[[bool], CheckReport] | None = None
+                 ) -> None:
         self.vault = vault
         self.syncing = syncing
         self.events = events
         self.socket_path = socket_path
         self.started_at = started_at
+        self.check = check  # `memvault check` of the running vault (app/check.py)
 
     @_translate_errors
     def Remember(self, request: pb.RememberRequest, context: grpc.ServicerContext
@@ -369,6 +385,12 @@ class MemoryServicer(pb_grpc.MemoryServicer):
             last_sweep_at=vault.last_upkeep("sweep"),
             last_consolidation_at=vault.last_upkeep("consolidate"),
             trash_count=vault.trash_size)
+
+    @_translate_errors
+    def Check(self, request: pb.CheckRequest, context: grpc.ServicerContext) -> pb.CheckReply:
+        if self.check is None:
+            raise Unavailable("this daemon does not check its files; run `memvaultd check`")
+        return check_reply(self.check(not request.skip_remote))
 
     def Events(self, request: pb.EventsRequest, context: grpc.ServicerContext
                ) -> Iterator[pb.Event]:

@@ -54,7 +54,8 @@ from memvault_base.durable import sync_dir
 from memvault_base.errors import IntegrityError, InvalidArgument, ResourceExhausted
 from memvaultd.crypto.aead import OVERHEAD, open_sealed, seal
 
-__all__ = ["MAX_RECORD_SIZE", "SEGMENT_LIMIT", "OperationLog"]
+__all__ = ["MAX_RECORD_SIZE", "RECORD_HEADER", "SEGMENT_HEADER", "SEGMENT_LIMIT", "OperationLog",
+           "record_aad", "segment_paths"]
 
 log = logging.getLogger("memvaultd.oplog")
 
@@ -64,6 +65,10 @@ _HEADER = struct.Struct(">5sB16sQ")  # 30 bytes
 _RECORD = struct.Struct(">IQ")  # length, seq: 12 bytes
 _AAD_LABEL = b"memvault/log"
 _NAME = re.compile(r"^(\d{20})\.log$")
+# The layout, for the scan that reads a damaged log without changing it
+# (`log_scan.py`).
+SEGMENT_HEADER = _HEADER
+RECORD_HEADER = _RECORD
 
 # 64 MiB segments: about 30k operations of ~2 KB each. Large enough that a
 # year of heavy use is a few hundred files, small enough that a sync push or a
@@ -168,7 +173,7 @@ class OperationLog:
     # -- reading ---------------------------------------------------------
 
     def _segment_paths(self) -> list[Path]:
-        return sorted(p for p in self._dir.iterdir() if _NAME.match(p.name))
+        return segment_paths(self._dir)
 
     def _recover(self) -> int:
         """The last seq on disk, after cutting a torn tail off the newest segment."""
@@ -319,6 +324,18 @@ class OperationLog:
     def _aad(self, seq: int) -> bytes:
         return self._aad_prefix + seq.to_bytes(8, "big")
 
+    def continue_after(self, seq: int) -> None:
+        """Number the next record `seq` + 1, if the log ends before it.
+
+        A log that ends before the snapshot it follows (empty, as
+        `memvault check --repair` leaves it when nothing was to be kept in
+        it) would otherwise number new records from its own end, at or below
+        the snapshot's seq, and the next start would skip them as covered.
+        The next append starts a new segment named for its first seq."""
+        if seq > self._last_seq:
+            self.rotate()
+            self._last_seq = seq
+
     # -- writing ---------------------------------------------------------
 
     def append(self, records: Sequence[bytes]) -> int:
@@ -431,3 +448,13 @@ class OperationLog:
 
 def _first_seq(path: Path) -> int:
     return int(path.name[:20])
+
+
+def segment_paths(directory: Path) -> list[Path]:
+    """The segment files of the log in `directory`, oldest first."""
+    return sorted(p for p in directory.iterdir() if _NAME.match(p.name))
+
+
+def record_aad(vault_id: bytes, seq: int) -> bytes:
+    """The associated data record `seq` of vault `vault_id` is sealed with."""
+    return _AAD_LABEL + bytes([VERSION]) + vault_id + seq.to_bytes(8, "big")

@@ -105,17 +105,28 @@ def _chunk_aad(header: bytes, index: int, count: int) -> bytes:
 class SnapshotStore:
     """A directory of sealed snapshots, newest by seq wins."""
 
-    def __init__(self, directory: Path, key: bytes, vault_id: bytes) -> None:
+    def __init__(self, directory: Path, key: bytes, vault_id: bytes, *,
+                 read_only: bool = False) -> None:
+        """`read_only`: for `memvault check`, which changes nothing: the
+        directory is not created and no interrupted write is cleared away."""
         self._dir = directory
         self._key = key
         self._vault_id = vault_id
+        if read_only:
+            return
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         for stale in directory.glob(f".*.snap{_TMP_SUFFIX}"):
             stale.unlink()  # a write interrupted by a crash; never renamed, never used
 
     def _snapshots(self) -> list[tuple[int, Path]]:
+        if not self._dir.is_dir():
+            return []
         found = ((_NAME.match(p.name), p) for p in self._dir.iterdir())
         return sorted((int(m[1]), p) for m, p in found if m)
+
+    def files(self) -> list[tuple[int, Path]]:
+        """(seq, path) of every snapshot, oldest first."""
+        return self._snapshots()
 
     def write(self, seq: int, body: bytes | Sequence[bytes | memoryview]) -> Path:
         """Seal `body` (bytes, or parts to concatenate) as the state at log
@@ -150,6 +161,15 @@ class SnapshotStore:
             return None
         seq, path = snapshots[-1]
         return seq, self._read(seq, path)
+
+    def read(self, seq: int) -> bytes:
+        """The body of snapshot `seq`, every chunk verified; IntegrityError,
+        naming the file, when it does not authenticate or cannot be read."""
+        path = self._dir / f"{seq:020d}.snap"
+        try:
+            return self._read(seq, path)
+        except OSError as exc:  # a bad sector (EIO) loses the file as surely as a flipped bit
+            raise IntegrityError(f"snapshot {path.name}: unreadable: {exc.strerror}") from exc
 
     def _read(self, seq: int, path: Path) -> bytes:
         with path.open("rb") as src:

@@ -1,5 +1,13 @@
 """Snapshots of the vault: the whole state sealed at one txid, after which
-the log segments it covers are dropped; and when a commit starts one.
+the log segments the older kept snapshot covers are dropped; when a commit
+starts one; and which one a start begins from.
+
+Two snapshots are kept, and the log back to the older one: a newest
+snapshot that does not authenticate (one flipped bit on the disk) is passed
+over at start, and the older one plus the log after it give the same state.
+The cost is the log between the two, at most a tenth of the vault's
+operations more (`storage.snapshots.LOG_SHARE`), and the same again of
+replay should the fallback ever be needed.
 
 A snapshot is cut under the write lock and sealed after it is released;
 `join` swaps the vault's log, store and key in between unless it waits for
@@ -15,22 +23,32 @@ import logging
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import numpy as np
 
+from memvault_base.errors import IntegrityError
 from memvaultd.index.layer import Layer
 from memvaultd.model.hlc import Stamp
 from memvaultd.model.memory import Memory
 from memvaultd.model.operations import TURNS
 from memvaultd.model.vector import Vector
 from memvaultd.storage.crash_points import reached
-from memvaultd.storage.snapshot_body import SnapshotBody, collector_paused, encode_body_parts
+from memvaultd.storage.snapshot_body import (
+    SnapshotBody,
+    collector_paused,
+    decode_body,
+    encode_body_parts,
+)
+from memvaultd.storage.snapshots import SnapshotStore
 from memvaultd.storage.snapshots import due as snapshot_due
 from memvaultd.vault.access import AccessMarks
 from memvaultd.vault.core import VaultCore
 from memvaultd.vault.state import VaultState
 
 log = logging.getLogger("memvaultd.vault")
+
+KEEP = 2  # snapshots kept: the newest, and the older one that can stand in for it
 
 
 class Snapshots:
@@ -69,9 +87,13 @@ class Snapshots:
                 log.warning("the vault changed under a snapshot: it is dropped")
                 return False
             store.write(body.seq, parts)
-            store.prune(keep=2)
-            oplog.prune(self._prune_to(body.seq, floor, len(body.memories) + len(body.turns)
-                                       + len(body.tombstones)))
+            store.prune(keep=KEEP)
+            # The log stays from the older kept snapshot on, so that it can
+            # stand in for the newest (`newest_usable`); records the remote
+            # does not hold yet stay too, up to the sync backlog.
+            older = store.files()[0][0]
+            held = len(body.memories) + len(body.turns) + len(body.tombstones)
+            oplog.prune(min(older, self._prune_to(body.seq, floor, held)))
             self.txid = body.seq
             log.info("snapshot at txid %d (%d memories)", body.seq, len(body.memories))
             return True
@@ -80,8 +102,9 @@ class Snapshots:
 
     @contextmanager
     def exclusive(self) -> Iterator[None]:
-        """No snapshot is being cut or written while this is held: one in
-        progress is waited for (`join`). Taken before the write lock."""
+        """No snapshot is being cut or written, and so nothing pruned, while
+        this is held: one in progress is waited for (`join`; `memvault check`
+        reads the files of a running vault). Taken before the write lock."""
         with self._lock:
             yield
 
@@ -127,6 +150,22 @@ class Snapshots:
             threading.Thread(target=self.snapshot, name="snapshot", daemon=True).start()
 
 
+def newest_usable(store: SnapshotStore) -> tuple[SnapshotBody | None, list[tuple[Path, str]]]:
+    """The newest snapshot that authenticates and parses (None: none does, or
+    there is none), and the newer ones passed over, with why."""
+    passed: list[tuple[Path, str]] = []
+    for seq, path in reversed(store.files()):
+        try:
+            body = store.read(seq)
+            return decode_body(body), passed
+        except IntegrityError as exc:
+            message = str(exc)
+            passed.append((path, message if path.name in message else f"snapshot {path.name}: "
+                           f"{message}"))
+    return None, passed
+
+
+
 def capture_state(state: VaultState, seq: int, dimension: int, stamp: Stamp
                   ) -> Callable[[], SnapshotBody]:
     """`state` as a snapshot body at log seq `seq`: cut now, the vectors
@@ -159,3 +198,11 @@ def _cut(*layers: Layer) -> tuple[list[Memory], Callable[[], Vector]]:
         return out
 
     return memories, vectors
+
+
+def restore(state: VaultState, body: SnapshotBody) -> None:
+    """Make `state` (empty) the state `body` holds."""
+    state.restore(list(zip(body.memories, body.vectors, strict=True)),
+                  list(zip(body.turns, body.turn_vectors, strict=True)),
+                  set(body.tombstones), set(body.seen), body.stamps)
+    state.upkeep = dict(body.upkeep)

@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-from memvault_base.errors import MemvaultError
+from memvault_base.errors import IntegrityError, MemvaultError
 from memvaultd.config.settings import Config
 from memvaultd.embedding.embedder import Embedder
 from memvaultd.index.layer import Layer
@@ -38,16 +38,18 @@ from memvaultd.model.vector import Vector
 from memvaultd.storage.crash_points import reached
 from memvaultd.storage.join_journal import JoinJournal
 from memvaultd.storage.keys import UnlockedKey, create_vault_key, has_vault_key, load_vault_key
-from memvaultd.storage.snapshot_body import SnapshotBody, decode_body
+from memvaultd.storage.set_aside import set_aside
+from memvaultd.storage.snapshot_body import SnapshotBody
 from memvaultd.storage.vault_info import VaultInfo, copy_mark
 from memvaultd.upkeep import consolidation
 from memvaultd.upkeep.sweep import SweepPlan
 from memvaultd.vault.access import AccessMarks
+from memvaultd.vault.check import REPAIR_HINT, refuse_unfinished_repair
 from memvaultd.vault.core import MAX_BATCH, VaultCore
 from memvaultd.vault.events import EventBus
 from memvaultd.vault.reads import Facet, PreparedRecall, Reads, Recalled
 from memvaultd.vault.replication import Replication
-from memvaultd.vault.snapshots import Snapshots
+from memvaultd.vault.snapshots import Snapshots, newest_usable, restore
 from memvaultd.vault.upkeep import Upkeep
 from memvaultd.vault.writes import Writes
 
@@ -115,20 +117,32 @@ class Vault:
     def _load(self) -> None:
         core = self.core
         started = time.monotonic()
-        latest = core.snapshot_store.latest()
-        if latest is not None:
-            body = decode_body(latest[1])
-            core.state.restore(list(zip(body.memories, body.vectors, strict=True)),
-                               list(zip(body.turns, body.turn_vectors, strict=True)),
-                               set(body.tombstones), set(body.seen), body.stamps)
-            core.state.upkeep = dict(body.upkeep)
+        refuse_unfinished_repair(core.data_dir)
+        # A newest snapshot that does not authenticate is passed over for the
+        # older one, whose log the prune keeps (snapshots.py).
+        body, passed_over = newest_usable(core.snapshot_store)
+        if body is None and passed_over:
+            raise IntegrityError(f"{passed_over[0][1]}; no older snapshot can stand in for it"
+                                 f"{_others(passed_over)}. {REPAIR_HINT}")
+        if body is not None:
+            restore(core.state, body)
             core.clock.observe(body.stamp)
             core.applied_txid = self.snapshots.txid = body.seq
         replayed = 0
-        for seq, record in core.log.replay(after=core.applied_txid):
-            core.apply(decode(record))
-            core.applied_txid = seq
-            replayed += 1
+        try:
+            for seq, record in core.log.replay(after=core.applied_txid):
+                core.apply(decode(record))
+                core.applied_txid = seq
+                replayed += 1
+        except IntegrityError as exc:
+            if passed_over:
+                raise IntegrityError(f"{passed_over[0][1]}; the older snapshot cannot stand in "
+                                     f"for it: {exc}. {REPAIR_HINT}") from exc
+            raise IntegrityError(f"{exc}. {REPAIR_HINT}") from exc
+        # Empty after a repair: new records go after the snapshot's seq.
+        core.log.continue_after(core.applied_txid)
+        if passed_over:
+            self._set_aside(passed_over)
         # A million memories are tens of millions of objects that never die;
         # left to the cyclic collector, each full collection pauses every
         # thread for ~0.4 s at 200k memories (6 µs once frozen).
@@ -139,6 +153,19 @@ class Vault:
         log.info("loaded %d memories, %d turns (snapshot at %d, %d log records) in %.2f s",
                  len(core.memories), len(core.state.layers[TURNS]), self.snapshots.txid,
                  replayed, time.monotonic() - started)
+
+    def _set_aside(self, passed_over: list[tuple[Path, str]]) -> None:
+        why = passed_over[0][1]
+        try:
+            where = set_aside(self.core.data_dir, passed_over)
+        except OSError as exc:
+            log.warning("%s: started from the older snapshot %d and the log after it, nothing "
+                        "lost; the damaged file could not be moved aside (%s)",
+                        why, self.snapshots.txid, exc)
+            return
+        log.warning("%s: started from the older snapshot %d and the log after it, nothing "
+                    "lost; the damaged file is kept in %s", why, self.snapshots.txid,
+                    where.relative_to(self.core.data_dir))
 
     def close(self) -> None:
         core = self.core
@@ -333,3 +360,8 @@ class Vault:
     def on_local_commit(self, callback: Callable[[], None] | None) -> None:
         """Call `callback` after every commit of this device's own operations."""
         self.core.on_local_commit = callback
+
+
+def _others(passed_over: list[tuple[Path, str]]) -> str:
+    rest = "; ".join(why for _, why in passed_over[1:])
+    return f" ({rest})" if rest else ""
