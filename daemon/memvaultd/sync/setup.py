@@ -62,12 +62,15 @@ class Syncing:
             self.vault.on_local_commit(None)
             self.worker.stop()
 
-    def init(self, url: str, token: str | None) -> tuple[str, str]:
+    def init(self, url: str, token: str | None, allow_cleartext_token: bool = False
+             ) -> tuple[str, str]:
         """Create the vault on an empty remote; returns (vault id, recovery key)."""
         self._refuse_twice()
         vault = self.vault
         vault_id = vault.info.vault_id_bytes
-        remote = open_remote(url, token=token, vault_id=vault.info.vault_id)
+        remote = open_remote(url, token=token, vault_id=vault.info.vault_id,
+                             device=vault.info.device_id, setting_up=True,
+                             allow_cleartext_token=allow_cleartext_token)
         try:
             if remote.head() or remote.list_objects("keys/"):
                 raise InvalidArgument(f"remote: {url} already holds this vault; use join")
@@ -101,12 +104,15 @@ class Syncing:
             log.warning("first push failed (%s); the sync worker retries it", exc)
         return vault.info.vault_id, text
 
-    def join(self, url: str, token: str | None, recovery_key: str) -> str:
+    def join(self, url: str, token: str | None, recovery_key: str,
+             allow_cleartext_token: bool = False) -> str:
         """Join the vault the recovery key names; returns its id."""
         self._refuse_twice()
         vault = self.vault
         vault_id, secret = recovery.parse_recovery_key(recovery_key)
-        remote = open_remote(url, token=token, vault_id=vault_id.hex())
+        remote = open_remote(url, token=token, vault_id=vault_id.hex(),
+                             device=vault.info.device_id, setting_up=True,
+                             allow_cleartext_token=allow_cleartext_token)
         try:
             key = recovery.unwrap(remote.get_object(recovery.OBJECT), secret, vault_id)
             envelope = Envelope(key, vault_id)
@@ -157,7 +163,7 @@ class Syncing:
         vault = self.vault
         key, vault_id = vault.vault_key, vault.info.vault_id_bytes
         remote = open_remote(high_water.remote, token=high_water.token,
-                             vault_id=vault.info.vault_id)
+                             vault_id=vault.info.vault_id, device=vault.info.device_id)
         self._start(remote, HighWaterFile(vault.data_dir, key, vault_id), high_water,
                     Envelope(key, vault_id))
         return True
