@@ -289,7 +289,7 @@ def test_only_regular_files_are_read_and_none_is_opened_first(
 def _call(function: Callable[[str], object], key: str, answers: list[BaseException]) -> None:
     try:
         function(key)
-    except BaseException as exc:  # noqa: BLE001 - handed to the test thread
+    except BaseException as exc:
         answers.append(exc)
     else:
         answers.append(AssertionError(f"{key} was read"))
