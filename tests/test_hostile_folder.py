@@ -229,7 +229,8 @@ def folder(tmp_path: Path) -> Iterator[tuple[DirectoryStore, Path, Path]]:
     for name in ("thesis.pdf", "0123456789abcdef.tmp"):
         (outside / name).write_bytes(b"mine")
         os.utime(outside / name, (time.time() - 2 * HOUR,) * 2)
-    store = DirectoryStore(root, tmp=root / VAULT / "tmp", shared=True, writer="w-")
+    store = DirectoryStore(root, tmp=root / VAULT / "tmp", shared=True, writer="w-",
+                           max_object=MAX_OBJECT)
     assert store.put_if_absent(object_key(VAULT, "keys/recovery"), b"wrapped")
     assert store.put_if_absent(version_key(VAULT, 1), b"one")
     yield store, root, outside

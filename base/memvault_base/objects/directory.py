@@ -23,7 +23,8 @@ Syncthing or Dropbox folder), so nothing inside `root` is taken on faith:
   so no component can be swapped for a link out of the folder mid-call;
 - only regular files are read, checked before and after opening
   (`O_NONBLOCK`, so a FIFO cannot block the open), and at most `max_object`
-  bytes of one (`names.MAX_OBJECT` unless the owner says otherwise);
+  bytes of one (the daemon's remotes: `names.MAX_OBJECT`; memvault-server
+  bounds what it stores as it takes it, `--max-object-bytes`);
 - the only files deleted besides objects asked for by name are this writer's
   own leftovers in `tmp`: names made of its `writer` prefix and 16 random
   hex digits, which no other writer of the folder makes.
@@ -57,7 +58,6 @@ from pathlib import Path, PurePosixPath
 
 from memvault_base.durable import sync_dir
 from memvault_base.errors import IntegrityError, NotFound, Unavailable
-from memvault_base.objects.names import MAX_OBJECT
 
 log = logging.getLogger(__name__)
 
@@ -79,13 +79,14 @@ class DirectoryStore:
     """`Store` (store.py) over `root`; keys as `names.py` lays them out."""
 
     def __init__(self, root: Path, *, tmp: Path, shared: bool, writer: str | None = None,
-                 stale_after: float = 0.0, max_object: int = MAX_OBJECT) -> None:
+                 stale_after: float = 0.0, max_object: int | None = None) -> None:
         """Opens `root`, creating it and `tmp` as needed, and deletes what a
         crash of this writer left in `tmp`: the files named with its `writer`
         prefix last modified over `stale_after` seconds ago (every one if 0).
         `writer` defaults to "" for a store that is the one writer of `tmp`
         and to a random prefix for a `shared` one (which then has no
-        leftovers to find). `OSError` if `root` cannot be made."""
+        leftovers to find). `max_object` bounds every read (None: no
+        bound). `OSError` if `root` cannot be made."""
         self.root = root
         self.shared = shared
         self.max_object = max_object
@@ -217,23 +218,25 @@ class DirectoryStore:
         try:
             self._check_file(os.fstat(fd), rel)
             chunks: list[bytes] = []
-            got, limit = 0, self.max_object + 1
-            while got < limit:
-                chunk = os.read(fd, min(_READ_CHUNK, limit - got))
+            got = 0
+            limit = None if self.max_object is None else self.max_object + 1
+            while limit is None or got < limit:
+                want = _READ_CHUNK if limit is None else min(_READ_CHUNK, limit - got)
+                chunk = os.read(fd, want)
                 if not chunk:
                     break
                 chunks.append(chunk)
                 got += len(chunk)
         finally:
             os.close(fd)
-        if got > self.max_object:  # it grew since fstat
+        if self.max_object is not None and got > self.max_object:  # it grew since fstat
             raise self._too_big(rel, got)
         return b"".join(chunks)
 
     def _check_file(self, found: os.stat_result, rel: tuple[str, ...]) -> None:
         if not stat.S_ISREG(found.st_mode):
             raise self._refusal(rel, found.st_mode, "a regular file")
-        if found.st_size > self.max_object:
+        if self.max_object is not None and found.st_size > self.max_object:
             raise self._too_big(rel, found.st_size)
 
     # -- directories -------------------------------------------------------------

@@ -20,9 +20,10 @@ and nothing above it could tell: `honours_put_if_absent` probes for that
 (two conditional PUTs of one fresh key; the second must be refused), and the
 daemon runs it before it sets sync up on a bucket.
 
-A GET returns at most `max_object` bytes (`names.MAX_OBJECT` unless the owner
-says otherwise): a larger object is refused by its stated size before its
-body is read, and a body longer than stated is cut off at the bound.
+A GET returns at most `max_object` bytes (the daemon's remotes:
+`names.MAX_OBJECT`; memvault-server bounds what it stores as it takes it): a
+larger object is refused by its stated size before its body is read, and a
+body longer than stated is cut off at the bound.
 
 Settings from the environment: `MEMVAULT_S3_ENDPOINT` (unset: AWS),
 `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`,
@@ -41,7 +42,6 @@ from obstore.exceptions import AlreadyExistsError, BaseError, NotFoundError, Pre
 from obstore.store import S3Store as ObjectStore
 
 from memvault_base.errors import IntegrityError, InvalidArgument, NotFound, Unavailable
-from memvault_base.objects.names import MAX_OBJECT
 
 # obstore raises the built-in FileNotFoundError for a missing key; its own
 # NotFoundError is caught as well in case a version changes that.
@@ -56,7 +56,7 @@ class S3Store:
 
     shared = True
 
-    def __init__(self, store: ObjectStore, prefix: str, max_object: int = MAX_OBJECT) -> None:
+    def __init__(self, store: ObjectStore, prefix: str, max_object: int | None = None) -> None:
         self.store = store
         self.base = f"{prefix}/" if prefix else ""
         self.max_object = max_object
@@ -130,7 +130,7 @@ class S3Store:
         pass
 
     def _check_size(self, key: str, size: int) -> None:
-        if size > self.max_object:
+        if self.max_object is not None and size > self.max_object:
             raise IntegrityError(f"bucket object {key} is over {self.max_object} bytes "
                                  f"({size}), more than memvault ever writes; refused unread")
 

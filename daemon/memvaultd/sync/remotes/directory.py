@@ -12,9 +12,9 @@ the folder is not trusted: the store opens nothing through a symbolic link,
 reads only regular files of at most `names.MAX_OBJECT` bytes, and deletes in
 `tmp/` only this device's own leftovers. A device's `writer` prefix is 16 hex
 digits of sha256 of its device id (the id itself stays inside the sealed
-operations), the same at every start, so the leftovers of a crash are found
-by the next start and no other device's file, however old, is ever taken
-for one (another device may be mid-write for as long as its link is slow).
+operations), the same at every start: the leftovers of a crash are found by
+the next start, and no other device's file is ever taken for one, however
+old (a device on a slow link may be writing one for minutes).
 
 `watch_head` polls every 0.5 s: a listing of `versions/` costs ~1 ms per
 1,000 versions, and half a second is well inside the sync worker's 1 s goal.
@@ -27,6 +27,7 @@ from pathlib import Path
 
 from memvault_base.errors import Unavailable
 from memvault_base.objects.directory import DirectoryStore
+from memvault_base.objects.names import MAX_OBJECT
 from memvaultd.sync.remotes.blobs import BlobRemote
 
 POLL_INTERVAL = 0.5
@@ -39,7 +40,8 @@ def open_directory(url: str, root: Path, vault_id: str, device: str = "") -> Blo
     if device:
         writer = hashlib.sha256(f"memvault/remote-tmp/{device}".encode()).hexdigest()[:16] + "-"
     try:
-        store = DirectoryStore(root, tmp=root / vault_id / "tmp", shared=True, writer=writer)
+        store = DirectoryStore(root, tmp=root / vault_id / "tmp", shared=True, writer=writer,
+                               max_object=MAX_OBJECT)
     except OSError as exc:
         raise Unavailable(f"cannot use {root} as a remote: {exc}") from exc
     return BlobRemote(url, store, vault_id, POLL_INTERVAL)

@@ -37,6 +37,7 @@ import os
 import secrets
 
 from memvault_base.errors import InvalidArgument
+from memvault_base.objects.names import MAX_OBJECT
 from memvault_base.objects.s3 import S3Store, bucket_client
 from memvaultd.sync.remotes.blobs import BlobRemote
 
@@ -51,7 +52,7 @@ def open_s3(url: str, bucket: str, prefix: str, vault_id: str, *, probe: bool = 
     that ignores conditional writes is refused (`InvalidArgument`)."""
     if not bucket:
         raise InvalidArgument(f"{url!r} names no bucket: use s3://bucket/prefix")
-    store = S3Store(bucket_client(bucket), prefix.strip("/"))
+    store = S3Store(bucket_client(bucket), prefix.strip("/"), max_object=MAX_OBJECT)
     if probe and not store.honours_put_if_absent(f"{vault_id}/probes/{secrets.token_hex(8)}"):
         where = os.environ.get("MEMVAULT_S3_ENDPOINT") or "AWS S3"
         raise InvalidArgument(
