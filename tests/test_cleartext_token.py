@@ -79,7 +79,7 @@ def test_init_and_join_in_clear_through_the_cli(tmp_path: Path) -> None:
         b.wait_serving()
         url = f"grpc://{host}:{server.port}"
         refused = memvault(a.home, "init", "--remote", url, "--token", token)
-        assert refused.returncode != 0 and "Traceback" not in refused.stderr
+        assert refused.returncode == 2 and "Traceback" not in refused.stderr
         assert "grpcs://" in refused.stderr and "--allow-cleartext-token" in refused.stderr
         assert _status(a.home)["configured"] is False
 
@@ -89,7 +89,7 @@ def test_init_and_join_in_clear_through_the_cli(tmp_path: Path) -> None:
         key = json.loads(done.stdout)["recovery_key"]
         joining = ["join", "--remote", url, "--token", token, "--recovery-key", key]
         refused = memvault(b.home, *joining)
-        assert refused.returncode != 0 and "grpcs://" in refused.stderr
+        assert refused.returncode == 2 and "grpcs://" in refused.stderr
         done = memvault(b.home, *joining, "--allow-cleartext-token")
         assert done.returncode == 0, done.stderr
 
