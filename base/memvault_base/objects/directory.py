@@ -88,6 +88,7 @@ class DirectoryStore:
         leftovers to find). `max_object` bounds every read (None: no
         bound). `OSError` if `root` cannot be made."""
         self.root = root
+        self.tmp = tmp
         self.shared = shared
         self.max_object = max_object
         self._tmp = PurePosixPath(tmp.relative_to(root)).parts
