@@ -10,7 +10,15 @@ import pytest
 
 from memvault_base.errors import IntegrityError, Locked
 from memvaultd.crypto.kdf import Argon2Params
-from memvaultd.storage.keyfile import KEY_FILE_SIZE, unwrap_key, wrap_key, write_key_file
+from memvaultd.storage.keyfile import (
+    KEY_FILE_SIZE,
+    MAX_MEMORY_KIB,
+    MAX_PARALLELISM,
+    MAX_TIME_COST,
+    unwrap_key,
+    wrap_key,
+    write_key_file,
+)
 
 VAULT = bytes.fromhex("00112233445566778899aabbccddeeff")
 KEY = bytes(range(100, 132))
@@ -93,6 +101,22 @@ def test_hostile_parameters_are_refused_before_hashing(blob: bytes) -> None:
     altered = blob[:11] + b"\xff\xff\xff\xff" + blob[15:]
     with pytest.raises(IntegrityError, match="out of range"):
         unwrap_key(altered, "correct horse", vault_id=VAULT)
+
+
+@pytest.mark.parametrize(("offset", "size", "value"), [
+    (7, 4, MAX_TIME_COST + 1), (11, 4, MAX_MEMORY_KIB + 1), (15, 1, MAX_PARALLELISM + 1)])
+def test_parameters_over_the_ceilings_are_refused_before_hashing(
+        blob: bytes, offset: int, size: int, value: int) -> None:
+    # The ceilings are 4x what this release writes (t=3, 64 MiB, 4 lanes):
+    # a remote's keys/recovery cannot cost a joining device more.
+    assert (MAX_TIME_COST, MAX_MEMORY_KIB, MAX_PARALLELISM) == (12, 256 * 1024, 16)
+    altered = blob[:offset] + value.to_bytes(size, "big") + blob[offset + size:]
+    with pytest.raises(IntegrityError, match="out of range"):
+        unwrap_key(altered, "correct horse", vault_id=VAULT)
+    with pytest.raises(ValueError, match="must be"):
+        wrap_key(KEY, "pw", vault_id=VAULT, params=Argon2Params(
+            *(value if place == offset else default for place, default in
+              ((7, 3), (11, 65536), (15, 4)))))
 
 
 def test_unknown_version_is_refused(blob: bytes) -> None:

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memvault_base.errors import InvalidArgument
+from memvault_base.errors import InvalidArgument, ResourceExhausted
 from memvault_base.objects import names
 from memvault_server import access, chain, servicer
 from memvaultd.sync.remotes import blobs, grpc_remote, memory
@@ -89,6 +89,21 @@ def test_version_keys_sort_as_numbers_and_parse_back(numbers: list[int]) -> None
     assert all(key.startswith(prefix) for key in keys)
     strays = [prefix + "tmp", prefix + "12", prefix + "x" * names.VERSION_DIGITS]
     assert names.version_numbers(keys + strays, prefix) == numbers
+
+
+@pytest.mark.parametrize("digit", ["\u00b2", "\u0661", "\uff11", "\u09e7"])
+def test_only_ascii_digits_make_a_version_number(digit: str) -> None:
+    # Each passes str.isdigit(); int() refuses superscripts and reads the
+    # others as a number whose key is another name.
+    prefix = names.versions_prefix("v")
+    planted = prefix + digit * names.VERSION_DIGITS
+    assert names.version_numbers([names.version_key("v", 7), planted], prefix) == [7]
+
+
+def test_object_sizes() -> None:
+    assert names.check_object_size(bytes(names.MAX_OBJECT), "x") == bytes(names.MAX_OBJECT)
+    with pytest.raises(ResourceExhausted, match=f"over the {names.MAX_OBJECT} bytes"):
+        names.check_object_size(bytes(names.MAX_OBJECT + 1), "version 3")
 
 
 def test_the_key_layout() -> None:

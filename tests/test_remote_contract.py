@@ -22,7 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from memvault_base.errors import InvalidArgument, NotFound
+from memvault_base.errors import InvalidArgument, NotFound, ResourceExhausted
+from memvault_base.objects.names import MAX_LIMIT, MAX_OBJECT
 from memvaultd.sync.remotes import Remote, open_remote
 
 from .ceph import CephRGW
@@ -284,6 +285,16 @@ def test_big_objects_round_trip(space: tuple[str, Opener]) -> None:
     print(f"\n8 MiB object, {kind}: put {put_s * 1000:.0f} ms, get {get_s * 1000:.0f} ms")
 
 
+def test_objects_over_the_largest_memvault_writes_are_refused(space: tuple[str, Opener]) -> None:
+    remote = space[1]()
+    over = bytes(MAX_OBJECT + 1)
+    with pytest.raises(ResourceExhausted, match=f"over the {MAX_OBJECT} bytes"):
+        remote.put_object("snapshots/over", over)
+    with pytest.raises(ResourceExhausted, match=f"over the {MAX_OBJECT} bytes"):
+        remote.append_version(1, b"", over)
+    assert remote.list_objects() == [] and remote.head() == 0, "nothing left the device"
+
+
 def test_small_object_latency(space: tuple[str, Opener]) -> None:
     kind, opener = space
     remote = opener()
@@ -321,3 +332,30 @@ def test_url_is_redacted_and_schemes_checked() -> None:
             open_remote(bad, vault_id="v1")
     with pytest.raises(InvalidArgument):
         open_remote("memory://x", vault_id="../escape")
+
+
+def test_a_fresh_client_finds_the_head_of_a_long_chain(tmp_path: Path) -> None:
+    """Without a head seen before, the head is probed (`exists` at doubling
+    steps from the first version), then listed from there a page at a time:
+    a chain longer than a page, pruned at the front, or with a planted
+    stray past a gap, is never listed whole."""
+    vault = uuid.uuid4().hex
+    versions = tmp_path / vault / "versions"
+    versions.mkdir(parents=True)
+    for number in range(101, 2 * MAX_LIMIT + 346):  # 1..100 pruned
+        (versions / f"{number:020d}").write_bytes(b"v")
+    url = f"file://{tmp_path}"
+    remote = open_remote(url, vault_id=vault)
+    listed: list[int | None] = []
+    listing = remote.store.list  # type: ignore[attr-defined]
+
+    def counted(prefix: str, start_after: str = "", limit: int | None = None) -> list[str]:
+        listed.append(limit)
+        return listing(prefix, start_after, limit)
+
+    remote.store.list = counted  # type: ignore[attr-defined]
+    assert remote.head() == 2 * MAX_LIMIT + 345
+    assert None not in listed and len(listed) <= 3, listed
+    (versions / f"{3 * MAX_LIMIT:020d}").write_bytes(b"planted past a gap")
+    assert open_remote(url, vault_id=vault).head() == 3 * MAX_LIMIT
+    remote.close()

@@ -1,14 +1,15 @@
 """What the stores hold, as docs/format.md ("Remote layout") draws it.
 
 The directory store serves a `file://` remote and memvault-server's data
-directory (one implementation, `memvault_base.objects.directory`, each user
-with its own temporaries and its own rule for when one is stale); the bucket
+directory (one implementation, `memvault_base.objects.directory`, each
+writer with its own temporaries, and clearing only its own leftovers); the bucket
 store serves an `s3://` remote and the server's `--store s3://...`. Data laid
 out as documented must read, and writes must land where documented.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 import uuid
@@ -79,21 +80,29 @@ def test_the_server_store_reads_and_writes_as_documented(tmp_path: Path) -> None
         (version_key(VAULT, 1), 3), (owner_key("v2"), 3)]
 
 
-def test_each_user_keeps_its_own_rule_for_stale_temporaries(tmp_path: Path) -> None:
+def test_each_writer_clears_only_its_own_leftovers(tmp_path: Path) -> None:
     hour_ago = time.time() - 3601
     server_tmp = tmp_path / "data" / "store" / ".tmp"
     remote_tmp = tmp_path / "remote" / VAULT / "tmp"
-    for tmp in (server_tmp, remote_tmp):
+    mine = hashlib.sha256(b"memvault/remote-tmp/d1").hexdigest()[:16] + "-"
+    theirs = hashlib.sha256(b"memvault/remote-tmp/d2").hexdigest()[:16] + "-"
+    left = {server_tmp: ["0123456789abcdef.tmp"],
+            remote_tmp: [f"{mine}0123456789abcdef.tmp", f"{theirs}0123456789abcdef.tmp",
+                         f"{theirs}fedcba9876543210.tmp"]}
+    for tmp, names in left.items():
         tmp.mkdir(parents=True)
-        (tmp / "fresh.tmp").write_bytes(b"being written")
-        (tmp / "old.tmp").write_bytes(b"left by a crash")
-        os.utime(tmp / "old.tmp", (hour_ago, hour_ago))
-    # One server per data directory: anything in .tmp/ is from a crash.
+        for name in [*names, "notes.txt"]:
+            (tmp / name).write_bytes(b"left by a crash, or not ours")
+            os.utime(tmp / name, (hour_ago, hour_ago))
+    (remote_tmp / f"{theirs}fedcba9876543210.tmp").write_bytes(b"being written right now")
+    # One server per data directory: every name it makes in .tmp/ is a crash's.
     open_store(None, tmp_path / "data")
-    assert list(server_tmp.iterdir()) == []
-    # Other devices may be writing into a remote's tmp/ right now.
-    open_remote(f"file://{tmp_path / 'remote'}", vault_id=VAULT)
-    assert [path.name for path in remote_tmp.iterdir()] == ["fresh.tmp"]
+    assert sorted(path.name for path in server_tmp.iterdir()) == ["notes.txt"]
+    # Other devices may be writing into a remote's tmp/, for however long:
+    # only this device's own names go, whatever their age.
+    open_remote(f"file://{tmp_path / 'remote'}", vault_id=VAULT, device="d1")
+    assert sorted(path.name for path in remote_tmp.iterdir()) == sorted(
+        [f"{theirs}0123456789abcdef.tmp", f"{theirs}fedcba9876543210.tmp", "notes.txt"])
 
 
 def test_an_s3_remote_reads_and_writes_as_documented(

@@ -23,16 +23,23 @@ class SyncCalls(Connection):
         self._sync_status = self._unary("SyncStatus", pb.SyncStatusRequest, pb.SyncStatusReply)
         self._sync_repair = self._unary("SyncRepair", pb.SyncRepairRequest, pb.SyncStatusReply)
 
-    def init_sync(self, remote: str, *, token: str | None = None) -> InitResult:
-        """Set up sync with an empty remote; returns the recovery key, once."""
-        reply = self._call(self._init_sync, pb.InitSyncRequest(remote=remote, token=token or ""))
+    def init_sync(self, remote: str, *, token: str | None = None,
+                  allow_cleartext_token: bool = False) -> InitResult:
+        """Set up sync with an empty remote; returns the recovery key, once.
+
+        A token goes to another host over `grpc://` (no TLS) only with
+        `allow_cleartext_token`; use `grpcs://` instead."""
+        reply = self._call(self._init_sync, pb.InitSyncRequest(
+            remote=remote, token=token or "", allow_cleartext_token=allow_cleartext_token))
         return InitResult(reply.vault_id, reply.recovery_key)
 
-    def join_sync(self, remote: str, recovery_key: str, *, token: str | None = None
-                  ) -> JoinResult:
-        """Join the vault the recovery key names; this device's memories are kept."""
+    def join_sync(self, remote: str, recovery_key: str, *, token: str | None = None,
+                  allow_cleartext_token: bool = False) -> JoinResult:
+        """Join the vault the recovery key names; this device's memories are kept.
+        `allow_cleartext_token` as for `init_sync`."""
         reply = self._call(self._join_sync, pb.JoinSyncRequest(
-            remote=remote, token=token or "", recovery_key=recovery_key), timeout=600.0)
+            remote=remote, token=token or "", recovery_key=recovery_key,
+            allow_cleartext_token=allow_cleartext_token), timeout=600.0)
         return JoinResult(reply.vault_id, reply.memory_count)
 
     def sync_now(self) -> SyncInfo:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 
-from memvault_base.errors import InvalidArgument
+from memvault_base.errors import InvalidArgument, ResourceExhausted
 
 MAX_NAME = 200
 _NAME_CHARS = re.compile(r"[a-z0-9/_.-]*")
@@ -29,6 +29,20 @@ MAX_VERSION = 10**VERSION_DIGITS - 1
 PARENT_BYTES = 32  # sha256 of the previous version's bytes
 # Versions per `versions_after` call (per ListVersions reply on the server).
 MAX_LIMIT = 1000
+# The largest object or version this project writes, and so the most any
+# remote read is allowed to return: a snapshot chunk is 4 MiB, a key file 92
+# bytes, a version at most 1,000 operations (~2 MB for typical memories),
+# and a log record at most 16 MiB (`storage/oplog.py`). memvault-server
+# refuses larger objects by default (`--max-object-bytes`), and the daemon's
+# remotes refuse to write or read them: a hostile remote cannot make a
+# device hold more than this per object.
+MAX_OBJECT = 16 * 1024 * 1024
+# Object names one listing may return. The daemon lists only snapshots and
+# keys, and publishes a snapshot hundreds of versions apart at the least, so
+# 100,000 names are a history of tens of millions of versions; at ~100 bytes
+# each they are ~10 MB. A remote that lists more is refused.
+MAX_LISTED = 100_000
+_VERSION_TAIL = re.compile(f"[0-9]{{{VERSION_DIGITS}}}")
 
 
 def check_name(name: str) -> str:
@@ -42,6 +56,15 @@ def check_name(name: str) -> str:
     if any(part in (".", "..") for part in name.split("/")):
         raise InvalidArgument(f"object name {name!r} has a '.' or '..' component")
     return name
+
+
+def is_name(name: str) -> bool:
+    """Whether `name` is a valid object name (`check_name` without the why)."""
+    try:
+        check_name(name)
+    except InvalidArgument:
+        return False
+    return True
 
 
 def check_prefix(prefix: str) -> str:
@@ -67,6 +90,14 @@ def check_version(number: int, parent: bytes) -> None:
     if len(parent) != want:
         raise InvalidArgument(f"version {number} needs a parent of {want} bytes, "
                               f"got {len(parent)}")
+
+
+def check_object_size(data: bytes, what: str) -> bytes:
+    """`data` if it is at most `MAX_OBJECT` bytes, else `ResourceExhausted`."""
+    if len(data) > MAX_OBJECT:
+        raise ResourceExhausted(f"{what} is {len(data)} bytes, over the {MAX_OBJECT} bytes "
+                                "a remote object may hold")
+    return data
 
 
 def check_limit(limit: int) -> int:
@@ -97,6 +128,10 @@ def owner_key(vault_id: str) -> str:
 
 
 def version_numbers(keys: list[str], prefix: str) -> list[int]:
-    """The version numbers among keys under `prefix`; anything else is ignored."""
+    """The version numbers among keys under `prefix`; anything else is ignored.
+
+    Only ASCII digits count: `str.isdigit` also accepts superscripts, which
+    `int` refuses, and other scripts' digits, which `int` reads as numbers
+    whose key is another file."""
     tails = (key[len(prefix):] for key in keys)
-    return [int(tail) for tail in tails if len(tail) == VERSION_DIGITS and tail.isdigit()]
+    return [int(tail) for tail in tails if _VERSION_TAIL.fullmatch(tail)]

@@ -15,6 +15,16 @@ conditionally and the bucket lets exactly one through. The bucket must honour
 the header (AWS S3 and Ceph RGW do; tests/test_server.py races two server
 replicas over RGW, tests/test_remote_contract.py eight devices).
 
+A store that ignores the header lets the last writer win instead, silently,
+and nothing above it could tell: `honours_put_if_absent` probes for that
+(two conditional PUTs of one fresh key; the second must be refused), and the
+daemon runs it before it sets sync up on a bucket.
+
+A GET returns at most `max_object` bytes (the daemon's remotes:
+`names.MAX_OBJECT`; memvault-server bounds what it stores as it takes it): a
+larger object is refused by its stated size before its body is read, and a
+body longer than stated is cut off at the bound.
+
 Settings from the environment: `MEMVAULT_S3_ENDPOINT` (unset: AWS),
 `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`,
 `AWS_REGION` (default us-east-1); path-style addressing.
@@ -31,13 +41,14 @@ import obstore
 from obstore.exceptions import AlreadyExistsError, BaseError, NotFoundError, PreconditionError
 from obstore.store import S3Store as ObjectStore
 
-from memvault_base.errors import InvalidArgument, NotFound, Unavailable
+from memvault_base.errors import IntegrityError, InvalidArgument, NotFound, Unavailable
 
 # obstore raises the built-in FileNotFoundError for a missing key; its own
 # NotFoundError is caught as well in case a version changes that.
 _NOT_FOUND = (NotFoundError, FileNotFoundError)
 _ANSWERS = (*_NOT_FOUND, AlreadyExistsError, PreconditionError)
 _LIST_PAGE = 1000  # S3's own maximum per ListObjectsV2 page
+_READ_CHUNK = 1 << 20
 
 
 class S3Store:
@@ -45,9 +56,10 @@ class S3Store:
 
     shared = True
 
-    def __init__(self, store: ObjectStore, prefix: str) -> None:
+    def __init__(self, store: ObjectStore, prefix: str, max_object: int | None = None) -> None:
         self.store = store
         self.base = f"{prefix}/" if prefix else ""
+        self.max_object = max_object
 
     def put_if_absent(self, key: str, data: bytes) -> bool:
         try:
@@ -61,9 +73,27 @@ class S3Store:
     def get(self, key: str) -> bytes:
         try:
             with _reported(f"GET {key}"):
-                return bytes(obstore.get(self.store, self.base + key).bytes())
+                result = obstore.get(self.store, self.base + key)
+                self._check_size(key, result.meta["size"])
+                body = bytearray()
+                for chunk in result.stream(min_chunk_size=_READ_CHUNK):
+                    body += chunk
+                    self._check_size(key, len(body))
+                return bytes(body)
         except _NOT_FOUND:
             raise NotFound(f"no object {key!r}") from None
+
+    def honours_put_if_absent(self, key: str) -> bool:
+        """Whether the bucket refuses a second put-if-absent of `key`, a
+        fresh key no one else writes, and keeps the first one's bytes. The
+        key is deleted afterwards."""
+        try:
+            first = self.put_if_absent(key, b"first")
+            second = self.put_if_absent(key, b"second")
+            kept = self.get(key) == b"first"
+        finally:
+            self.delete(key)
+        return first and not second and kept
 
     def exists(self, key: str) -> bool:
         try:
@@ -105,6 +135,11 @@ class S3Store:
 
     def close(self) -> None:
         pass
+
+    def _check_size(self, key: str, size: int) -> None:
+        if self.max_object is not None and size > self.max_object:
+            raise IntegrityError(f"bucket object {key} is over {self.max_object} bytes "
+                                 f"({size}), more than memvault ever writes; refused unread")
 
 
 def open_s3_store(url: str) -> S3Store:

@@ -586,12 +586,14 @@ class Event(_message.Message):
     def __init__(self, type: _Optional[str] = ..., query: _Optional[str] = ..., id: _Optional[str] = ..., at: _Optional[float] = ...) -> None: ...
 
 class InitSyncRequest(_message.Message):
-    __slots__ = ("remote", "token")
+    __slots__ = ("remote", "token", "allow_cleartext_token")
     REMOTE_FIELD_NUMBER: _ClassVar[int]
     TOKEN_FIELD_NUMBER: _ClassVar[int]
+    ALLOW_CLEARTEXT_TOKEN_FIELD_NUMBER: _ClassVar[int]
     remote: str
     token: str
-    def __init__(self, remote: _Optional[str] = ..., token: _Optional[str] = ...) -> None: ...
+    allow_cleartext_token: bool
+    def __init__(self, remote: _Optional[str] = ..., token: _Optional[str] = ..., allow_cleartext_token: _Optional[bool] = ...) -> None: ...
 
 class InitSyncReply(_message.Message):
     __slots__ = ("vault_id", "recovery_key")
@@ -602,14 +604,16 @@ class InitSyncReply(_message.Message):
     def __init__(self, vault_id: _Optional[str] = ..., recovery_key: _Optional[str] = ...) -> None: ...
 
 class JoinSyncRequest(_message.Message):
-    __slots__ = ("remote", "token", "recovery_key")
+    __slots__ = ("remote", "token", "recovery_key", "allow_cleartext_token")
     REMOTE_FIELD_NUMBER: _ClassVar[int]
     TOKEN_FIELD_NUMBER: _ClassVar[int]
     RECOVERY_KEY_FIELD_NUMBER: _ClassVar[int]
+    ALLOW_CLEARTEXT_TOKEN_FIELD_NUMBER: _ClassVar[int]
     remote: str
     token: str
     recovery_key: str
-    def __init__(self, remote: _Optional[str] = ..., token: _Optional[str] = ..., recovery_key: _Optional[str] = ...) -> None: ...
+    allow_cleartext_token: bool
+    def __init__(self, remote: _Optional[str] = ..., token: _Optional[str] = ..., recovery_key: _Optional[str] = ..., allow_cleartext_token: _Optional[bool] = ...) -> None: ...
 
 class JoinSyncReply(_message.Message):
     __slots__ = ("vault_id", "memory_count")

@@ -16,6 +16,10 @@ remote_option = click.option("--remote", required=True, metavar="URL",
                                   "or file:///path")
 token_option = click.option("--token", envvar="MEMVAULT_TOKEN", default=None,
                             help="Bearer token for a memvault-server (MEMVAULT_TOKEN).")
+cleartext_option = click.option(
+    "--allow-cleartext-token", is_flag=True,
+    help="Send the token over grpc:// (no TLS) to a host other than this one. Without it "
+         "that is refused: use grpcs://.")
 
 
 _client = current_client
@@ -24,10 +28,12 @@ _client = current_client
 @click.command("init")
 @remote_option
 @token_option
+@cleartext_option
 @json_option
-def init(remote: str, token: str | None, as_json: bool) -> None:
+def init(remote: str, token: str | None, allow_cleartext_token: bool, as_json: bool) -> None:
     """Start syncing this vault to an empty remote; prints the recovery key once."""
-    result = _client().init_sync(remote, token=token)
+    result = _client().init_sync(remote, token=token,
+                                 allow_cleartext_token=allow_cleartext_token)
     if as_json:
         output.echo_json(result.to_dict())
         return
@@ -39,14 +45,17 @@ def init(remote: str, token: str | None, as_json: bool) -> None:
 @click.command("join")
 @remote_option
 @token_option
+@cleartext_option
 @click.option("--recovery-key", envvar=RECOVERY_ENV, default=None,
               help=f"The vault's recovery key ({RECOVERY_ENV}); asked for when absent.")
 @json_option
-def join(remote: str, token: str | None, recovery_key: str | None, as_json: bool) -> None:
+def join(remote: str, token: str | None, allow_cleartext_token: bool,
+         recovery_key: str | None, as_json: bool) -> None:
     """Join the vault on REMOTE; the memories this device holds are kept."""
     if not recovery_key:
         recovery_key = click.prompt("Recovery key", hide_input=True)
-    result = _client().join_sync(remote, recovery_key, token=token)
+    result = _client().join_sync(remote, recovery_key, token=token,
+                                 allow_cleartext_token=allow_cleartext_token)
     if as_json:
         output.echo_json(result.to_dict())
     else:

@@ -331,14 +331,15 @@ class MemoryServicer(pb_grpc.MemoryServicer):
     @_translate_errors
     def InitSync(self, request: pb.InitSyncRequest, context: grpc.ServicerContext
                  ) -> pb.InitSyncReply:
-        vault_id, recovery_key = self.syncing.init(request.remote, request.token or None)
+        vault_id, recovery_key = self.syncing.init(request.remote, request.token or None,
+                                                   request.allow_cleartext_token)
         return pb.InitSyncReply(vault_id=vault_id, recovery_key=recovery_key)
 
     @_translate_errors
     def JoinSync(self, request: pb.JoinSyncRequest, context: grpc.ServicerContext
                  ) -> pb.JoinSyncReply:
         vault_id = self.syncing.join(request.remote, request.token or None,
-                                     request.recovery_key)
+                                     request.recovery_key, request.allow_cleartext_token)
         return pb.JoinSyncReply(vault_id=vault_id, memory_count=len(self.vault.memories))
 
     @_translate_errors

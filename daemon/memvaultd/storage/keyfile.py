@@ -48,12 +48,16 @@ _HEADER = struct.Struct(">5sBBIIB16s")
 _AAD_LABEL = b"memvault/keyfile"
 KEY_FILE_SIZE = _HEADER.size + OVERHEAD + KEY_SIZE  # 32 + 28 + 32 = 92
 
-# Bounds on parameters read from a file. A damaged or hostile file must not
-# make the unlock allocate gigabytes or run for minutes before failing:
-# 4 GiB and t=64 are ~64x the defaults, beyond any sane interactive unlock.
-MAX_MEMORY_KIB = 4 * 1024 * 1024
-MAX_TIME_COST = 64
-MAX_PARALLELISM = 64
+# Bounds on parameters read from a file, checked before the KDF runs: a
+# damaged or hostile file (the recovery key file comes from the remote,
+# before anything can authenticate) must not make the unlock allocate
+# gigabytes or run for minutes. This release writes t=3, 64 MiB, 4 lanes
+# (`Argon2Params`); each ceiling is 4x that, room for a later release to
+# raise its defaults and still be read by this one: at most 256 MiB and
+# ~1.5 s (16x the work of 0.09 s) on a 2-core machine.
+MAX_MEMORY_KIB = 4 * 65536
+MAX_TIME_COST = 4 * 3
+MAX_PARALLELISM = 4 * 4
 
 WRONG_PASSPHRASE = (
     "wrong passphrase for the key file, or the key file is damaged or belongs to another vault"

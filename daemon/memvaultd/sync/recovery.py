@@ -7,6 +7,9 @@ carries 256 random bits. The remote holds the vault key wrapped under it in
 the key-file format of `keyfile.py` (Argon2id, then AES-256-GCM with the
 vault id in the associated data), as object `keys/recovery`; 256 random bits
 need no stretching, but one format for every wrapped key keeps one parser.
+That parser refuses Argon2 parameters over its ceilings (256 MiB, t=12, 16
+lanes) before running the KDF, so a remote cannot make a joining device
+spend more than that on a key file it planted.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from __future__ import annotations
 import base64
 import secrets
 
-from memvault_base.errors import InvalidArgument, Locked
+from memvault_base.errors import IntegrityError, InvalidArgument, Locked
 from memvaultd.storage.keyfile import unwrap_key, wrap_key
 
 PREFIX = "mvr1-"
@@ -49,6 +52,8 @@ def wrap(vault_key: bytes, secret: bytes, vault_id: bytes) -> bytes:
 def unwrap(blob: bytes, secret: bytes, vault_id: bytes) -> bytes:
     try:
         return unwrap_key(blob, secret.hex(), vault_id=vault_id)
+    except IntegrityError as exc:
+        raise IntegrityError(f"remote object {OBJECT}: {exc}; nothing was changed") from None
     except Locked as exc:
         raise Locked("wrong recovery key for this vault (or its key file on the remote "
                      "is damaged); nothing was changed") from exc

@@ -89,12 +89,14 @@ class Syncing:
             self.vault.on_local_commit(None)
             self.worker.stop()
 
-    def init(self, url: str, token: str | None) -> tuple[str, str]:
+    def init(self, url: str, token: str | None, allow_cleartext_token: bool = False
+             ) -> tuple[str, str]:
         """Create the vault on an empty remote; returns (vault id, recovery key)."""
         self._refuse_twice()
         vault = self.vault
         vault_id = vault.info.vault_id_bytes
-        remote = open_remote(url, token=token, vault_id=vault.info.vault_id)
+        remote = self._open(url, token, vault.info.vault_id, setting_up=True,
+                            allow_cleartext_token=allow_cleartext_token)
         try:
             if remote.head() or remote.list_objects("keys/"):
                 raise InvalidArgument(f"remote: {url} already holds this vault; use join")
@@ -128,12 +130,14 @@ class Syncing:
             log.warning("first push failed (%s); the sync worker retries it", exc)
         return vault.info.vault_id, text
 
-    def join(self, url: str, token: str | None, recovery_key: str) -> str:
+    def join(self, url: str, token: str | None, recovery_key: str,
+             allow_cleartext_token: bool = False) -> str:
         """Join the vault the recovery key names; returns its id."""
         self._refuse_twice()
         vault = self.vault
         vault_id, secret = recovery.parse_recovery_key(recovery_key)
-        base = remote = open_remote(url, token=token, vault_id=vault_id.hex())
+        base = remote = self._open(url, token, vault_id.hex(), setting_up=True,
+                                   allow_cleartext_token=allow_cleartext_token)
         try:
             key = recovery.unwrap(base.get_object(recovery.OBJECT), secret, vault_id)
             envelope = Envelope(key, vault_id)
@@ -145,7 +149,7 @@ class Syncing:
                                       f"{vault.info.model!r}")
             move = moves.newest(base, envelope, vault_id.hex())
             if move is not None:
-                remote = open_remote(url, token=token, vault_id=move.scope)
+                remote = self._open(url, token, move.scope)
             snapshot = latest_snapshot(remote, envelope)
         except BaseException:
             remote.close()
@@ -199,10 +203,9 @@ class Syncing:
             return False
         vault = self.vault
         key, vault_id = vault.vault_key, vault.info.vault_id_bytes
-        base = open_remote(high_water.remote, token=high_water.token,
-                           vault_id=vault.info.vault_id)
-        remote = base if not high_water.scope else open_remote(
-            high_water.remote, token=high_water.token, vault_id=high_water.scope)
+        base = self._open(high_water.remote, high_water.token, vault.info.vault_id)
+        remote = base if not high_water.scope else self._open(
+            high_water.remote, high_water.token, high_water.scope)
         self._start(remote, base, HighWaterFile(vault.data_dir, key, vault_id), high_water,
                     Envelope(key, vault_id))
         return True
@@ -212,7 +215,7 @@ class Syncing:
         url, token = high_water.remote, high_water.token
 
         def open_scope(scope: str) -> Remote:
-            return open_remote(url, token=token, vault_id=scope)
+            return self._open(url, token, scope)
 
         worker = SyncWorker(self.vault, remote, water_file, high_water, envelope, base=base,
                             open_scope=open_scope)
@@ -221,6 +224,13 @@ class Syncing:
         self.worker = worker
         worker.start()
         return worker
+
+    def _open(self, url: str, token: str | None, scope: str, *, setting_up: bool = False,
+              allow_cleartext_token: bool = False) -> Remote:
+        """The remote at `url`, scoped to `scope` (the vault's id, or a moved
+        chain's); this device's id names its own temporary files there."""
+        return open_remote(url, token=token, vault_id=scope, device=self.vault.info.device_id,
+                           setting_up=setting_up, allow_cleartext_token=allow_cleartext_token)
 
     def _refuse_twice(self) -> None:
         if self.worker is not None:

@@ -20,6 +20,13 @@ Names: 1..200 characters of `[a-z0-9/_.-]`, no leading, trailing or doubled
 memvault-server checks too). A bad name is `InvalidArgument` before anything
 reaches the remote. Failures to reach the remote are `Unavailable`; a remote
 that answers with something the contract does not allow is `MemvaultError`.
+
+Sizes: an object or version is at most `names.MAX_OBJECT` bytes (16 MiB, the
+largest memvault writes). A larger one is `ResourceExhausted` before it is
+sent; one the remote hands back is `IntegrityError`, refused unread where
+the remote says its size first. So are listings past `names.MAX_LISTED`
+names and answers out of order: a hostile remote cannot make a device hold
+more than the bounds before anything is authenticated.
 """
 
 from __future__ import annotations

@@ -9,6 +9,13 @@ exist, with put-if-absent, so of two racing writers of N exactly one wins.
 No gap can appear, so the head is the last key of a listing of `versions/`.
 The parent hash is not checked here (a blob store cannot): the reader
 verifies the chain after decrypting.
+
+What the store answers is bounded before it is believed: an object or
+version is at most `names.MAX_OBJECT` bytes, written or read (the store refuses
+to read more), a listing of objects at most `MAX_LISTED` names, and the
+head is found with listings of `MAX_LIMIT` keys at a time, so a store that
+holds millions of names (a planted folder, a hostile bucket) costs time,
+never memory.
 """
 
 from __future__ import annotations
@@ -16,12 +23,17 @@ from __future__ import annotations
 import threading
 import time
 
-from memvault_base.errors import InvalidArgument, NotFound
+from memvault_base.errors import IntegrityError, InvalidArgument, NotFound
 from memvault_base.objects.names import (
+    MAX_LIMIT,
+    MAX_LISTED,
+    MAX_VERSION,
     check_limit,
     check_name,
+    check_object_size,
     check_prefix,
     check_version,
+    is_name,
     object_key,
     objects_prefix,
     version_key,
@@ -46,7 +58,8 @@ class BlobRemote:
         self._hint_lock = threading.Lock()
 
     def put_object(self, name: str, data: bytes) -> bool:
-        return self.store.put_if_absent(object_key(self.vault_id, check_name(name)), bytes(data))
+        key = object_key(self.vault_id, check_name(name))
+        return self.store.put_if_absent(key, bytes(check_object_size(data, f"object {name!r}")))
 
     def get_object(self, name: str) -> bytes:
         try:
@@ -55,8 +68,12 @@ class BlobRemote:
             raise NotFound(f"no object {name!r} in {self.url}") from None
 
     def list_objects(self, prefix: str = "") -> list[str]:
-        keys = self.store.list(self._objects + check_prefix(prefix))
-        return [key[len(self._objects):] for key in keys]
+        keys = self.store.list(self._objects + check_prefix(prefix), limit=MAX_LISTED + 1)
+        if len(keys) > MAX_LISTED:
+            raise IntegrityError(f"{self.url} lists more than {MAX_LISTED} objects under "
+                                 f"{prefix!r}, more than memvault ever writes; refused")
+        names = (key[len(self._objects):] for key in keys)
+        return [name for name in names if is_name(name)]
 
     def delete_object(self, name: str) -> None:
         self.store.delete(object_key(self.vault_id, check_name(name)))
@@ -65,7 +82,8 @@ class BlobRemote:
         check_version(number, parent)
         if number > 1 and not self.store.exists(version_key(self.vault_id, number - 1)):
             return False  # the chain is not at number-1 (yet, or any more)
-        written = self.store.put_if_absent(version_key(self.vault_id, number), bytes(data))
+        written = self.store.put_if_absent(version_key(self.vault_id, number),
+                                           bytes(check_object_size(data, f"version {number}")))
         if written:
             self._remember_head(number)
         return written
@@ -82,16 +100,16 @@ class BlobRemote:
     def head(self) -> int:
         with self._hint_lock:
             hint = self._head_hint
+        if hint == 0:
+            hint = self._probe_head()
         # One short listing from just before the last head seen, instead of the
         # whole chain (10k versions are 10 pages of an S3 listing).
-        start = version_key(self.vault_id, hint - 1) if hint > 1 else ""
-        keys = self.store.list(self._versions, start_after=start)
-        if not keys and hint > 0:
-            keys = self.store.list(self._versions)  # the hint itself is gone: look again
-        head = max(version_numbers(keys, self._versions), default=0)
+        head = self._last_after(version_key(self.vault_id, hint - 1) if hint > 1 else "")
+        if head is None and hint > 0:
+            head = self._last_after("")  # the hint itself is gone: look again
         with self._hint_lock:
-            self._head_hint = head
-        return head
+            self._head_hint = head or 0
+        return head or 0
 
     def watch_head(self, after: int, timeout: float) -> int:
         deadline = time.monotonic() + max(0.0, timeout)
@@ -105,6 +123,40 @@ class BlobRemote:
     def close(self) -> None:
         self.store.close()
 
+    def _last_after(self, start: str) -> int | None:
+        """The highest version number listed after key `start`; None if
+        nothing is listed there. A page at a time: only the last is held."""
+        last: int | None = None
+        while True:
+            keys = self.store.list(self._versions, start_after=start, limit=MAX_LIMIT)
+            numbers = version_numbers(keys, self._versions)
+            if keys:
+                last = max([last or 0, *numbers])
+            # Version keys (20 digits) sort before any stray's that follows
+            # them: a page without one has nothing more to find.
+            if len(keys) < MAX_LIMIT or not numbers or keys[-1] <= start:
+                return last
+            start = keys[-1]
+
+    def _probe_head(self) -> int:
+        """Near the head without listing the chain: from the first version,
+        `exists` at doubling steps, then halving ones (~2 log2(head) calls:
+        40 for a million versions, where a listing is 1,000 pages)."""
+        first = version_numbers(self.store.list(self._versions, limit=1), self._versions)
+        if not first:
+            return 0
+        low, step = first[0], 1
+        while low + step <= MAX_VERSION and self.store.exists(
+                version_key(self.vault_id, low + step)):
+            low, step = low + step, step * 2
+        while step > 1:  # low exists; low + step does not (or is past the last number)
+            step //= 2
+            if low + step <= MAX_VERSION and self.store.exists(
+                    version_key(self.vault_id, low + step)):
+                low += step
+        return low
+
     def _remember_head(self, number: int) -> None:
         with self._hint_lock:
             self._head_hint = max(self._head_hint, number)
+

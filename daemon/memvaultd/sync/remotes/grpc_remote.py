@@ -12,6 +12,14 @@ Failed calls become the error tree's classes by status code
 INVALID_ARGUMENT -> InvalidArgument, RESOURCE_EXHAUSTED -> ResourceExhausted,
 UNAVAILABLE and deadlines -> Unavailable; UNAUTHENTICATED and
 PERMISSION_DENIED -> MemvaultError with the server's message.
+
+The server is not trusted with the device's memory either. A reply over
+`MAX_REPLY` bytes is refused by gRPC before it is read; an object or
+version over `names.MAX_OBJECT`, a listing that does not move forward,
+strays outside its prefix or passes `names.MAX_LISTED` names, and versions
+out of order or more than were asked for are `IntegrityError`: an honest
+memvault-server sends none of them. Objects this device would send over
+`MAX_OBJECT` are refused before they leave (`ResourceExhausted`).
 """
 
 from __future__ import annotations
@@ -22,12 +30,29 @@ from typing import Any
 
 import grpc
 
-from memvault_base.errors import Unavailable, error_from_status
-from memvault_base.objects.names import check_limit, check_name, check_prefix, check_version
+from memvault_base.errors import IntegrityError, Unavailable, error_from_status
+from memvault_base.objects.names import (
+    MAX_LISTED,
+    MAX_OBJECT,
+    check_limit,
+    check_name,
+    check_object_size,
+    check_prefix,
+    check_version,
+    is_name,
+)
 from memvault_base.v1 import sync_pb2, sync_pb2_grpc
 
 # Deadline of one unary call: a 16 MiB object at 1 MB/s still fits.
 CALL_TIMEOUT = 60.0
+_MIB = 1024 * 1024
+# The largest reply memvault-server sends: a ListVersions page stops taking
+# versions once past 32 MiB (the server's `chain.REPLY_BYTES`), so it holds
+# at most that plus one version; any other reply is one object or a page of
+# 10,000 names (~2 MB). 1 MiB covers the framing.
+MAX_REPLY = 32 * _MIB + MAX_OBJECT + _MIB
+# The largest request: one object or version and its name and parent.
+_MAX_REQUEST = MAX_OBJECT + _MIB
 
 
 class GrpcRemote:
@@ -36,10 +61,8 @@ class GrpcRemote:
         self.url = url
         self.vault_id = vault_id
         self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
-        # The server bounds what it sends (its object limit, ~32 MiB per
-        # ListVersions page); the client does not second-guess it.
-        options = [("grpc.max_receive_message_length", -1),
-                   ("grpc.max_send_message_length", -1)]
+        options = [("grpc.max_receive_message_length", MAX_REPLY),
+                   ("grpc.max_send_message_length", _MAX_REQUEST)]
         if secure:
             ca = os.environ.get("MEMVAULT_TLS_CA")
             roots = Path(ca).read_bytes() if ca else None
@@ -56,25 +79,40 @@ class GrpcRemote:
         except grpc.RpcError as exc:
             raise _error(exc, self.url) from None
 
+    def _refuse(self, what: str) -> IntegrityError:
+        return IntegrityError(f"memvault-server at {self.url} {what}, which memvault-server "
+                              "never does; refused")
+
     def put_object(self, name: str, data: bytes) -> bool:
-        request = sync_pb2.PutObjectRequest(vault_id=self.vault_id, name=check_name(name),
-                                            data=data)
+        request = sync_pb2.PutObjectRequest(
+            vault_id=self.vault_id, name=check_name(name),
+            data=check_object_size(data, f"object {name!r}"))
         reply: sync_pb2.PutObjectResponse = self._call(self._stub.PutObject, request)
         return reply.written
 
     def get_object(self, name: str) -> bytes:
         request = sync_pb2.GetObjectRequest(vault_id=self.vault_id, name=check_name(name))
         reply: sync_pb2.GetObjectResponse = self._call(self._stub.GetObject, request)
+        if len(reply.data) > MAX_OBJECT:
+            raise self._refuse(f"sent object {name!r} of {len(reply.data)} bytes, over "
+                               f"{MAX_OBJECT}")
         return reply.data
 
     def list_objects(self, prefix: str = "") -> list[str]:
+        check_prefix(prefix)
         names: list[str] = []
         while True:
-            request = sync_pb2.ListObjectsRequest(
-                vault_id=self.vault_id, prefix=check_prefix(prefix),
-                start_after=names[-1] if names else "")
+            last = names[-1] if names else ""
+            request = sync_pb2.ListObjectsRequest(vault_id=self.vault_id, prefix=prefix,
+                                                  start_after=last)
             page: sync_pb2.ListObjectsResponse = self._call(self._stub.ListObjects, request)
-            names.extend(page.names)
+            for name in page.names:
+                if name <= last or not name.startswith(prefix) or not is_name(name):
+                    raise self._refuse(f"listed {name!r} after {last!r} under {prefix!r}")
+                names.append(name)
+                last = name
+            if len(names) > MAX_LISTED:
+                raise self._refuse(f"listed more than {MAX_LISTED} objects under {prefix!r}")
             if not page.truncated or not page.names:
                 return names
 
@@ -84,8 +122,9 @@ class GrpcRemote:
 
     def append_version(self, number: int, parent: bytes, data: bytes) -> bool:
         check_version(number, parent)
-        request = sync_pb2.AppendVersionRequest(vault_id=self.vault_id, number=number,
-                                                parent=parent, data=data)
+        request = sync_pb2.AppendVersionRequest(
+            vault_id=self.vault_id, number=number, parent=parent,
+            data=check_object_size(data, f"version {number}"))
         reply: sync_pb2.AppendVersionResponse = self._call(self._stub.AppendVersion, request)
         return reply.appended
 
@@ -97,10 +136,19 @@ class GrpcRemote:
             request = sync_pb2.ListVersionsRequest(vault_id=self.vault_id, after=after,
                                                    limit=limit - len(found))
             page: sync_pb2.ListVersionsResponse = self._call(self._stub.ListVersions, request)
-            found.extend((version.number, version.data) for version in page.versions)
+            if len(page.versions) > limit - len(found):
+                raise self._refuse(f"sent {len(page.versions)} versions where at most "
+                                   f"{limit - len(found)} were asked for")
+            for version in page.versions:
+                if version.number <= after:
+                    raise self._refuse(f"sent version {version.number} after {after}")
+                if len(version.data) > MAX_OBJECT:
+                    raise self._refuse(f"sent version {version.number} of "
+                                       f"{len(version.data)} bytes, over {MAX_OBJECT}")
+                found.append((version.number, version.data))
+                after = version.number
             if not page.truncated or not page.versions:
                 break
-            after = found[-1][0]
         return found
 
     def head(self) -> int:
@@ -135,4 +183,9 @@ def _error(exc: grpc.RpcError, url: str) -> Exception:
     details: str = exc.details() or code.name
     if code == grpc.StatusCode.UNAVAILABLE:
         return Unavailable(f"memvault-server at {url} is unreachable: {details}")
+    if code == grpc.StatusCode.RESOURCE_EXHAUSTED and f"vs. {MAX_REPLY})" in details:
+        # gRPC's own words for a reply over this channel's receive limit.
+        return IntegrityError(f"memvault-server at {url} sent a reply over {MAX_REPLY} bytes, "
+                              "which memvault-server never does; refused unread")
     return error_from_status(code, details)
+

@@ -14,7 +14,13 @@ import time
 from dataclasses import dataclass, field
 
 from memvault_base.errors import InvalidArgument, NotFound
-from memvault_base.objects.names import check_limit, check_name, check_prefix, check_version
+from memvault_base.objects.names import (
+    check_limit,
+    check_name,
+    check_object_size,
+    check_prefix,
+    check_version,
+)
 
 
 @dataclass
@@ -40,6 +46,7 @@ class MemoryRemote:
 
     def put_object(self, name: str, data: bytes) -> bool:
         check_name(name)
+        check_object_size(data, f"object {name!r}")
         with self._vault.changed:
             if name in self._vault.objects:
                 return False
@@ -66,6 +73,7 @@ class MemoryRemote:
 
     def append_version(self, number: int, parent: bytes, data: bytes) -> bool:
         check_version(number, parent)
+        check_object_size(data, f"version {number}")
         with self._vault.changed:
             if len(self._vault.versions) != number - 1:
                 return False
