@@ -450,3 +450,26 @@ def test_a_vault_over_the_object_limit_joins_from_one_snapshot(
         assert f"bootstrapping from the snapshot at version {status.snapshot}" in c.log
         a.stop()
         c.stop()
+
+
+def test_long_memories_travel_in_versions_under_the_object_limit(tmp_path: Path) -> None:
+    """600 memories of 30 KiB are ~18 MB of operations: as one version of
+    (up to) 1,000 operations they made an object every remote refuses, and
+    sync never got past it. Versions are cut by size too."""
+    remote = (tmp_path / "shared").as_uri()
+    rng = random.Random(31)
+    long_text = "x" * 30_000
+    with _pair(tmp_path) as (a, b):
+        ca = Client(socket=a.socket, timeout=600)
+        ids = [r.id for r in ca.remember_batch(
+            [{"text": f"{i} {long_text}", "topic": f"long.{i}", "vector": vector}
+             for i, vector in enumerate(_unit_vectors(rng, 600))])]
+        key = ca.init_sync(remote).recovery_key
+        status = ca.sync_now()
+        assert status.state == "idle" and not status.last_error, status
+        assert status.head >= 2 and status.pending == 0, status
+        versions = sorted((tmp_path / "shared").glob("*/versions/*"))
+        assert versions and max(p.stat().st_size for p in versions) <= 16 * 1024 * 1024
+        cb = Client(socket=b.socket, timeout=600)
+        cb.join_sync(remote, key)
+        assert all(_has(cb, memory_id) for memory_id in ids)

@@ -14,7 +14,8 @@ stays in the local log until the remote holds it.
            then open each newer version with (number, parent hash) in its
            associated data, apply its operations, advance the mark.
     push:  the local operations after `pushed_seq`, a version of at most
-           1,000 operations (~2 MB) at a time, appended with the current
+           1,000 operations (~2 MB) and 16 MiB sealed at a time (the largest
+           object a remote takes: `next_version`), appended with the current
            head as parent; a lost race means pull, merge, retry. A version
            whose append failed without an answer may have landed anyway: the
            next pull that meets it counts it as pushed, so it is not sent
@@ -52,9 +53,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from memvault_base.errors import IntegrityError, InvalidArgument, RollbackDetected, Unavailable
+from memvault_base.objects.names import MAX_OBJECT
 from memvaultd.model.operations import Operation, decode, encode
 from memvaultd.sync import moves, snapshots
-from memvaultd.sync.envelope import VERSION, Envelope, chain_context
+from memvaultd.sync.envelope import FIXED, VERSION, Envelope, chain_context
 from memvaultd.sync.high_water import HighWater, HighWaterFile
 from memvaultd.sync.remotes import redact
 from memvaultd.sync.remotes.base import Remote
@@ -94,11 +96,33 @@ _RECHECK_S = 3600.0
 
 def pack_ops(ops: list[Operation]) -> bytes:
     """version body := count:u32 | (len:u32 | operation record)*"""
-    parts = [struct.pack(">I", len(ops))]
-    for op in ops:
-        record = encode(op)
-        parts.append(struct.pack(">I", len(record)) + record)
+    return _pack([encode(op) for op in ops])
+
+
+def _pack(records: list[bytes]) -> bytes:
+    parts = [struct.pack(">I", len(records))]
+    parts += [struct.pack(">I", len(record)) + record for record in records]
     return b"".join(parts)
+
+
+def next_version(pending: list[tuple[int, Operation]], start: int) -> tuple[int, bytes]:
+    """The operations of the next version, from `pending[start]` on: at most
+    OPS_PER_VERSION of them and, sealed, at most `MAX_OBJECT` bytes, the
+    largest object any remote takes (600 memories of 30 KiB made one 19 MB
+    version of 600 operations). Returns (where the next one starts, the
+    body); the first operation always goes, since one record is at most
+    ~100 KiB (a memory's text, payload and vector)."""
+    budget = MAX_OBJECT - FIXED - 4
+    records: list[bytes] = []
+    end = start
+    for _, op in pending[start : start + OPS_PER_VERSION]:
+        record = encode(op)
+        budget -= 4 + len(record)
+        if budget < 0 and records:
+            break
+        records.append(record)
+        end += 1
+    return end, _pack(records)
 
 
 def unpack_ops(body: bytes, name: str) -> list[Operation]:
@@ -371,10 +395,10 @@ class SyncWorker:
         seqs = [seq for seq, _ in pending]
         start = bisect_right(seqs, self.high_water.pushed_seq)
         while start < len(pending):
-            chunk = pending[start : start + OPS_PER_VERSION]
+            end, body = next_version(pending, start)
+            chunk = pending[start:end]
             number, parent = self.high_water.head + 1, self._head_hash()
-            blob = self.envelope.seal(VERSION, pack_ops([op for _, op in chunk]),
-                                      chain_context(number, parent))
+            blob = self.envelope.seal(VERSION, body, chain_context(number, parent))
             digest = hashlib.sha256(blob).digest()
             self._unanswered = (number, digest, chunk[-1][0])
             try:
