@@ -36,9 +36,9 @@ reports to Bob" / "Bob reports to Alice") is a change.
 The thresholds were chosen on the labelled pairs of
 `tests/data/restatement_pairs.tsv` (374 pairs; figures in docs/recall.md):
 
-- `REINFORCE_COSINE` 0.70: the lowest cosine of a paraphrase in the set that
-  passes the word test is 0.76; pairs with the same words below it are
-  rare and not worth a merge.
+- `reinforce_cosine` (config `restatement_threshold`, 0.70): the lowest
+  cosine of a paraphrase of the set that passes the word test is 0.76;
+  the words decide, the cosine only keeps out pairs a model sees apart.
 - `SUPERSEDE_COSINE` 0.55 and `SUPERSEDE_OVERLAP` 0.5: a change of value
   keeps most of the earlier text's words (the lowest share among the
   number, date, name, negation and detail pairs is 0.50) while unrelated
@@ -58,12 +58,10 @@ from collections import Counter
 from dataclasses import dataclass
 
 from memvaultd.index.keyword import stem
+from memvaultd.model.commands import ADDED, REINFORCED, SUPERSEDED
 
-ADDED = "added"
-REINFORCED = "reinforced"
-SUPERSEDED = "superseded"
+__all__ = ["ADDED", "REINFORCED", "SUPERSEDED", "Verdict", "judge", "statement"]
 
-REINFORCE_COSINE = 0.70
 SUPERSEDE_COSINE = 0.55
 SUPERSEDE_OVERLAP = 0.5
 SAME_SUBJECT_COSINE = 0.80
@@ -94,15 +92,15 @@ class Statement:
         return frozenset(self.words)
 
 
-def judge(earlier: str, new: str, cosine: float) -> Verdict:
-    """What remembering `new` is, given the nearest earlier memory `earlier`
-    (same type and topic) and the cosine of their embeddings."""
+def judge(earlier: str, new: str, cosine: float, reinforce_cosine: float) -> Verdict:
+    """What remembering `new` is, given an earlier memory `earlier` of its
+    type and topic and the cosine of their embeddings."""
     if cosine < SUPERSEDE_COSINE:
         return Verdict(ADDED)
     old, now = statement(earlier), statement(new)
     old_words, new_words = _joined(old.words, now.bag), _joined(now.words, old.bag)
     differences = _differences(old, now, old_words, new_words)
-    if not differences and cosine >= REINFORCE_COSINE:
+    if not differences and cosine >= reinforce_cosine:
         if _compatible_order(old_words, new_words, old, now):
             return Verdict(REINFORCED)
         differences = ["word order"]
