@@ -142,13 +142,12 @@ def _compatible_order(a: tuple[str, ...], b: tuple[str, ...], old: Statement,
     shared = {mark for mark in marks_a | marks_b if marks_a[mark] == marks_b[mark]}
     a = _joined(tuple(w for w in old.sequence if not _is_mark(w) or w in shared), now.bag)
     b = _joined(tuple(w for w in now.sequence if not _is_mark(w) or w in shared), old.bag)
-    if _one_block_moved(a, b):
-        return True
-    for active, agent in ((a, now.agent), (b, old.agent)):
-        words = [w for w in active if not _is_mark(w)]
-        if agent and words and words[0] == agent:
-            return True
-    return False
+    if bool(old.agent) == bool(now.agent):
+        return _one_block_moved(a, b)
+    # One is a passive ("X is managed by Bob"): its agent is the other's subject.
+    active, agent = (a, now.agent) if now.agent else (b, old.agent)
+    words = [w for w in active if not _is_mark(w)]
+    return bool(words) and words[0] == agent
 
 
 def _is_mark(word: str) -> bool:

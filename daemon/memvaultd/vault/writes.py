@@ -30,6 +30,7 @@ from memvaultd.model.vector import Vector
 from memvaultd.recall.filter.parse import parse_filter
 from memvaultd.vault import restatement
 from memvaultd.vault.core import MAX_BATCH, VaultCore, visible
+from memvaultd.vault.upkeep import retirements
 
 # Up to this many memories of one topic are compared one by one (~2 µs
 # each); beyond it, the index's scan is cheaper.
@@ -81,6 +82,10 @@ class Writes:
                 if older and self.core.memories.get(older) is None:
                     raise InvalidArgument(f"supersedes: no memory {item.memory.supersedes!r}")
             ops, judged = self._plan(prepared)
+            replaced = [item.memory.supersedes for item in prepared if item.memory.supersedes]
+            # After the puts: a crash between leaves a summary unretired, never
+            # its sources back with the new version unwritten.
+            ops += retirements(self.core, replaced, time.time())
             first = self.core.commit(ops)
         return [RememberOutcome(op.memory_id, first + i, j.outcome, j.target, j.reason)
                 for i, (op, j) in enumerate(zip(ops, judged, strict=True))]
@@ -113,9 +118,12 @@ class Writes:
         self.core.await_loaded()
         with self.core.write_lock:
             self.core.get(memory_id)
-            txid = self.core.commit([Operation(new_id(), UPDATE, self.core.clock.now(),
-                                           target=memory_id, at=time.time(), fields=changes,
-                                           vector=vector)])
+            now = time.time()
+            ops = [Operation(new_id(), UPDATE, self.core.clock.now(), target=memory_id, at=now,
+                             fields=changes, vector=vector)]
+            if "text" in changes:  # a summary of its old text would be stale
+                ops += retirements(self.core, [memory_id], now)
+            txid = self.core.commit(ops)
             return txid, self.core.get(memory_id)
 
     def reinforce(self, memory_id: str) -> tuple[int, Memory]:
@@ -309,6 +317,9 @@ class Writes:
             ops = [Operation(new_id(), PUT, self.core.clock.now(), memory=p.memory,
                              vector=p.vector) for p in prepared]
             now = time.time()
+            # A chunk consolidated before its file changed: the summary goes.
+            ops += retirements(self.core, [p.memory.supersedes for p in prepared
+                                           if p.memory.supersedes] + list(forget_ids), now)
             ops += [Operation(new_id(), FORGET, self.core.clock.now(), target=i, at=now)
                     for i in dict.fromkeys(forget_ids) if self.core.memories.get(i) is not None]
             if ops:
