@@ -82,11 +82,11 @@ class Writes:
                 if older and self.core.memories.get(older) is None:
                     raise InvalidArgument(f"supersedes: no memory {item.memory.supersedes!r}")
             ops, judged = self._plan(prepared)
-            replaced = [item.memory.supersedes for item in prepared if item.memory.supersedes]
-            # After the puts: a crash between leaves a summary unretired, never
-            # its sources back with the new version unwritten.
-            ops += retirements(self.core, replaced, time.time())
-            first = self.core.commit(ops)
+            replaced = [j.target for j in judged if j.outcome == SUPERSEDED]
+            # After the puts, in the same append: a consolidated memory that
+            # summarised a replaced memory is retired (vault/upkeep.py).
+            retiring = retirements(self.core, replaced, time.time())
+            first = self.core.commit(ops + retiring)
         return [RememberOutcome(op.memory_id, first + i, j.outcome, j.target, j.reason)
                 for i, (op, j) in enumerate(zip(ops, judged, strict=True))]
 
