@@ -85,6 +85,22 @@ def test_outcomes_through_the_client(client: Client) -> None:
     assert forced.outcome == "added" and forced.id != other.id
 
 
+def test_an_event_or_another_entity_is_never_a_new_version(client: Client) -> None:
+    key = topic()
+    monday = client.remember("Caroline went to the LGBTQ support group on Monday",
+                             type="episodic", topic=key)
+    tuesday = client.remember("Caroline went to the LGBTQ support group on Tuesday",
+                              type="episodic", topic=key)
+    assert tuesday.outcome == "added", "another event, not a new date for the first"
+    again = client.remember("Caroline went to the LGBTQ support group on Tuesday",
+                            type="episodic", topic=key)
+    assert (again.outcome, again.target) == ("reinforced", tuesday.id)
+    assert client.get(monday.id).superseded_by == ""
+    jon = client.remember("Thanks, that is kind of you!", topic=key, entity="Jon")
+    gina = client.remember("Thanks, that is kind of you!", topic=key, entity="Gina")
+    assert gina.outcome == "added" and gina.id != jon.id, "another speaker's words"
+
+
 def test_a_batch_judges_each_memory_against_the_earlier_ones(client: Client) -> None:
     key = topic()
     results = client.remember_batch([

@@ -265,10 +265,13 @@ class Writes:
 
     def _judge(self, item: _Prepared, batch: _Batch, retired: set[str], now: float
                ) -> _Judged:
-        """What `item` is to the visible memories of its type and topic, in
-        the vault or earlier in the batch: its nearest few by cosine are
-        judged by `restatement.judge`; a reinforcement of any of them wins,
-        then a supersession of the nearest that is one.
+        """What `item` is to the visible memories of its type and topic (and
+        entity, when both name one), in the vault or earlier in the batch:
+        its nearest few by cosine are judged by `restatement.judge`; a
+        reinforcement of any of them wins, then a supersession of the
+        nearest that is one. An episodic memory is an event: another event
+        with other values is another event, never a new version of it, so
+        it is reinforced or added, never superseded.
 
         A small topic group (from the topic map) is compared directly; a big
         one (typically the memories without a topic) is searched through the
@@ -280,6 +283,7 @@ class Writes:
 
         def same_kind(old: Memory) -> bool:
             return (old.type == new.type and old.topic_key == new.topic_key
+                    and not (old.entity and new.entity and old.entity != new.entity)
                     and visible(old, now) and old.id not in retired)
 
         if self.core.memories.topic_size(new.topic_key) <= _SMALL_TOPIC:
@@ -296,7 +300,8 @@ class Writes:
         threshold = self.core.config.restatement_threshold
         verdicts = [(old, restatement.judge(old.text, new.text, cos, threshold))
                     for cos, old in nearest if cos >= restatement.SUPERSEDE_COSINE]
-        for wanted in (REINFORCED, SUPERSEDED):
+        wanted_outcomes = (REINFORCED,) if new.type == m.EPISODIC else (REINFORCED, SUPERSEDED)
+        for wanted in wanted_outcomes:
             for old, verdict in verdicts:
                 if verdict.outcome == wanted:
                     return _Judged(wanted, old.id, verdict.reason)
