@@ -242,10 +242,16 @@ _CONTRACTIONS = [
     (re.compile(r"\bdislik(e|es|ed|ing)\b"), "not like"),
     (re.compile(r"\bbeen to\b"), "visited"),
     (re.compile(r"\bused to\b"), "formerly"),
+    (re.compile(r"(\d)\s*a\.?m\b\.?"), r"\1am"),
+    (re.compile(r"(\d)\s*p\.?m\b\.?"), r"\1pm"),
+    (re.compile(r"(\d)\s*(%|percent\b|per cent\b)"), r"\1 percent"),
+    (re.compile(r"\$\s*(\d)"), r"dollar \1"),
+    (re.compile(r"€\s*(\d)"), r"euro \1"),
+    (re.compile(r"£\s*(\d)"), r"pound \1"),
     (re.compile(r"\b(?:over|above|more than) (?=\d)"), "morethan "),
     (re.compile(r"\b(?:under|below|less than|fewer than) (?=\d)"), "lessthan "),
 ]
-_TOKEN = re.compile(r"[a-z0-9$%€£]+(?:[.:,][0-9]+)*")
+_TOKEN = re.compile(r"[a-z0-9]+(?:[.:,][0-9]+)*")
 _NUMBER = re.compile(r"^(\d+(?:[.:]\d+)*)(st|nd|rd|th|k|am|pm|s)?$")
 _GROUPED = re.compile(r"^\d{1,3}(?:,\d{3})+$")
 _VALUE = re.compile(r"^\d+(?:[.:]\d+)*$")
@@ -368,7 +374,8 @@ def _parts(raw: str) -> list[str]:
     if suffix == "k":
         return [str(int(float(number) * 1000))] if number.replace(".", "").isdigit() \
             else [number]
-    return [number] + ([suffix] if suffix in ("am", "pm") else [])
+    # "am" alone is a form of "be": the hour's is kept apart.
+    return [number] + ([suffix + "."] if suffix in ("am", "pm") else [])
 
 
 @functools.lru_cache(maxsize=1 << 14)
