@@ -322,6 +322,32 @@ collect collection collected
 lives live reside resides resided lived
 film movie
 holiday vacation
+like enjoy likes enjoys liked enjoyed
+hate detest loathe
+photo picture photograph
+sofa couch
+doctor physician
+lawyer attorney
+nearly almost
+often frequently
+usually normally typically generally
+maybe perhaps possibly
+telephone phone
+tv television
+ok okay
+wrong incorrect
+reply respond replied responded
+choose pick select chose picked selected chosen
+show display showed displayed shown
+fix repair fixed repaired
+mistake error
+repo repository
+docs documentation
+config configuration
+db database
+k8s kubernetes
+js javascript
+ts typescript
 """.strip().splitlines()
 
 
