@@ -37,13 +37,13 @@ reordering ("Alice reports to Bob" / "Bob reports to Alice", "from Windows
 to Linux" / "from Linux to Windows") is a change.
 
 A change is one place: at most three words gone, the changed words of each
-text standing together, and no more than about two new words per word gone
+text standing together, and at most one new word more than the words gone
 (`_one_change`). Two statements on one subject that differ in several
 places ("the old bike lock code was changed" / "the new bike lock code is
 written in the notebook") are both kept.
 
 The thresholds were chosen on the labelled pairs of
-`tests/data/restatement_pairs.tsv` (377 pairs, cosines of all-MiniLM-L6-v2;
+`tests/data/restatement_pairs.tsv` (378 pairs, cosines of all-MiniLM-L6-v2;
 figures in docs/recall.md). No threshold can make a changed fact a
 reinforcement: that takes identical words, numbers and negations.
 
@@ -56,7 +56,7 @@ reinforcement: that takes identical words, numbers and negations.
   a change keeps at least half of the earlier text's words, or is a short
   statement whose one word changed ("is vegetarian" / "is vegan", 0.87).
   Over the grid 0.50-0.60 x 0.4-0.6 x 0.75-0.85 these values sit in the
-  flat middle (14 of 377 pairs judged otherwise than labelled, none a
+  flat middle (14 of 378 pairs judged otherwise than labelled, none a
   reinforcement of a change); an overlap of 0.6 nearly doubles the errors.
 
 No I/O: a pure function of two texts and their cosine, unit-tested alone.
@@ -132,12 +132,11 @@ def judge(earlier: str, new: str, cosine: float, reinforce_cosine: float) -> Ver
 def _one_change(old: tuple[str, ...], gone: set[str], new: tuple[str, ...], came: set[str]
                 ) -> bool:
     """Whether `new` changes one value of `old` (or adds to it): at most
-    `_VALUE_WORDS` words gone, each side's changes in one place, and no more
-    than about two new words for each one gone ("Lisbon" -> "Madrid with
-    her two kids"). More is another statement on the same subject ("The
-    deploy script lives in ops/deploy.sh" / "The deploy script ops/deploy.sh
-    needs sudo. Run it from the repo root.")."""
-    if len(gone) > _VALUE_WORDS or (gone and len(came) > 2 * len(gone) + 1):
+    `_VALUE_WORDS` words gone, each side's changes in one place, and at most
+    one new word more than the words gone ("Lisbon" -> "Madrid, Spain"), or
+    only words added. More is another statement on the same subject ("ada
+    writes the compiler" / "ada prefers rust for the compiler backend")."""
+    if len(gone) > _VALUE_WORDS or (gone and len(came) > len(gone) + 1):
         return False
     return _one_run(old, gone) and _one_run(new, came)
 
