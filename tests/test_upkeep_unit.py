@@ -230,7 +230,7 @@ def test_candidates_exclude_what_must_stay_as_it_is() -> None:
 def test_a_summary_is_stale_once_a_source_is_gone_replaced_or_unarchived() -> None:
     a, b = _cold()[0], _cold()[0]
     summary = _cold(consolidated_from=(a.id, b.id))[0]
-    archived = {m.id: m.copy(tier=m.ARCHIVED, consolidated_into=summary.id) for m in (a, b)}
+    archived = {s.id: s.copy(tier=m.ARCHIVED, consolidated_into=summary.id) for s in (a, b)}
     assert not consolidation.stale(summary, archived.get)
     for source in (archived[a.id].copy(superseded_by="new"), archived[a.id].copy(tier=m.LONG_TERM),
                    archived[a.id].copy(consolidated_into="another")):
