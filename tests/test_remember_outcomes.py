@@ -15,11 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import grpc
 import pytest
 from mcp import Client as McpClient
 
 from memvault import Client
 from memvault.cli.mcp_bridge import build_server
+from memvault_base.v1 import memory_pb2 as pb
+from memvault_base.v1 import memory_pb2_grpc as pb_grpc
 
 from .daemon_process import DaemonProcess
 
@@ -250,3 +253,30 @@ def test_mcp_remember_reports_a_supersession_and_get_shows_the_chain(client: Cli
         assert moved["id"] not in {h["id"] for h in exact}
 
     _mcp(client, body)
+
+
+def test_the_wire_carries_outcomes_never_merge_and_cleared_fields(daemon: DaemonProcess) -> None:
+    """What a client generated from the .proto sees, old fields included."""
+    key = topic()
+    with grpc.insecure_channel(f"unix://{daemon.socket}") as channel:
+        stub = pb_grpc.MemoryStub(channel)  # type: ignore[no-untyped-call]
+        first = stub.Remember(pb.RememberRequest(memory=pb.MemoryInput(
+            text=MARCH, topic_key=key, category="planning")))
+        assert (first.outcome, first.target_id, first.reinforced) == ("added", "", False)
+        again = stub.Remember(pb.RememberRequest(memory=pb.MemoryInput(text=MARCH, topic_key=key)))
+        assert (again.outcome, again.target_id, again.id, again.reinforced) == (
+            "reinforced", first.id, first.id, True)
+        kept = stub.Remember(pb.RememberRequest(memory=pb.MemoryInput(
+            text=MARCH, topic_key=key, never_merge=True)))
+        assert kept.outcome == "added" and kept.id != first.id
+        moved = stub.Supersede(pb.SupersedeRequest(id=first.id, memory=pb.MemoryInput(
+            text=APRIL), cleared=["category"]))
+        assert (moved.outcome, moved.target_id) == ("superseded", first.id)
+        got = stub.Get(pb.GetRequest(id=moved.id)).memory
+        assert (got.topic_key, got.category) == (key, "")
+        with pytest.raises(grpc.RpcError) as refused:
+            stub.Supersede(pb.SupersedeRequest(id=moved.id, memory=pb.MemoryInput(text="x"),
+                                               cleared=["text"]))
+        assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "cleared" in (refused.value.details() or "")
+

@@ -4,16 +4,18 @@ and a property: a text whose numbers differ is never merged into another."""
 
 from __future__ import annotations
 
+import uuid
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memvaultd.config.settings import DEFAULT_RESTATEMENT_THRESHOLD
+from memvaultd.config.settings import DEFAULT_RESTATEMENT_THRESHOLD, Config
 from memvaultd.embedding.embedder import DEFAULT_MODEL, Embedder
+from memvaultd.model.commands import MemoryDraft
 from memvaultd.vault.events import EventBus
 from memvaultd.vault.restatement import (
     _NUMBER_WORDS,
@@ -23,6 +25,9 @@ from memvaultd.vault.restatement import (
     judge,
     statement,
 )
+from memvaultd.vault.vault import Vault
+
+from .daemon_process import PASSPHRASE
 
 PAIRS = Path(__file__).parent / "data" / "restatement_pairs.tsv"
 KINDS = ("paraphrase", "number", "date", "name", "negation", "value", "detail", "unrelated")
@@ -167,3 +172,33 @@ def test_a_text_whose_numbers_differ_is_never_merged(pair: tuple[str, str],
     old, new = pair
     assert judge(old, new, cosine, THRESHOLD).outcome != REINFORCED
     assert judge(new, old, cosine, THRESHOLD).outcome != REINFORCED
+
+
+def test_the_write_path_never_merges_a_text_whose_numbers_differ(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same property through `Vault.remember`, both texts given one vector
+    (a cosine of 1): the second is stored, never taken for the first."""
+    monkeypatch.setenv("MEMVAULT_PASSPHRASE", PASSPHRASE)
+    monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyring.backends.fail.Keyring")
+    events = EventBus()
+    embedder = Embedder(Config().model, cache_size=8, events=events)  # own vectors only
+    vault = Vault.open(tmp_path / "data", Config(), embedder, events, prompt=False)
+    vault.load()
+    vector = [1.0] + [0.0] * 383
+
+    @settings(max_examples=50, deadline=None)
+    @given(pair=numbered_pairs())
+    def check(pair: tuple[str, str]) -> None:
+        old, new = pair
+        topic = f"t{uuid.uuid4().hex}"
+        (first,) = vault.remember([MemoryDraft(old, topic_key=topic, vector=vector)])
+        (second,) = vault.remember([MemoryDraft(new, topic_key=topic, vector=vector)])
+        assert second.outcome != REINFORCED and second.id != first.id
+        assert vault.memories.get(second.id) is not None
+
+    try:
+        check()
+    finally:
+        vault.close()
+
