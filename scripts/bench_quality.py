@@ -29,14 +29,15 @@ conversation has more turns is counted (`short_answers`): it would mean a
 filter applied after a candidate cut, which would starve filtered recalls.
 
 Topics: each turn gets its own topic (`locomo.conv26.d1t3` for D1:3). The
-daemon turns a new memory into a reinforcement of an existing one when both
-have the same type and topic and a cosine >= 0.9; with one topic per
-conversation, short turns that say the same thing ("Thanks, Mel!", "Bye!")
-would be merged and their later copies lost: with `locomo.<conversation>` as
-the topic, 45 of the 2,760 turns were merged (4 of them evidence, one Jon's
-turn into one of Gina's), and each survivor ranks with a 1.69x reinforcement.
-The run counts the writes the daemon reported as reinforcements (`merged`),
-which must be 0.
+daemon judges a new memory against the memories of its type and topic
+(docs/recall.md): the same statement again reinforces the earlier memory, a
+changed one supersedes it (hiding it from recall). With one topic per turn
+nothing can be merged: the run counts the writes the daemon reported as
+reinforced or superseded (`merged`, and `reinforced` and `superseded`
+apart), which must be 0. `--topics conversation` files every turn of a
+conversation under `locomo.<conversation>` instead, to count what the rule
+merges where it can: short turns that say the same thing ("Thanks, Mel!",
+"Bye!"), or one changed word apart.
 
 In the same run, in this process and not through the daemon, on the same
 turn texts and questions, the three baselines of the bench README:
@@ -250,12 +251,14 @@ def turn_topic(conv_id: str, dia_id: str) -> str:
     return f"locomo.{re.sub(r'[^a-z0-9]', '', conv_id.lower())}.{session}t{number}"
 
 
-def memory_inputs(conv: Conversation) -> list[dict[str, Any]]:
+def memory_inputs(conv: Conversation, topics: str = "turn") -> list[dict[str, Any]]:
+    conversation_topic = "locomo." + re.sub(r"[^a-z0-9]", "", conv.id.lower())
     return [
         {
             "text": turn.text,
             "type": "event",
-            "topic": turn_topic(conv.id, turn.dia_id),
+            "topic": turn_topic(conv.id, turn.dia_id) if topics == "turn"
+            else conversation_topic,
             "session": conv.id,
             "source": "locomo",
             "entity": turn.speaker,
@@ -265,16 +268,18 @@ def memory_inputs(conv: Conversation) -> list[dict[str, Any]]:
     ]
 
 
-def store(client: Client, conversations: Sequence[Conversation]) -> tuple[float, int]:
-    """Every turn through remember_batch; the seconds it took and how many merged."""
-    merged = 0
+def store(client: Client, conversations: Sequence[Conversation], topics: str
+          ) -> tuple[float, Counter[str]]:
+    """Every turn through remember_batch; the seconds it took and the outcomes."""
+    outcomes: Counter[str] = Counter()
     started = time.perf_counter()
     for conv in conversations:
-        inputs = memory_inputs(conv)
+        inputs = memory_inputs(conv, topics)
         for start in range(0, len(inputs), BATCH):
-            results = client.remember_batch(inputs[start:start + BATCH])
-            merged += sum(r.reinforced for r in results)
-    return time.perf_counter() - started, merged
+            for r in client.remember_batch(inputs[start:start + BATCH]):
+                # A daemon older than `outcome` says only whether it reinforced.
+                outcomes[getattr(r, "outcome", "reinforced" if r.reinforced else "added")] += 1
+    return time.perf_counter() - started, outcomes
 
 
 @dataclass
@@ -453,7 +458,9 @@ def table(result: dict[str, Any], per_cat: dict[str, dict[int, float]],
     lines += [
         "",
         f"questions: {result['questions']} ({result['conversations']} conversations, "
-        f"{result['turns']} turns stored, {result['merged']} merged by the daemon)",
+        f"{result['turns']} turns stored, one topic per {result['topics']}; "
+        f"{result['merged']} merged by the daemon: {result['reinforced']} reinforced, "
+        f"{result['superseded']} superseded)",
         f"evidence: {result['unmapped_questions']} questions without a mappable evidence id "
         f"(skipped), {len(result['dropped_evidence_ids'])} ids dropped "
         f"{result['dropped_evidence_ids']}, {result['repaired_evidence_strings']} "
@@ -503,20 +510,22 @@ def timed(call: Callable[[], Any]) -> tuple[Any, float]:
     return value, time.perf_counter() - started
 
 
-def run_daemon(conversations: Sequence[Conversation], home: Path
+def run_daemon(conversations: Sequence[Conversation], home: Path, topics: str
                ) -> tuple[DaemonAnswers, dict[str, Any]]:
     daemon = Daemon(home)
     phase(f"starting memvaultd on {home}")
     client, ready_s = timed(daemon.start)
     try:
         phase(f"storing {sum(len(c.turns) for c in conversations)} turns")
-        store_s, merged = store(client, conversations)
+        store_s, outcomes = store(client, conversations, topics)
         phase(f"asking {sum(len(c.questions) for c in conversations)} questions x {len(KS)}")
         answers = ask(client, conversations)
     finally:
         client.close()
         daemon.stop()
-    figures = {"daemon_ready_s": ready_s, "store_s": store_s, "merged": merged,
+    figures = {"daemon_ready_s": ready_s, "store_s": store_s, "topics": topics,
+               "merged": outcomes["reinforced"] + outcomes["superseded"],
+               "reinforced": outcomes["reinforced"], "superseded": outcomes["superseded"],
                "answer_s": answers.seconds, "recalls": answers.recalls,
                "recall_ms_mean": 1000 * answers.seconds / max(1, answers.recalls),
                "short_answers": answers.short_answers}
@@ -526,7 +535,7 @@ def run_daemon(conversations: Sequence[Conversation], home: Path
 def run(args: argparse.Namespace, home: Path) -> dict[str, Any]:
     conversations, evidence = load_conversations(Path(args.data), args.conversations)
     questions = [q for c in conversations for q in c.questions]
-    answers, figures = run_daemon(conversations, home)
+    answers, figures = run_daemon(conversations, home, args.topics)
     if args.misses:
         write_misses(Path(args.misses), conversations, answers)
     phase("baselines: dense, BM25, RRF")
@@ -567,6 +576,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--conversations", type=int, default=None, metavar="N",
                         help="only the first N conversations (a quick run)")
     parser.add_argument("--json-only", action="store_true", help="print only the JSON line")
+    parser.add_argument("--topics", choices=("turn", "conversation"), default="turn",
+                        help="one topic per turn (default) or per conversation")
     parser.add_argument("--keep", action="store_true",
                         help="keep the daemon's temporary MEMVAULT_HOME (vault and log)")
     parser.add_argument("--misses", metavar="FILE",

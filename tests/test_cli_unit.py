@@ -68,8 +68,21 @@ def test_remember_prints_the_id(fake_daemon: FakeDaemon) -> None:
 
 def test_remember_says_when_it_reinforced(fake_daemon: FakeDaemon) -> None:
     result = run(fake_daemon, "remember", "again: prefers pytest")
-    assert result.stdout == "m-new\n"
-    assert "reinforced existing memory" in result.stderr
+    assert result.stdout == "m-1\n"
+    assert result.stderr == "reinforced m-1 (prefers pytest — über alles)\n"
+
+
+def test_remember_says_what_it_superseded(fake_daemon: FakeDaemon) -> None:
+    result = run(fake_daemon, "remember", "changed: prefers vitest")
+    assert result.stdout == "m-new\n"  # the new version's id, alone on stdout
+    assert result.stderr == "superseded m-1 (prefers pytest — über alles)\n"
+    data = json.loads(run(fake_daemon, "remember", "changed: prefers vitest", "--json").stdout)
+    assert (data["outcome"], data["target"], data["id"]) == ("superseded", "m-1", "m-new")
+
+
+def test_remember_new_is_never_merged(fake_daemon: FakeDaemon) -> None:
+    assert run(fake_daemon, "remember", "prefers pytest", "--new").exit_code == 0
+    assert fake_daemon.servicer.requests[-1].memory.never_merge is True
 
 
 def test_remember_json_and_every_option(fake_daemon: FakeDaemon) -> None:
@@ -83,7 +96,8 @@ def test_remember_json_and_every_option(fake_daemon: FakeDaemon) -> None:
         "--expires-at", "1800000000", "--supersedes", "m-0", "--json",
     )  # fmt: skip
     assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout) == {"id": "m-new", "txid": 41, "reinforced": True}
+    assert json.loads(result.stdout) == {"id": "m-1", "txid": 41, "outcome": "reinforced",
+                                         "target": "m-1", "reason": "", "reinforced": True}
     sent = fake_daemon.servicer.requests[-1].memory
     assert (sent.type, sent.topic_key, sent.category) == (
         "semantic",
@@ -372,12 +386,17 @@ def test_update_clear_tags_and_usage_errors(fake_daemon: FakeDaemon) -> None:
 def test_supersede(fake_daemon: FakeDaemon) -> None:
     result = run(fake_daemon, "supersede", "m-1", "prefers vitest", "--topic", "t", "--tag", "x")
     assert (result.exit_code, result.stdout) == (0, "m-2\n")
-    sent = fake_daemon.servicer.requests[-1]
+    assert result.stderr == "superseded m-1 (prefers pytest — über alles)\n"
+    sent = fake_daemon.servicer.requests[-2]  # then the Get of the old text
     assert (sent.id, sent.memory.text, sent.memory.topic_key) == ("m-1", "prefers vitest", "t")
-    assert list(sent.memory.tags) == ["x"]
+    assert list(sent.memory.tags) == ["x"] and list(sent.cleared) == []
     data = json.loads(run(fake_daemon, "supersede", "m-1", "-", "--json", input="piped\n").stdout)
-    assert data == {"id": "m-2", "txid": 44, "reinforced": False}
-    assert fake_daemon.servicer.requests[-1].memory.text == "piped"
+    assert data == {"id": "m-2", "txid": 44, "outcome": "superseded", "target": "m-1",
+                    "reason": "", "reinforced": False}
+    sent = fake_daemon.servicer.requests[-1]
+    assert sent.memory.text == "piped" and list(sent.cleared) == []  # the rest inherited
+    run(fake_daemon, "supersede", "m-1", "x", "--topic", "", "--clear-tags", "--json")
+    assert sorted(fake_daemon.servicer.requests[-1].cleared) == ["tags", "topic_key"]
     assert run(fake_daemon, "supersede", "m-404", "x").exit_code == 4
 
 

@@ -110,7 +110,15 @@ class FakeMemory(pb_grpc.MemoryServicer):  # type: ignore[misc]
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, "vault is locked")
         if text.startswith("slow"):
             time.sleep(1.0)
-        return pb.RememberReply(id="m-new", txid=41, reinforced=text.startswith("again"))
+        if text.startswith("old daemon, again"):  # a daemon that predates `outcome`
+            return pb.RememberReply(id="m-1", txid=41, reinforced=True)
+        if text.startswith("again"):
+            return pb.RememberReply(id="m-1", txid=41, reinforced=True, outcome="reinforced",
+                                    target_id="m-1")
+        if text.startswith("changed"):
+            return pb.RememberReply(id="m-new", txid=41, outcome="superseded", target_id="m-1",
+                                    reason="words pytest -> vitest")
+        return pb.RememberReply(id="m-new", txid=41, outcome="added")
 
     def RememberBatch(self, request: pb.RememberBatchRequest, context: Any) -> Any:
         self.requests.append(request)
@@ -197,7 +205,7 @@ class FakeMemory(pb_grpc.MemoryServicer):  # type: ignore[misc]
     def Supersede(self, request: pb.SupersedeRequest, context: grpc.ServicerContext) -> Any:
         self.requests.append(request)
         self._known(request.id, context)
-        return pb.RememberReply(id="m-2", txid=44)
+        return pb.RememberReply(id="m-2", txid=44, outcome="superseded", target_id=request.id)
 
     def Reinforce(self, request: pb.ReinforceRequest, context: grpc.ServicerContext) -> Any:
         self.requests.append(request)
@@ -342,7 +350,8 @@ def test_remember_maps_every_keyword(client: Client, fake_daemon: FakeDaemon) ->
         supersedes="m-0",
         vector=[0.5, -0.25],
     )
-    assert result == memvault.RememberResult(id="m-new", txid=41, reinforced=False)
+    assert result == memvault.RememberResult(id="m-new", txid=41, outcome="added")
+    assert not result.reinforced and not result.superseded
     sent = fake_daemon.servicer.requests[-1].memory
     assert sent.text == "prefers pytest"
     assert sent.type == "semantic"
@@ -370,7 +379,63 @@ def test_remember_defaults_leave_fields_unset(client: Client, fake_daemon: FakeD
 
 
 def test_remember_reports_reinforcement(client: Client) -> None:
-    assert client.remember("again, prefers pytest").reinforced is True
+    result = client.remember("again, prefers pytest")
+    assert result.reinforced is True
+    assert (result.outcome, result.id, result.target) == ("reinforced", "m-1", "m-1")
+
+
+def test_remember_reports_supersession(client: Client) -> None:
+    result = client.remember("changed: prefers vitest")
+    assert result.superseded and not result.reinforced
+    assert (result.id, result.target, result.reason) == ("m-new", "m-1", "words pytest -> vitest")
+    assert result.to_dict() == {"id": "m-new", "txid": 41, "outcome": "superseded",
+                                "target": "m-1", "reason": "words pytest -> vitest",
+                                "reinforced": False}
+
+
+def test_a_daemon_without_outcomes_still_reports_reinforcement(client: Client) -> None:
+    result = client.remember("old daemon, again: prefers pytest")
+    assert (result.outcome, result.target, result.reinforced) == ("reinforced", "m-1", True)
+
+
+def test_remember_new_never_merges(client: Client, fake_daemon: FakeDaemon) -> None:
+    client.remember("prefers pytest", new=True)
+    assert fake_daemon.servicer.requests[-1].memory.never_merge is True
+    client.remember_batch([{"text": "prefers pytest", "new": True}, {"text": "x"}])
+    sent = fake_daemon.servicer.requests[-1].memories
+    assert [m.never_merge for m in sent] == [True, False]
+    client.remember("prefers pytest")
+    assert fake_daemon.servicer.requests[-1].memory.never_merge is False
+
+
+def test_supersede_sends_only_what_is_given_and_what_is_cleared(
+    client: Client, fake_daemon: FakeDaemon
+) -> None:
+    client.supersede("m-1", "prefers vitest")
+    sent = fake_daemon.servicer.requests[-1]
+    assert sent.memory.text == "prefers vitest" and list(sent.cleared) == []
+    assert (sent.memory.topic_key, sent.memory.category, list(sent.memory.tags)) == ("", "", [])
+    assert not sent.memory.HasField("importance")  # the old memory's
+    client.supersede("m-1", "prefers vitest", topic="t.x", tags=["a"], importance=0.3)
+    sent = fake_daemon.servicer.requests[-1]
+    assert (sent.memory.topic_key, list(sent.memory.tags)) == ("t.x", ["a"])
+    assert sent.memory.importance == pytest.approx(0.3) and list(sent.cleared) == []
+    client.supersede("m-1", "prefers vitest", topic="", tags=[], payload={}, category="x")
+    sent = fake_daemon.servicer.requests[-1]
+    assert sorted(sent.cleared) == ["payload_json", "tags", "topic_key"]
+    assert sent.memory.category == "x"
+
+
+def test_recall_exact_topic_adds_the_equality(client: Client, fake_daemon: FakeDaemon) -> None:
+    client.recall("q", topic="work")
+    sent = fake_daemon.servicer.requests[-1]
+    assert (sent.topic_key, sent.filter_json) == ("work", "")
+    client.recall("q", topic="work", exact_topic=True)
+    sent = fake_daemon.servicer.requests[-1]
+    assert sent.topic_key == "work" and json.loads(sent.filter_json) == {"topic_key": "work"}
+    client.recall("q", topic="work", exact_topic=True, filter={"category": "x"})
+    assert json.loads(fake_daemon.servicer.requests[-1].filter_json) == {
+        "AND": [{"category": "x"}, {"topic_key": "work"}]}
 
 
 def test_a_lone_tag_string_is_one_tag(client: Client, fake_daemon: FakeDaemon) -> None:
@@ -748,7 +813,7 @@ def test_supersede(client: Client, fake_daemon: FakeDaemon) -> None:
         "m-1", "prefers vitest now", topic="user.preferences.testing", tags=["testing"],
         importance=0.7, source="cli", vector=[0.1, 0.2],
     )  # fmt: skip
-    assert result == memvault.RememberResult(id="m-2", txid=44)
+    assert result == memvault.RememberResult(id="m-2", txid=44, outcome="superseded", target="m-1")
     sent = fake_daemon.servicer.requests[-1]
     assert sent.id == "m-1" and sent.memory.text == "prefers vitest now"
     assert sent.memory.topic_key == "user.preferences.testing"

@@ -15,7 +15,8 @@ from memvault import Client
 
 from .daemon_process import DaemonProcess
 
-TOOLS = {"remember", "recall", "update_memory", "forget", "consolidate", "list_topics"}
+TOOLS = {"remember", "recall", "get", "supersede", "update_memory", "forget", "consolidate",
+         "list_topics"}
 
 
 def _with_bridge(home: str, body: Callable[[ClientSession], Awaitable[None]]) -> None:
@@ -39,7 +40,7 @@ async def _call(session: ClientSession, tool: str, **arguments: Any) -> Any:
     return json.loads(text)
 
 
-def test_lists_the_six_tools_with_schemas_and_guidance(daemon: DaemonProcess) -> None:
+def test_lists_the_eight_tools_with_schemas_and_guidance(daemon: DaemonProcess) -> None:
     async def body(session: ClientSession) -> None:
         tools = {tool.name: tool for tool in (await session.list_tools()).tools}
         assert set(tools) == TOOLS
@@ -48,6 +49,8 @@ def test_lists_the_six_tools_with_schemas_and_guidance(daemon: DaemonProcess) ->
         assert tools["recall"].input_schema["required"] == ["query"]
         assert tools["remember"].input_schema["required"] == ["text"]
         assert set(tools["update_memory"].input_schema["required"]) == {"id", "text"}
+        assert set(tools["supersede"].input_schema["required"]) == {"id", "text"}
+        assert tools["get"].input_schema["required"] == ["id"]
         # forget takes an id, or sweep: true (with dry_run): neither is required alone.
         assert {"id", "sweep", "dry_run"} <= set(tools["forget"].input_schema["properties"])
         assert "dry_run" in tools["consolidate"].input_schema["properties"]
@@ -65,7 +68,8 @@ def test_remember_then_recall_update_and_forget(daemon: DaemonProcess) -> None:
         stored = await _call(session, "remember",
                              text="the user deploys the mcp demo on thursdays",
                              topic="user.habits.deploy", tags=["ops"], importance=0.7)
-        assert set(stored) == {"id", "reinforced"} and stored["reinforced"] is False
+        assert set(stored) == {"id", "outcome", "reinforced"}
+        assert (stored["outcome"], stored["reinforced"]) == ("added", False)
         hits = await _call(session, "recall", query="when does the user deploy the mcp demo?",
                            topic="user.habits.deploy")
         assert [h["id"] for h in hits] == [stored["id"]]

@@ -222,13 +222,28 @@ def test_candidates_exclude_what_must_stay_as_it_is() -> None:
                      ok.copy(tier=m.ARCHIVED), ok.copy(consolidated_from=("a", "b")),
                      ok.copy(created_at=NOW - DAY, last_reinforced_at=NOW - 30 * DAY),
                      ok.copy(access_count=3, last_accessed_at=NOW),
-                     ok.copy(expires_at=NOW - 1)):
+                     ok.copy(expires_at=NOW - 1),
+                     ok.copy(source="file:notes/deploys.md#Deploys")):
         assert not consolidation.is_candidate(excluded, NOW, request, config, HeatSettings())
     # min_age_days 0: a bulk import is taken at once (if cold).
     young = ok.copy(created_at=NOW - 3600, last_reinforced_at=NOW - 40 * DAY)
     assert not consolidation.is_candidate(young, NOW, request, config, HeatSettings())
     assert consolidation.is_candidate(young, NOW, consolidation.Request(min_age_days=0),
                                       config, HeatSettings())
+
+
+def test_a_summary_is_stale_once_a_source_is_gone_replaced_or_unarchived() -> None:
+    a, b = _cold()[0], _cold()[0]
+    summary = _cold(consolidated_from=(a.id, b.id))[0]
+    archived = {s.id: s.copy(tier=m.ARCHIVED, consolidated_into=summary.id) for s in (a, b)}
+    assert not consolidation.stale(summary, archived.get)
+    for source in (archived[a.id].copy(superseded_by="new"), archived[a.id].copy(tier=m.LONG_TERM),
+                   archived[a.id].copy(consolidated_into="another")):
+        assert consolidation.stale(summary, {**archived, a.id: source}.get)
+    assert consolidation.stale(summary, {b.id: archived[b.id]}.get), "a source forgotten"
+    retired = summary.copy(tier=m.ARCHIVED)
+    assert not consolidation.stale(retired, {}.get), "retired already"
+    assert not consolidation.stale(a, archived.get), "not a summary"
 
 
 def test_clusters_follow_topic_type_and_similarity_and_never_mix_sessions() -> None:

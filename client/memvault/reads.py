@@ -39,6 +39,7 @@ class ReadCalls(Connection):
         mode: str = "",
         types: Sequence[str] = (),
         topic: str = "",
+        exact_topic: bool = False,
         session: str = "",
         source: str = "",
         tiers: Sequence[str] = (),
@@ -56,8 +57,9 @@ class ReadCalls(Connection):
         expression, as a dict or as JSON text passed through unchanged, e.g.
         {"AND": [{"category": "development"}, {"tags": {"contains": "testing"}}]}.
         `mode` is "hybrid" (the default), "vector" or "keyword". `types`,
-        `topic` (and the topics below it), `session`, `source` and `tiers`
-        (default working + long_term) narrow the search. `max_tokens` stops
+        `topic` (and the topics below it: "work" keeps "work.deadlines";
+        `exact_topic=True` keeps that topic alone), `session`, `source` and
+        `tiers` (default working + long_term) narrow the search. `max_tokens` stops
         adding hits once their text would pass that many tokens; `offset`
         skips ranked hits, and the result's `has_more` says whether more
         remain. `mark_accessed=False` is a preview that leaves access counts
@@ -69,7 +71,11 @@ class ReadCalls(Connection):
         request = pb.RecallRequest(
             query=query,
             top_k=top_k,
-            filter_json=wire.filter_json(filter),
+            filter_json=(
+                wire.exact_topic_filter(filter, topic)
+                if exact_topic and topic
+                else wire.filter_json(filter)
+            ),
             query_vector=list(query_vector or ()),
             include_vectors=include_vectors,
             mode=mode,

@@ -38,10 +38,12 @@ from memvault_base.errors import InvalidArgument, MemvaultError
 from memvault_base.v1 import memory_pb2 as pb
 
 __all__ = [
+    "INHERITED_FIELDS",
     "INPUT_KEYS",
     "UPDATE_FIELDS",
     "batch_input",
     "event",
+    "exact_topic_filter",
     "facets",
     "filter_json",
     "hit",
@@ -54,6 +56,7 @@ __all__ = [
     "remember_result",
     "status",
     "strings",
+    "supersede_request",
     "turn",
     "update_request",
 ]
@@ -76,6 +79,7 @@ INPUT_KEYS = frozenset(
         "supersedes",
         "vector",
         "protected",
+        "new",
     }
 )
 # The wire names, accepted too, so a dict shaped like Memory.to_dict() fits.
@@ -122,6 +126,7 @@ def memory_input(
     supersedes: str = "",
     vector: Sequence[float] | None = None,
     protected: bool | None = None,
+    new: bool = False,
 ) -> pb.MemoryInput:
     memory = pb.MemoryInput(
         text=text,
@@ -137,6 +142,7 @@ def memory_input(
         expires_at=expires_at,
         supersedes=supersedes,
         vector=list(vector or ()),
+        never_merge=new,
     )
     if importance is not None:
         memory.importance = importance
@@ -169,6 +175,36 @@ def update_request(
     memory = memory_input(given.pop("text", ""), vector=vector, **given)
     names = [UPDATE_FIELDS[name] for name in changes if changes[name] is not None]
     return pb.UpdateRequest(id=id, memory=memory, fields=names)
+
+
+# supersede()'s keywords a new version inherits when not given -> the wire
+# name `SupersedeRequest.cleared` uses to leave it empty instead.
+INHERITED_FIELDS = {
+    "type": "type",
+    "topic": "topic_key",
+    "payload": "payload_json",
+    "entity": "entity",
+    "tags": "tags",
+    "category": "category",
+    "session": "session_id",
+    "source": "source",
+}
+
+
+def supersede_request(
+    id: str, text: str, fields: Mapping[str, Any], vector: Sequence[float] | None
+) -> pb.SupersedeRequest:
+    """`fields` maps supersede()'s keywords to values: None inherits the old
+    memory's, an empty value ("", [], {}) leaves the field empty."""
+    given = {name: value for name, value in fields.items() if value is not None}
+    cleared = [
+        INHERITED_FIELDS[name]
+        for name, value in given.items()
+        if name in INHERITED_FIELDS and not value
+    ]
+    kept = {name: value for name, value in given.items() if value or name not in INHERITED_FIELDS}
+    memory = memory_input(text, vector=vector, **kept)
+    return pb.SupersedeRequest(id=id, memory=memory, cleared=cleared)
 
 
 def turn(index: int, mapping: Mapping[str, Any]) -> pb.Turn:
@@ -249,6 +285,14 @@ def filter_json(filter: Mapping[str, Any] | str | None) -> str:
         return json.dumps(dict(filter), ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as err:
         raise InvalidArgument(f"filter is not JSON: {err}") from None
+
+
+def exact_topic_filter(filter: Mapping[str, Any] | str | None, topic: str) -> str:
+    """`filter` (JSON text) narrowed to memories of exactly `topic`, not the
+    topics below it: the filter equality {"topic_key": topic}."""
+    clause = json.dumps({"topic_key": topic}, ensure_ascii=False)
+    text = filter_json(filter)
+    return f'{{"AND": [{text}, {clause}]}}' if text.strip() else clause
 
 
 def strings(values: Sequence[str]) -> list[str]:
@@ -354,7 +398,12 @@ def facets(reply: pb.ListReply) -> list[Facet]:
 
 
 def remember_result(reply: pb.RememberReply) -> RememberResult:
-    return RememberResult(id=reply.id, txid=reply.txid, reinforced=reply.reinforced)
+    # A daemon older than `outcome` says only whether it reinforced.
+    outcome = reply.outcome or ("reinforced" if reply.reinforced else "added")
+    target = reply.target_id or (reply.id if outcome == "reinforced" else "")
+    return RememberResult(
+        id=reply.id, txid=reply.txid, outcome=outcome, target=target, reason=reply.reason
+    )
 
 
 def event(message: pb.Event) -> Event:

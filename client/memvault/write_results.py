@@ -23,18 +23,42 @@ __all__ = [
 ]
 
 
+ADDED = "added"
+REINFORCED = "reinforced"
+SUPERSEDED = "superseded"
+
+
 @dataclass(frozen=True)
 class RememberResult:
-    """What a write returns: the memory's id and the write's transaction id."""
+    """What a remember or supersede did: the memory's id, the write's
+    transaction id, and its outcome.
+
+    - "added": a memory of its own;
+    - "reinforced": the same statement as memory `target` (every fact
+      unchanged): that memory was reinforced, no copy was stored, and `id`
+      is `target`;
+    - "superseded": `target` with a changed or added fact: `id` is its new
+      version, and `target` stays in the chain (`history()`), hidden from
+      recall. `reason` says what differs ("numbers 3 -> 15").
+    """
 
     id: str
     txid: int
-    # True when the text restated an existing memory of the same type and
-    # topic: that memory was reinforced and `id` is its id, no copy was stored.
-    reinforced: bool = False
+    outcome: str = ADDED
+    target: str = ""
+    reason: str = ""
+
+    @property
+    def reinforced(self) -> bool:
+        return self.outcome == REINFORCED
+
+    @property
+    def superseded(self) -> bool:
+        return self.outcome == SUPERSEDED
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "txid": self.txid, "reinforced": self.reinforced}
+        return {"id": self.id, "txid": self.txid, "outcome": self.outcome,
+                "target": self.target, "reason": self.reason, "reinforced": self.reinforced}
 
 
 @dataclass(frozen=True)

@@ -59,8 +59,16 @@ class WriteCalls(Connection):
         supersedes: str = "",
         vector: Sequence[float] | None = None,
         protected: bool | None = None,
+        new: bool = False,
     ) -> RememberResult:
-        """Store a memory (or reinforce the one it restates); returns its id and txid.
+        """Store a memory; returns its id, the txid and what the daemon made of it.
+
+        The daemon compares the text with the memories of its type and topic
+        (docs/recall.md): the same statement again reinforces the earlier
+        memory (`result.outcome == "reinforced"`, `result.id` is its id), a
+        changed or added fact stores a new version of it
+        (`"superseded"`, `result.target` is the earlier memory), anything
+        else is `"added"`. `new=True` always adds.
 
         Empty strings and None take the daemon's defaults (type semantic,
         importance 0.5, tier long_term). `supersedes=ID` replaces that memory,
@@ -83,6 +91,7 @@ class WriteCalls(Connection):
             supersedes=supersedes,
             vector=vector,
             protected=protected,
+            new=new,
         )
         reply = self._call(self._remember, pb.RememberRequest(memory=memory))
         return wire.remember_result(reply)
@@ -178,40 +187,43 @@ class WriteCalls(Connection):
         id: str,
         text: str,
         *,
-        type: str = "",
-        topic: str = "",
+        type: str | None = None,
+        topic: str | None = None,
         payload: Mapping[str, Any] | None = None,
-        entity: str = "",
-        tags: Sequence[str] = (),
-        category: str = "",
+        entity: str | None = None,
+        tags: Sequence[str] | None = None,
+        category: str | None = None,
         importance: float | None = None,
-        session: str = "",
-        source: str = "",
+        session: str | None = None,
+        source: str | None = None,
         tier: str = "",
         expires_at: float = 0,
         vector: Sequence[float] | None = None,
+        protected: bool | None = None,
     ) -> RememberResult:
         """Store `text` as the new version of memory `id`, which recall then hides.
 
         The old memory gets `superseded_by`; `history()` of either returns
-        both. Keywords as for remember().
+        both. A keyword left at None is the old memory's (type, topic,
+        payload, entity, tags, category, importance, session, source,
+        protected); an empty value (`topic=""`, `tags=[]`, `payload={}`)
+        leaves that field empty.
         """
-        memory = wire.memory_input(
-            text,
-            type=type,
-            topic=topic,
-            payload=payload,
-            entity=entity,
-            tags=tags,
-            category=category,
-            importance=importance,
-            session=session,
-            source=source,
-            tier=tier,
-            expires_at=expires_at,
-            vector=vector,
-        )
-        reply = self._call(self._supersede, pb.SupersedeRequest(id=id, memory=memory))
+        fields: dict[str, Any] = {
+            "type": type,
+            "topic": topic,
+            "payload": payload,
+            "entity": entity,
+            "tags": tags,
+            "category": category,
+            "importance": importance,
+            "session": session,
+            "source": source,
+            "tier": tier,
+            "expires_at": expires_at,
+            "protected": protected,
+        }
+        reply = self._call(self._supersede, wire.supersede_request(id, text, fields, vector))
         return wire.remember_result(reply)
 
     def reinforce(self, id: str) -> ReinforceResult:

@@ -59,7 +59,7 @@ class MemoryRecord(_message.Message):
     def __init__(self, id: _Optional[str] = ..., text: _Optional[str] = ..., type: _Optional[str] = ..., topic_key: _Optional[str] = ..., payload_json: _Optional[str] = ..., entity: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., category: _Optional[str] = ..., importance: _Optional[float] = ..., session_id: _Optional[str] = ..., source: _Optional[str] = ..., tier: _Optional[str] = ..., created_at: _Optional[float] = ..., last_reinforced_at: _Optional[float] = ..., reinforce_count: _Optional[int] = ..., access_count: _Optional[int] = ..., expires_at: _Optional[float] = ..., superseded_by: _Optional[str] = ..., supersedes: _Optional[str] = ..., vector: _Optional[_Iterable[float]] = ..., last_accessed_at: _Optional[float] = ..., protected: _Optional[bool] = ..., consolidated_from: _Optional[_Iterable[str]] = ..., consolidated_into: _Optional[str] = ...) -> None: ...
 
 class MemoryInput(_message.Message):
-    __slots__ = ("text", "type", "topic_key", "payload_json", "entity", "tags", "category", "importance", "session_id", "source", "tier", "expires_at", "supersedes", "vector", "protected")
+    __slots__ = ("text", "type", "topic_key", "payload_json", "entity", "tags", "category", "importance", "session_id", "source", "tier", "expires_at", "supersedes", "vector", "protected", "never_merge")
     TEXT_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
     TOPIC_KEY_FIELD_NUMBER: _ClassVar[int]
@@ -75,6 +75,7 @@ class MemoryInput(_message.Message):
     SUPERSEDES_FIELD_NUMBER: _ClassVar[int]
     VECTOR_FIELD_NUMBER: _ClassVar[int]
     PROTECTED_FIELD_NUMBER: _ClassVar[int]
+    NEVER_MERGE_FIELD_NUMBER: _ClassVar[int]
     text: str
     type: str
     topic_key: str
@@ -90,7 +91,8 @@ class MemoryInput(_message.Message):
     supersedes: str
     vector: _containers.RepeatedScalarFieldContainer[float]
     protected: bool
-    def __init__(self, text: _Optional[str] = ..., type: _Optional[str] = ..., topic_key: _Optional[str] = ..., payload_json: _Optional[str] = ..., entity: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., category: _Optional[str] = ..., importance: _Optional[float] = ..., session_id: _Optional[str] = ..., source: _Optional[str] = ..., tier: _Optional[str] = ..., expires_at: _Optional[float] = ..., supersedes: _Optional[str] = ..., vector: _Optional[_Iterable[float]] = ..., protected: _Optional[bool] = ...) -> None: ...
+    never_merge: bool
+    def __init__(self, text: _Optional[str] = ..., type: _Optional[str] = ..., topic_key: _Optional[str] = ..., payload_json: _Optional[str] = ..., entity: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., category: _Optional[str] = ..., importance: _Optional[float] = ..., session_id: _Optional[str] = ..., source: _Optional[str] = ..., tier: _Optional[str] = ..., expires_at: _Optional[float] = ..., supersedes: _Optional[str] = ..., vector: _Optional[_Iterable[float]] = ..., protected: _Optional[bool] = ..., never_merge: _Optional[bool] = ...) -> None: ...
 
 class RememberRequest(_message.Message):
     __slots__ = ("memory",)
@@ -99,14 +101,20 @@ class RememberRequest(_message.Message):
     def __init__(self, memory: _Optional[_Union[MemoryInput, _Mapping]] = ...) -> None: ...
 
 class RememberReply(_message.Message):
-    __slots__ = ("id", "txid", "reinforced")
+    __slots__ = ("id", "txid", "reinforced", "outcome", "target_id", "reason")
     ID_FIELD_NUMBER: _ClassVar[int]
     TXID_FIELD_NUMBER: _ClassVar[int]
     REINFORCED_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    TARGET_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
     id: str
     txid: int
     reinforced: bool
-    def __init__(self, id: _Optional[str] = ..., txid: _Optional[int] = ..., reinforced: _Optional[bool] = ...) -> None: ...
+    outcome: str
+    target_id: str
+    reason: str
+    def __init__(self, id: _Optional[str] = ..., txid: _Optional[int] = ..., reinforced: _Optional[bool] = ..., outcome: _Optional[str] = ..., target_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class RememberBatchRequest(_message.Message):
     __slots__ = ("memories",)
@@ -355,12 +363,14 @@ class UpdateReply(_message.Message):
     def __init__(self, txid: _Optional[int] = ..., memory: _Optional[_Union[MemoryRecord, _Mapping]] = ...) -> None: ...
 
 class SupersedeRequest(_message.Message):
-    __slots__ = ("id", "memory")
+    __slots__ = ("id", "memory", "cleared")
     ID_FIELD_NUMBER: _ClassVar[int]
     MEMORY_FIELD_NUMBER: _ClassVar[int]
+    CLEARED_FIELD_NUMBER: _ClassVar[int]
     id: str
     memory: MemoryInput
-    def __init__(self, id: _Optional[str] = ..., memory: _Optional[_Union[MemoryInput, _Mapping]] = ...) -> None: ...
+    cleared: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, id: _Optional[str] = ..., memory: _Optional[_Union[MemoryInput, _Mapping]] = ..., cleared: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ReinforceRequest(_message.Message):
     __slots__ = ("id",)

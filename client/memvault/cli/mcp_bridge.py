@@ -6,10 +6,12 @@ through `memvault.Client`, on a worker thread so the MCP loop never blocks on
 the socket. Nothing is kept here: the bridge holds no memory and no key, and
 an agent that reaches it reaches only what the user's own `memvault` CLI could.
 
-Tools: `recall`, `remember`, `update_memory`, `forget` (by id, or a sweep of
-what is cold and minor; always into the trash, never purged: an agent misled
-by what it read cannot erase anything the user cannot restore),
-`consolidate`, `list_topics`. Their
+Tools: `recall`, `get` (one memory and its chain of versions), `remember`,
+`supersede`, `update_memory`, `forget` (by id, or a sweep of what is cold and
+minor; always into the trash, never purged: an agent misled by what it read
+cannot erase anything the user cannot restore), `consolidate`, `list_topics`;
+each carries MCP's annotations (`readOnlyHint` for the reads,
+`destructiveHint` for forget). Their
 descriptions say *when* to call them, because that is what an agent reads to
 decide (the habit of the popular memory servers: "use this at the start of a
 task", "call this when the user states a preference"). Results are compact
@@ -29,7 +31,7 @@ import click
 
 from memvault import __version__
 from memvault.client import Client
-from memvault.types import Hit, Memory
+from memvault.types import Hit, Memory, RememberResult
 from memvault_base.errors import MemvaultError
 
 if TYPE_CHECKING:
@@ -52,7 +54,14 @@ of every task, and whenever the user refers to earlier work, their preferences, 
 project's conventions or past decisions ("as before", "the usual way", "what did we \
 decide"), and before asking the user something they may already have told you. \
 Returns the best matches first: [{"id", "text", "score", "topic", ...}]. An empty \
-list means nothing relevant is stored: say so, never invent a memory."""
+list means nothing relevant is stored: say so, never invent a memory. `topic` keeps \
+that topic and the topics below it, as `list_topics` shows them."""
+
+GET = """\
+Read one memory by id, with its chain of versions (oldest first: what it said \
+before each correction). Use this when the user asks what a memory said before, \
+or to check a memory that `remember` reports it superseded or reinforced. \
+Returns {"memory": {...}, "chain": [{...}, ...]}."""
 
 REMEMBER = """\
 Store one durable fact, preference, decision or instruction in long-term memory. \
@@ -60,8 +69,19 @@ Call this when the user states a preference ("I prefer vitest"), corrects you, \
 makes a decision, or tells you something about themselves, their project or their \
 environment that a later session will need. Write one self-contained statement that \
 makes sense without this conversation. Never store secrets or credentials. Saying \
-again what is already stored reinforces that memory instead of adding a copy. \
-Returns {"id", "reinforced"}."""
+again what is already stored reinforces that memory instead of adding a copy; a \
+changed fact on the same subject (a new date, number, name, or a negation) becomes \
+the new version of the stored memory, the old one kept in its history. Returns \
+{"id", "outcome": "added" | "reinforced" | "superseded", "target": the memory \
+reinforced or superseded, "reason": what changed}."""
+
+SUPERSEDE = """\
+Replace a memory with a corrected version, keeping the old one in its history \
+(hidden from recall, shown by `get`). Use this when a stored fact has changed and \
+the history matters (a moved deadline, a new address); use `update_memory` to fix \
+a typo in place. Takes the id from `recall` and the full new statement; topic, \
+tags, importance and the other fields are the old memory's unless given. Returns \
+{"id": the new version's id, "outcome": "superseded", "target": the old id}."""
 
 UPDATE = """\
 Correct a memory that has become wrong or outdated. Use this when the user corrects \
@@ -99,13 +119,21 @@ _T = TypeVar("_T")
 
 
 def build_server(client: Client) -> "MCPServer":
-    """The MCP server, its six tools bound to `client`."""
+    """The MCP server, its eight tools bound to `client`."""
     # Imported here: pydantic and the MCP stack cost ~0.4 s, which no other
     # command of the CLI should pay.
     import anyio
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
+    from mcp.types import ToolAnnotations
     from pydantic import Field
+
+    reads = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
+                            open_world_hint=False)
+    # Writes that add: nothing is lost (a supersession keeps the old version).
+    adds = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
+    changes = ToolAnnotations(read_only_hint=False, destructive_hint=True,
+                              open_world_hint=False)
 
     server = MCPServer(name="memvault", version=__version__, instructions=INSTRUCTIONS,
                        log_level="WARNING")
@@ -116,23 +144,34 @@ def build_server(client: Client) -> "MCPServer":
         except MemvaultError as err:
             raise ToolError(" ".join(str(err).split())) from None
 
-    @server.tool(name="recall", description=RECALL, structured_output=False)
+    @server.tool(name="recall", description=RECALL, structured_output=False,
+                 annotations=reads)
     async def recall(
         query: Annotated[str, Field(description="What you want to know, in plain words.")],
         top_k: Annotated[int, Field(ge=1, le=50, description="How many memories at most.")] = 5,
-        topic: Annotated[str, Field(description="Only this topic key (exact), if given.")] = "",
+        topic: Annotated[str, Field(description=(
+            "Only this topic key and the topics below it (\"work\" keeps "
+            "\"work.deadlines\"), if given."))] = "",
+        exact_topic: Annotated[bool, Field(description=(
+            "With topic: only that topic, not the topics below it."))] = False,
         filter: Annotated[dict[str, Any] | None, Field(description=(
             'A filter expression, e.g. {"AND": [{"category": "development"}, '
             '{"tags": {"contains": "testing"}}]}.'))] = None,
     ) -> str:
-        expression = filter
-        if topic:
-            clause = {"topic_key": topic}
-            expression = {"AND": [clause, filter]} if filter else clause
-        hits = await call(lambda: client.recall(query, top_k=top_k, filter=expression))
+        hits = await call(lambda: client.recall(query, top_k=top_k, topic=topic,
+                                                exact_topic=exact_topic, filter=filter))
         return _json([_hit(h) for h in hits])
 
-    @server.tool(name="remember", description=REMEMBER, structured_output=False)
+    @server.tool(name="get", description=GET, structured_output=False, annotations=reads)
+    async def get(
+        id: Annotated[str, Field(min_length=1, description="The memory's id, from recall.")],
+    ) -> str:
+        chain = await call(lambda: client.history(id))  # oldest first, itself included
+        memory = next(link for link in chain if link.id == id)
+        return _json({"memory": _memory(memory), "chain": [_memory(m) for m in chain]})
+
+    @server.tool(name="remember", description=REMEMBER, structured_output=False,
+                 annotations=adds)
     async def remember(
         text: Annotated[str, Field(min_length=1, description="The statement to remember.")],
         topic: Annotated[str, Field(description=(
@@ -145,13 +184,35 @@ def build_server(client: Client) -> "MCPServer":
             "0..1, default 0.5; 0.9 or more pins it so it never fades."))] = None,
         entity: Annotated[str, Field(description="Who or what it is about, if one thing.")] = "",
         category: Annotated[str, Field(description="A broad area, e.g. development.")] = "",
+        new: Annotated[bool, Field(description=(
+            "Store it as a memory of its own, never merged with a stored one."))] = False,
     ) -> str:
         result = await call(lambda: client.remember(
             text, topic=topic, type=type, tags=tags or (), importance=importance,
-            entity=entity, category=category, source=SOURCE))
-        return _json({"id": result.id, "reinforced": result.reinforced})
+            entity=entity, category=category, source=SOURCE, new=new))
+        return _json(_outcome(result))
 
-    @server.tool(name="update_memory", description=UPDATE, structured_output=False)
+    @server.tool(name="supersede", description=SUPERSEDE, structured_output=False,
+                 annotations=adds)
+    async def supersede(
+        id: Annotated[str, Field(min_length=1, description="The memory's id, from recall.")],
+        text: Annotated[str, Field(min_length=1, description="The full new statement.")],
+        topic: Annotated[str | None, Field(description="A new topic key, if it moves.")] = None,
+        tags: Annotated[list[str] | None, Field(description="New tags, replacing the old.")]
+        = None,
+        importance: Annotated[float | None, Field(ge=0, le=1, description=(
+            "A new importance 0..1, if it changes."))] = None,
+        entity: Annotated[str | None, Field(description="A new entity, if it changes.")] = None,
+        category: Annotated[str | None, Field(description="A new category, if it changes.")]
+        = None,
+    ) -> str:
+        result = await call(lambda: client.supersede(
+            id, text, topic=topic, tags=tags, importance=importance, entity=entity,
+            category=category))
+        return _json(_outcome(result))
+
+    @server.tool(name="update_memory", description=UPDATE, structured_output=False,
+                 annotations=changes)
     async def update_memory(
         id: Annotated[str, Field(min_length=1, description="The memory's id, from recall.")],
         text: Annotated[str, Field(min_length=1, description="The full corrected statement.")],
@@ -166,7 +227,8 @@ def build_server(client: Client) -> "MCPServer":
                                          importance=importance))
         return _json({"id": id, "updated": True})
 
-    @server.tool(name="forget", description=FORGET, structured_output=False)
+    @server.tool(name="forget", description=FORGET, structured_output=False,
+                 annotations=changes)
     async def forget(
         id: Annotated[str, Field(description="The memory's id, from recall.")] = "",
         sweep: Annotated[bool, Field(description=(
@@ -190,7 +252,8 @@ def build_server(client: Client) -> "MCPServer":
         return _json({"dry_run": False, "forgotten": swept, "in_trash": True,
                       "restore": "memvault trash restore ID (or --all)"})
 
-    @server.tool(name="consolidate", description=CONSOLIDATE, structured_output=False)
+    @server.tool(name="consolidate", description=CONSOLIDATE, structured_output=False,
+                 annotations=adds)
     async def consolidate(
         dry_run: Annotated[bool, Field(description="Only show the clusters.")] = False,
         scope: Annotated[str, Field(pattern="^(all|session)$", description=(
@@ -204,7 +267,8 @@ def build_server(client: Client) -> "MCPServer":
             {"id": c.id, "text": c.text, "sources": list(c.sources)}
             for c in result.consolidations]})
 
-    @server.tool(name="list_topics", description=LIST_TOPICS, structured_output=False)
+    @server.tool(name="list_topics", description=LIST_TOPICS, structured_output=False,
+                 annotations=reads)
     async def list_topics() -> str:
         topics = await call(client.list_topics)
         return _json([{"topic": t.name, "count": t.count,
@@ -229,6 +293,20 @@ def mcp() -> None:
     with Client(params.get("socket"), home=params.get("home"),
                 timeout=params.get("timeout") or 30.0) as client:
         run(client)
+
+
+def _outcome(result: RememberResult) -> dict[str, Any]:
+    out = {"id": result.id, "outcome": result.outcome, "target": result.target,
+           "reason": result.reason, "reinforced": result.reinforced}
+    return {key: value for key, value in out.items() if value or key == "reinforced"}
+
+
+def _memory(memory: Memory) -> dict[str, Any]:
+    out: dict[str, Any] = {"id": memory.id, "text": memory.text}
+    out.update(_fields(memory))
+    links = {"supersedes": memory.supersedes, "superseded_by": memory.superseded_by}
+    out.update({key: value for key, value in links.items() if value})
+    return out
 
 
 def _hit(hit: Hit) -> dict[str, Any]:

@@ -34,6 +34,7 @@ __all__ = [
     "facets_table",
     "hits_table",
     "memory_table",
+    "outcome_line",
     "plural",
     "progress",
     "show",
@@ -283,6 +284,21 @@ def _fields_table() -> Table:
     table.add_column(style="bold")
     table.add_column(overflow="fold")
     return table
+
+
+# The earlier memory a remember reinforced or superseded, on one line:
+# "superseded 6001b6ef… (The Q3 deadline for the … is March 3)".
+_OUTCOME_TEXT_CHARS = 60
+
+
+def outcome_line(outcome: str, target: str, text: str) -> str:
+    """What a remember did to an earlier memory, for people."""
+    flat = " ".join(text.split())
+    if len(flat) > _OUTCOME_TEXT_CHARS:
+        half = _OUTCOME_TEXT_CHARS // 2 - 1
+        flat = f"{flat[:half].rstrip()} … {flat[-half:].lstrip()}"
+    short = target[:8] + "…" if len(target) > 8 else target
+    return f"{outcome} {short}" + (f" ({flat})" if flat else "")
 
 
 def _preview(text: str) -> str:

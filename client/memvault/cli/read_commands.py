@@ -25,6 +25,8 @@ _client = current_client
 @click.option("--mode", type=click.Choice(["hybrid", "vector", "keyword"]), help="Default: hybrid.")
 @click.option("--type", "types", multiple=True, help="Only this type; repeatable.")
 @click.option("--topic", default="", help="Only this topic and the topics below it.")
+@click.option("--exact-topic", is_flag=True,
+              help="With --topic: only that topic, not the topics below it.")
 @click.option("--session", default="", help="Only this session.")
 @click.option("--source", default="", help="Only memories this agent or file wrote.")
 @click.option("--tier", "tiers", multiple=True, help="Only this tier; repeatable.")

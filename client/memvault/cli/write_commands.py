@@ -13,6 +13,8 @@ from memvault.cli import output
 from memvault.cli.context import current_client
 from memvault.cli.options import json_option, memory_keywords, memory_options
 from memvault.cli.upkeep_commands import sweep as sweep_command
+from memvault.types import RememberResult
+from memvault_base.errors import MemvaultError
 
 # What the trash shows as having forgotten a memory through this command.
 BY_CLI = "cli"
@@ -26,35 +28,63 @@ _client = current_client
 @click.argument("text")
 @memory_options
 @click.option("--supersedes", default="", metavar="ID", help="The id of a memory this replaces.")
+@click.option("--new", "new", is_flag=True,
+              help="Store it as a memory of its own: never a reinforcement nor a new version.")
 @json_option
-def remember(text: str, supersedes: str, as_json: bool, **fields: Any) -> None:
-    """Store TEXT as a memory ("-" reads it from stdin); prints its id."""
+def remember(text: str, supersedes: str, new: bool, as_json: bool, **fields: Any) -> None:
+    """Store TEXT as a memory ("-" reads it from stdin); prints its id.
+
+    The same statement as a memory of its type and topic reinforces that
+    memory; a changed fact (a number, a date, a name, a negation...) becomes
+    its new version, the earlier one kept in the chain. Either is said on
+    stderr: "superseded 6001b6ef… (The Q3 deadline … is March 3)".
+    """
     if text == "-":
         text = sys.stdin.read().strip()
-    result = _client().remember(text, supersedes=supersedes, **memory_keywords(fields))
+    result = _client().remember(text, supersedes=supersedes, new=new,
+                                **memory_keywords(fields))
+    _said(result, as_json)
+
+
+def _said(result: RememberResult, as_json: bool) -> None:
     if as_json:
         output.echo_json(result.to_dict())
         return
     click.echo(result.id)
-    if result.reinforced:
+    if result.target:
         # On stderr, so that `id=$(memvault remember ...)` captures only the id.
-        click.echo("reinforced existing memory", err=True)
+        click.echo(output.outcome_line(result.outcome, result.target, _text_of(result.target)),
+                   err=True)
+
+
+def _text_of(memory_id: str) -> str:
+    try:
+        return _client().get(memory_id).text
+    except MemvaultError:  # forgotten meanwhile: the id alone says enough
+        return ""
 
 
 @click.command()
 @click.argument("id")
 @click.argument("text")
 @memory_options
+@click.option("--clear-tags", is_flag=True, help="Leave the new version without tags.")
 @json_option
-def supersede(id: str, text: str, as_json: bool, **fields: Any) -> None:
-    """Store TEXT ("-" reads stdin) as the new version of memory ID; prints the new id."""
+def supersede(id: str, text: str, clear_tags: bool, as_json: bool, **fields: Any) -> None:
+    """Store TEXT ("-" reads stdin) as the new version of memory ID; prints the new id.
+
+    Every option not given is the old memory's (topic, tags, category,
+    entity, payload, importance, type, session, source, protection); an
+    empty value (--topic "") leaves that field empty.
+    """
     if text == "-":
         text = sys.stdin.read().strip()
-    result = _client().supersede(id, text, **memory_keywords(fields))
-    if as_json:
-        output.echo_json(result.to_dict())
-    else:
-        click.echo(result.id)
+    changes = memory_keywords(fields)
+    if clear_tags:
+        if "tags" in changes:
+            raise click.UsageError("--clear-tags and --tag do not go together")
+        changes["tags"] = []
+    _said(_client().supersede(id, text, **changes), as_json)
 
 
 @click.command()

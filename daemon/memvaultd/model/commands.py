@@ -28,6 +28,8 @@ class MemoryDraft:
     supersedes: str = ""
     vector: Sequence[float] = ()
     protected: bool | None = None
+    # Store it as a memory of its own: never a reinforcement nor a supersession.
+    new: bool = False
 
 
 @dataclass(frozen=True)
@@ -61,8 +63,23 @@ class TurnDraft:
     payload_json: str = ""
 
 
+ADDED = "added"
+REINFORCED = "reinforced"
+SUPERSEDED = "superseded"
+
+
 @dataclass(frozen=True)
 class RememberOutcome:
+    """What a remember did. `id` is the stored memory's id, or the reinforced
+    one's; `target` the memory it reinforced or superseded ("" when added)."""
+
     id: str
     txid: int
-    reinforced: bool
+    outcome: str = ADDED  # ADDED | REINFORCED | SUPERSEDED
+    target: str = ""
+    # For people: what differs from `target` ("numbers 3 -> 15").
+    reason: str = ""
+
+    @property
+    def reinforced(self) -> bool:
+        return self.outcome == REINFORCED

@@ -33,6 +33,9 @@ MAX_TEXT_BYTES = 32 * 1024
 MAX_PAYLOAD_BYTES = 64 * 1024
 MAX_TAGS = 64
 MAX_SHORT_FIELD = 512  # topic_key, category, entity, session_id, source, a tag
+# The source of a watched file's chunks ("file:notes/a.md#Heading"): the file
+# is their truth, so upkeep never merges them (notes/note_folder.py).
+WATCHED_FILE_SOURCE = "file:"
 
 
 @dataclass(slots=True)

@@ -31,12 +31,12 @@ from typing import Any
 
 from memvaultd.config.settings import WatchFolder
 from memvaultd.model.commands import MemoryDraft
-from memvaultd.model.memory import MAX_SHORT_FIELD, SEMANTIC, Memory
+from memvaultd.model.memory import MAX_SHORT_FIELD, SEMANTIC, WATCHED_FILE_SOURCE, Memory
 from memvaultd.notes import chunking
 
 log = logging.getLogger("memvaultd.watch")
 
-SOURCE_PREFIX = "file:"
+SOURCE_PREFIX = WATCHED_FILE_SOURCE
 # Larger files are logged and skipped: a 2 MiB note is ~1,400 chunks, more
 # likely an export or a log than something a person keeps as notes.
 MAX_FILE_BYTES = 2 * 1024 * 1024

@@ -22,7 +22,7 @@ from memvault_base.v1 import memory_pb2_grpc as pb_grpc
 from memvaultd import __version__
 from memvaultd.model import drafts
 from memvaultd.model import memory as m
-from memvaultd.model.commands import MemoryDraft, RecallQuery, TurnDraft
+from memvaultd.model.commands import MemoryDraft, RecallQuery, RememberOutcome, TurnDraft
 from memvaultd.model.heat import band
 from memvaultd.model.memory import Memory
 from memvaultd.model.operations import memory_from_dict
@@ -63,7 +63,13 @@ def draft_from(msg: pb.MemoryInput) -> MemoryDraft:
         importance=msg.importance if msg.HasField("importance") else None,
         session_id=msg.session_id, source=msg.source, tier=msg.tier,
         expires_at=msg.expires_at, supersedes=msg.supersedes, vector=list(msg.vector),
-        protected=msg.protected if msg.HasField("protected") else None)
+        protected=msg.protected if msg.HasField("protected") else None, new=msg.never_merge)
+
+
+def remember_reply(outcome: RememberOutcome) -> pb.RememberReply:
+    return pb.RememberReply(id=outcome.id, txid=outcome.txid, reinforced=outcome.reinforced,
+                            outcome=outcome.outcome, target_id=outcome.target,
+                            reason=outcome.reason)
 
 
 def query_from(msg: pb.RecallRequest) -> RecallQuery:
@@ -183,15 +189,14 @@ class MemoryServicer(pb_grpc.MemoryServicer):
     def Remember(self, request: pb.RememberRequest, context: grpc.ServicerContext
                  ) -> pb.RememberReply:
         (outcome,) = self.vault.remember([draft_from(request.memory)])
-        return pb.RememberReply(id=outcome.id, txid=outcome.txid, reinforced=outcome.reinforced)
+        return remember_reply(outcome)
 
     @_translate_errors
     def RememberBatch(self, request: pb.RememberBatchRequest, context: grpc.ServicerContext
                       ) -> pb.RememberBatchReply:
         outcomes = self.vault.remember([draft_from(msg) for msg in request.memories])
         return pb.RememberBatchReply(
-            results=[pb.RememberReply(id=o.id, txid=o.txid, reinforced=o.reinforced)
-                     for o in outcomes],
+            results=[remember_reply(o) for o in outcomes],
             txid=outcomes[-1].txid)
 
     @_translate_errors
@@ -282,8 +287,9 @@ class MemoryServicer(pb_grpc.MemoryServicer):
     @_translate_errors
     def Supersede(self, request: pb.SupersedeRequest, context: grpc.ServicerContext
                   ) -> pb.RememberReply:
-        outcome = self.vault.supersede(request.id, draft_from(request.memory))
-        return pb.RememberReply(id=outcome.id, txid=outcome.txid, reinforced=outcome.reinforced)
+        outcome = self.vault.supersede(request.id, draft_from(request.memory),
+                                       list(request.cleared))
+        return remember_reply(outcome)
 
     @_translate_errors
     def Reinforce(self, request: pb.ReinforceRequest, context: grpc.ServicerContext

@@ -10,7 +10,13 @@ marked as mattering:
 - importance <= `consolidation.max_importance` (default 0.5, the unrated
   default), so never pinned; not `protected`, not procedural,
 - older than `min_age_days` (default 7; 0 consolidates a bulk import at once),
-- not a consolidated memory itself (a summary is not summarised again).
+- not a consolidated memory itself (a summary is not summarised again),
+- not a chunk of a watched file (source `file:...`): the file is its truth,
+  and a summary would outlive the next edit of it.
+
+A consolidated memory whose source changes afterwards (edited, superseded,
+forgotten, or its file changed) is retired: archived, and its other sources
+back in the long-term tier (`stale` finds them; vault/upkeep.py writes it).
 
 They are grouped by type and by topic_key (or, without one, entity), and
 with `scope = session` by session too; inside a group, oldest first, each
@@ -106,12 +112,26 @@ def is_candidate(memory: Memory, now: float, request: Request,
     return (not memory.superseded_by and not memory.is_expired(now)
             and memory.tier != m.ARCHIVED and not memory.consolidated_from
             and not memory.protected and memory.type != m.PROCEDURAL
+            and not memory.source.startswith(m.WATCHED_FILE_SOURCE)
             and memory.importance <= settings.max_importance
             and now - memory.created_at >= min_age * SECONDS_PER_DAY
             and (request.scope != SESSION or (bool(memory.session_id) and (
                 not request.session_id or memory.session_id == request.session_id)))
             and band(heat(memory, now, heat_settings.half_life_days, creation=False))
             in (COLD, FROZEN))
+
+
+def stale(consolidated: Memory, lookup: Callable[[str], Memory | None]) -> bool:
+    """Whether a consolidated memory no longer says what its sources say: one
+    of them is gone, superseded, or no longer archived into it."""
+    if not consolidated.consolidated_from or consolidated.tier == m.ARCHIVED:
+        return False
+    for source_id in consolidated.consolidated_from:
+        source = lookup(source_id)
+        if (source is None or source.superseded_by or source.tier != m.ARCHIVED
+                or source.consolidated_into != consolidated.id):
+            return True
+    return False
 
 
 def clusters(candidates: Iterable[tuple[Memory, Vector]], request: Request,

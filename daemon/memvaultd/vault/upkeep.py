@@ -4,6 +4,7 @@ retention decide (`upkeep/`), the vault logs what they decided."""
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 
 from memvault_base.errors import InvalidArgument
 from memvaultd.crypto.entropy import new_id
@@ -74,7 +75,10 @@ class Upkeep:
                 lambda found: summariser.checked(found, settings.summariser or "extractive"))
             if dry_run:
                 return 0, planned, len(candidates)
-            ops = []
+            lookup = self.core.memories.get
+            ops = retirements(self.core, (), now, [
+                mem for mem in self.core.memories.memories()
+                if consolidation.stale(mem, lookup)])
             for done in planned:
                 # The put first: a crash between leaves sources unarchived
                 # (still found), never archived sources with no summary.
@@ -94,3 +98,34 @@ class Upkeep:
 
     def last_upkeep(self, what: str) -> float:
         return self.core.state.upkeep.get(what, 0.0)
+
+
+def retirements(core: VaultCore, changed: Iterable[str], now: float,
+                consolidated: Iterable[m.Memory] = ()) -> list[Operation]:
+    """The operations that retire the consolidated memories whose sources
+    `changed` names (about to be edited, superseded or forgotten), and those
+    in `consolidated`: each is archived (a summary of what its sources no
+    longer say must not be recalled), and its sources go back to the
+    long-term tier, where recall finds them as they now are. A later
+    consolidation of the same sources writes the same id again, and the put
+    brings it back. Called under the write lock."""
+    retired = {mem.id: mem for mem in consolidated}
+    for memory_id in changed:
+        source = core.memories.get(memory_id)
+        into = core.memories.get(source.consolidated_into) if source is not None \
+            and source.consolidated_into else None
+        if into is not None:
+            retired[into.id] = into
+    ops = []
+    for summary in retired.values():
+        if summary.tier == m.ARCHIVED:
+            continue
+        ops.append(Operation(new_id(), UPDATE, core.clock.now(), target=summary.id, at=now,
+                             fields={"tier": m.ARCHIVED}))
+        for source_id in summary.consolidated_from:
+            source = core.memories.get(source_id)
+            if source is not None and source.consolidated_into == summary.id:
+                ops.append(Operation(new_id(), UPDATE, core.clock.now(), target=source_id,
+                                     at=now, fields={"tier": m.LONG_TERM,
+                                                     "consolidated_into": ""}))
+    return ops

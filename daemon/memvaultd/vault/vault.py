@@ -241,8 +241,9 @@ class Vault:
     def remember(self, items: Sequence[MemoryDraft]) -> list[RememberOutcome]:
         return self.writes.remember(items)
 
-    def supersede(self, memory_id: str, draft: MemoryDraft) -> RememberOutcome:
-        return self.writes.supersede(memory_id, draft)
+    def supersede(self, memory_id: str, draft: MemoryDraft, cleared: Sequence[str] = ()
+                  ) -> RememberOutcome:
+        return self.writes.supersede(memory_id, draft, cleared)
 
     def update(self, memory_id: str, draft: MemoryDraft, names: Sequence[str]
                ) -> tuple[int, Memory]:

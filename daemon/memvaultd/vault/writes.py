@@ -1,19 +1,30 @@
 """Writes: remember, supersede, update, reinforce, forget (into the trash, or
 purged), the trash's restore and empty, turns, import and a watched file's
-chunks; each validated and embedded first, and a restated memory turned into
-a reinforcement."""
+chunks; each validated and embedded first. A remember is judged against the
+memories of its type and topic (`restatement.py`): the same statement again
+reinforces the earlier memory, a changed one supersedes it, anything else is
+added."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from memvault_base.errors import InvalidArgument, NotFound
 from memvaultd.crypto.entropy import new_id
 from memvaultd.model import drafts
 from memvaultd.model import memory as m
-from memvaultd.model.commands import MemoryDraft, RememberOutcome, TurnDraft
+from memvaultd.model.commands import (
+    ADDED,
+    REINFORCED,
+    SUPERSEDED,
+    MemoryDraft,
+    RememberOutcome,
+    TurnDraft,
+)
 from memvaultd.model.memory import Memory
 from memvaultd.model.operations import (
     BY_CLIENT,
@@ -29,17 +40,37 @@ from memvaultd.model.operations import (
 )
 from memvaultd.model.vector import Vector
 from memvaultd.recall.filter.parse import parse_filter
+from memvaultd.vault import restatement
 from memvaultd.vault.core import MAX_BATCH, VaultCore, visible
+from memvaultd.vault.upkeep import retirements
 
 # Up to this many memories of one topic are compared one by one (~2 µs
 # each); beyond it, the index's scan is cheaper.
 _SMALL_TOPIC = 2000
+# Earlier memories a new one is judged against: its nearest few by cosine.
+_CANDIDATES = 3
+# The fields `supersede` takes from the memory it replaces unless the caller
+# gives them or names them in `cleared` (MemoryInput's names).
+INHERITED = ("type", "topic_key", "payload_json", "entity", "tags", "category",
+             "importance", "session_id", "source", "protected")
+# What a supersession found by remember takes from the memory it replaces
+# when the new one leaves it empty (Memory's names): its type and topic are
+# the same by construction, its importance the caller's or the default.
+_TAKEN = ("entity", "tags", "category", "payload", "session_id", "source")
 
 
 @dataclass(frozen=True)
 class _Prepared:
     memory: Memory
     vector: Vector
+    new: bool = False  # never merged
+
+
+@dataclass(frozen=True)
+class _Judged:
+    outcome: str
+    target: str = ""
+    reason: str = ""
 
 
 # The memories planned so far in one batch, by (type, topic).
@@ -62,14 +93,27 @@ class Writes:
                 older = item.memory.supersedes
                 if older and self.core.memories.get(older) is None:
                     raise InvalidArgument(f"supersedes: no memory {item.memory.supersedes!r}")
-            ops, restated = self._plan(prepared)
-            first = self.core.commit(ops)
-        return [RememberOutcome(op.memory_id, first + i, was)
-                for i, (op, was) in enumerate(zip(ops, restated, strict=True))]
+            ops, judged = self._plan(prepared)
+            replaced = [j.target for j in judged if j.outcome == SUPERSEDED]
+            # After the puts, in the same append: a consolidated memory that
+            # summarised a replaced memory is retired (vault/upkeep.py).
+            retiring = retirements(self.core, replaced, time.time())
+            first = self.core.commit(ops + retiring)
+        return [RememberOutcome(op.memory_id, first + i, j.outcome, j.target, j.reason)
+                for i, (op, j) in enumerate(zip(ops, judged, strict=True))]
 
-    def supersede(self, memory_id: str, draft: MemoryDraft) -> RememberOutcome:
-        self.core.get(memory_id)
-        (outcome,) = self.remember([replace(draft, supersedes=memory_id)])
+    def supersede(self, memory_id: str, draft: MemoryDraft, cleared: Sequence[str] = ()
+                  ) -> RememberOutcome:
+        """`draft` as the new version of `memory_id`, taking from it every
+        field of `INHERITED` that `draft` leaves unset and `cleared` does not
+        name."""
+        unknown = sorted(set(cleared) - set(INHERITED))
+        if unknown:
+            raise InvalidArgument(f"cleared: {', '.join(unknown)} cannot be cleared; these "
+                                  f"can: {', '.join(INHERITED)}")
+        old = self.core.get(memory_id)
+        (outcome,) = self.remember([replace(inherited(draft, old, cleared),
+                                            supersedes=memory_id)])
         return outcome
 
     def update(self, memory_id: str, draft: MemoryDraft, names: Sequence[str]
@@ -86,9 +130,12 @@ class Writes:
         self.core.await_loaded()
         with self.core.write_lock:
             self.core.get(memory_id)
-            txid = self.core.commit([Operation(new_id(), UPDATE, self.core.clock.now(),
-                                           target=memory_id, at=time.time(), fields=changes,
-                                           vector=vector)])
+            now = time.time()
+            ops = [Operation(new_id(), UPDATE, self.core.clock.now(), target=memory_id, at=now,
+                             fields=changes, vector=vector)]
+            if "text" in changes:  # a summary of its old text would be stale
+                ops += retirements(self.core, [memory_id], now)
+            txid = self.core.commit(ops)
             return txid, self.core.get(memory_id)
 
     def reinforce(self, memory_id: str) -> tuple[int, Memory]:
@@ -196,7 +243,10 @@ class Writes:
 
     def import_memories(self, records: Sequence[tuple[Memory, Vector | None]]
                         ) -> tuple[int, int, int]:
-        """Whole records, ids and times kept. Returns (added, reinforced, txid)."""
+        """Whole records, ids, times and chains kept. A record carries its own
+        id, so it is never merged into another memory: an export imported
+        into an empty vault gives back every memory. Returns (added, 0, txid);
+        the 0 fills the reinforcement count old clients read."""
         if len(records) > MAX_BATCH:
             raise InvalidArgument(f"memories: over the batch limit of {MAX_BATCH}")
         missing = [i for i, (_, v) in enumerate(records) if v is None]
@@ -207,24 +257,15 @@ class Writes:
         self.core.await_loaded()
         with self.core.write_lock:
             ops: list[Operation] = []
-            batch: _Batch = {}
-            added = 0
             for (memory, _), vector in zip(records, vectors, strict=True):
                 assert vector is not None
                 if (self.core.state.find(memory.id) is not None
                         or memory.id in self.core.state.tombstones):
                     continue  # already here (or forgotten, in the trash or purged)
-                item = _Prepared(memory, vector)
-                target = self._restated(item, batch, time.time())
-                if target is None:
-                    ops.append(Operation(new_id(), PUT, self.core.clock.now(),
-                                         memory=memory, vector=vector))
-                    batch.setdefault((item.memory.type, item.memory.topic_key), []).append(item)
-                    added += 1
-                else:
-                    ops.append(self._reinforce_op(target, memory.last_reinforced_at))
+                ops.append(Operation(new_id(), PUT, self.core.clock.now(),
+                                     memory=memory, vector=vector))
             first = self.core.commit(ops) if ops else self.core.applied_txid + 1
-            return added, len(ops) - added, first + len(ops) - 1
+            return len(ops), 0, first + len(ops) - 1
 
     def _prepare(self, items: Sequence[MemoryDraft]) -> list[_Prepared]:
         """Validate every draft and embed those without a vector. Raises
@@ -242,62 +283,94 @@ class Writes:
             embedded = self.core.embedder.embed_documents([memories[i].text for i in to_embed])
             for i, vector in zip(to_embed, embedded, strict=True):
                 vectors[i] = vector
-        return [_Prepared(mem, vec) for mem, vec in zip(memories, vectors, strict=True)
-                if vec is not None]
+        return [_Prepared(mem, vec, d.new)
+                for mem, vec, d in zip(memories, vectors, items, strict=True) if vec is not None]
 
-    def _plan(self, prepared: list[_Prepared]) -> tuple[list[Operation], list[bool]]:
-        """One operation per input: a put, or a reinforce of the memory it
+    def _plan(self, prepared: list[_Prepared]) -> tuple[list[Operation], list[_Judged]]:
+        """One operation per input: a put (of a new memory, or of a new
+        version of the memory it changes), or a reinforce of the memory it
         restates — an existing one, or one earlier in the same batch."""
         ops: list[Operation] = []
-        restated: list[bool] = []
+        judged: list[_Judged] = []
         batch: _Batch = {}
+        retired: set[str] = set()  # superseded earlier in this batch
         now = time.time()
         for item in prepared:
-            target = None if item.memory.supersedes else self._restated(item, batch, now)
-            if target is None:
-                ops.append(Operation(new_id(), PUT, self.core.clock.now(),
-                                     memory=item.memory, vector=item.vector))
-                batch.setdefault((item.memory.type, item.memory.topic_key), []).append(item)
+            if item.memory.supersedes:
+                verdict = _Judged(SUPERSEDED, item.memory.supersedes)
+            elif item.new:
+                verdict = _Judged(ADDED)
             else:
-                ops.append(self._reinforce_op(target, now))
-            restated.append(target is not None)
-        return ops, restated
+                verdict = self._judge(item, batch, retired, now)
+            if verdict.outcome == REINFORCED:
+                ops.append(self._reinforce_op(verdict.target, now))
+            else:
+                if verdict.outcome == SUPERSEDED and not item.memory.supersedes:
+                    item = replace(item, memory=self._new_version(item.memory, verdict.target,
+                                                                  batch))
+                memory = item.memory
+                ops.append(Operation(new_id(), PUT, self.core.clock.now(),
+                                     memory=memory, vector=item.vector))
+                batch.setdefault((memory.type, memory.topic_key), []).append(item)
+                if memory.supersedes:
+                    retired.add(memory.supersedes)
+            judged.append(verdict)
+        return ops, judged
+
+    def _new_version(self, memory: Memory, target: str, batch: _Batch) -> Memory:
+        """`memory` as the new version of `target`, with the fields of
+        `_TAKEN` it leaves empty taken from it."""
+        old = self.core.memories.get(target) or next(
+            e.memory for group in batch.values() for e in group if e.memory.id == target)
+        taken = {name: getattr(old, name) for name in _TAKEN if not getattr(memory, name)}
+        return memory.copy(supersedes=target, **taken)
 
     def _reinforce_op(self, memory_id: str, at: float) -> Operation:
         return Operation(new_id(), REINFORCE, self.core.clock.now(), target=memory_id, at=at)
 
-    def _restated(self, item: _Prepared, batch: _Batch, now: float) -> str | None:
-        """The id of a visible memory of the same type and topic that `item`
-        restates (cosine >= the threshold), from the vault or the batch.
+    def _judge(self, item: _Prepared, batch: _Batch, retired: set[str], now: float
+               ) -> _Judged:
+        """What `item` is to the visible memories of its type and topic (and
+        entity, when both name one), in the vault or earlier in the batch:
+        its nearest few by cosine are judged by `restatement.judge`; a
+        reinforcement of any of them wins, then a supersession of the
+        nearest that is one. An episodic memory is an event: another event
+        with other values is another event, never a new version of it, so
+        it is reinforced or added, never superseded.
 
         A small topic group (from the topic map) is compared directly; a big
         one (typically the memories without a topic) is searched through the
-        index, whose first window then holds a match. Either way the cost does
-        not grow with the vault: scanning it with a filter that matches
+        index, whose first window then holds the nearest. Either way the cost
+        does not grow with the vault: scanning it with a filter that matches
         nothing made 100k memories take ~45 minutes to load.
         """
-        threshold = self.core.config.restatement_threshold
         new = item.memory
 
         def same_kind(old: Memory) -> bool:
             return (old.type == new.type and old.topic_key == new.topic_key
-                    and visible(old, now))
+                    and not (old.entity and new.entity and old.entity != new.entity)
+                    and visible(old, now) and old.id not in retired)
 
         if self.core.memories.topic_size(new.topic_key) <= _SMALL_TOPIC:
             group = [old for i in self.core.memories.with_topic(new.topic_key)
                      if (old := self.core.memories.get(i)) is not None and same_kind(old)]
-            olds = [(old.id, self.core.memories.index.vector(old.id)) for old in group]
-        else:  # a big group (memories without a topic): its nearest is found fast
-            olds = [(old.id, self.core.memories.index.vector(old.id))
-                    for old, _ in self.core.memories.index.search(item.vector, 1, same_kind)]
-        olds += [(e.memory.id, e.vector) for e in batch.get((new.type, new.topic_key), ())
+        else:  # a big group (memories without a topic): its nearest are found fast
+            group = [old for old, _ in
+                     self.core.memories.index.search(item.vector, _CANDIDATES, same_kind)]
+        olds = [(old, self.core.memories.index.vector(old.id)) for old in group]
+        olds += [(e.memory, e.vector) for e in batch.get((new.type, new.topic_key), ())
                  if same_kind(e.memory)]
-        best_id, best_cos = None, threshold
-        for old_id, vector in olds:
-            cos = -1.0 if vector is None else float(vector @ item.vector)
-            if cos >= best_cos:
-                best_id, best_cos = old_id, cos
-        return best_id
+        nearest = sorted(((float(vector @ item.vector), old) for old, vector in olds
+                          if vector is not None), key=lambda pair: -pair[0])[:_CANDIDATES]
+        threshold = self.core.config.restatement_threshold
+        verdicts = [(old, restatement.judge(old.text, new.text, cos, threshold))
+                    for cos, old in nearest if cos >= restatement.SUPERSEDE_COSINE]
+        wanted_outcomes = (REINFORCED,) if new.type == m.EPISODIC else (REINFORCED, SUPERSEDED)
+        for wanted in wanted_outcomes:
+            for old, verdict in verdicts:
+                if verdict.outcome == wanted:
+                    return _Judged(wanted, old.id, verdict.reason)
+        return _Judged(ADDED)
 
     # -- watched note files (note_folder.py) ------------------------------
 
@@ -313,6 +386,10 @@ class Writes:
         with self.core.write_lock:
             ops = [Operation(new_id(), PUT, self.core.clock.now(), memory=p.memory,
                              vector=p.vector) for p in prepared]
+            now = time.time()
+            # A chunk consolidated before its file changed: the summary goes.
+            ops += retirements(self.core, [p.memory.supersedes for p in prepared
+                                           if p.memory.supersedes] + list(forget_ids), now)
             ops += self._forget_ops([i for i in dict.fromkeys(forget_ids)
                                      if self.core.memories.get(i) is not None], False, BY_WATCH)
             if ops:
@@ -322,3 +399,16 @@ class Writes:
 
 def _forgotten_order(memory: Memory) -> tuple[float, str]:
     return memory.trashed_at, memory.id
+
+
+def inherited(draft: MemoryDraft, old: Memory, cleared: Sequence[str] = ()) -> MemoryDraft:
+    """`draft` with every field of `INHERITED` it leaves unset ("", no tags,
+    None) taken from `old`, except those `cleared` names (which stay empty)."""
+    values: dict[str, Any] = {"type": old.type, "topic_key": old.topic_key,
+              "payload_json": json.dumps(old.payload, ensure_ascii=False) if old.payload else "",
+              "entity": old.entity, "tags": tuple(old.tags), "category": old.category,
+              "importance": old.importance, "session_id": old.session_id,
+              "source": old.source, "protected": old.protected}
+    unset = [name for name in INHERITED
+             if name not in cleared and getattr(draft, name) in ("", (), [], None)]
+    return replace(draft, **{name: values[name] for name in unset})
