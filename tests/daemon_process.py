@@ -45,11 +45,15 @@ class DaemonProcess:
         self.env = daemon_env(home, **env)
         self.proc: subprocess.Popen[bytes] | None = None
 
-    def start(self, wait: bool = True, timeout: float = 90.0) -> DaemonProcess:
+    def start(self, wait: bool = True, timeout: float = 90.0,
+              cwd: Path | None = None) -> DaemonProcess:
         log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child
+        # -P: as the `memvaultd` script runs, with no working directory on
+        # sys.path (tests/test_working_directory.py).
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "memvaultd.app.main"],
+            [sys.executable, "-P", "-m", "memvaultd.app.main"],
             env=self.env,
+            cwd=cwd,
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=log,

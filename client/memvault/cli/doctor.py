@@ -249,7 +249,9 @@ def _installed(name: str) -> bool:
 def _python(code: str, *args: str) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     try:
-        return subprocess.run([sys.executable, "-c", code, *args], capture_output=True,
+        # -P: nothing from the working directory on sys.path (`python -c` puts
+        # it first, and a module planted there would run in the probe).
+        return subprocess.run([sys.executable, "-P", "-c", code, *args], capture_output=True,
                               text=True, timeout=PROBE_TIMEOUT_S, env=env, check=False)
     except subprocess.TimeoutExpired:
         return subprocess.CompletedProcess([], 1, "", f"no answer within {PROBE_TIMEOUT_S} s")

@@ -39,7 +39,9 @@ class FrontProcess:
 
     def __init__(self, public: Path, inner: Path, core: Path, link: Path, grace: float,
                  on_exit: Callable[[int], None]) -> None:
-        self._command = [sys.executable, "-m", "memvaultd.serve.front.relay",
+        # -P: nothing from the working directory on sys.path; `python -m`
+        # puts it first, and a module planted there would relay the socket.
+        self._command = [sys.executable, "-P", "-m", "memvaultd.serve.front.relay",
                          "--public", str(public), "--inner", str(inner), "--core", str(core),
                          "--link", str(link),
                          "--grace", str(grace),
