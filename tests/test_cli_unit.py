@@ -49,7 +49,7 @@ def run(daemon: FakeDaemon | Path, *args: str, input: str | None = None) -> Resu
 def run_process(socket: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "memvault.cli.main", "--socket", str(socket), *args],
-        env={**os.environ, "PYTHONPATH": str(ROOT / "client")},
+        env={**os.environ, "PYTHONPATH": f"{ROOT / 'base'}{os.pathsep}{ROOT / 'client'}"},
         capture_output=True,
         text=True,
         timeout=30,
@@ -228,7 +228,7 @@ def test_events_json_lines(fake_daemon: FakeDaemon) -> None:
     fake_daemon.servicer.events = [pb.Event(type="hit", query="q", at=1.0)]
     proc = subprocess.Popen(
         [sys.executable, "-m", "memvault.cli.main", "--socket", str(fake_daemon.socket), "events"],
-        env={**os.environ, "PYTHONPATH": str(ROOT / "client")},
+        env={**os.environ, "PYTHONPATH": f"{ROOT / 'base'}{os.pathsep}{ROOT / 'client'}"},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

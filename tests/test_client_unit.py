@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -1108,7 +1109,7 @@ def test_light_install_imports_nothing_heavy() -> None:
     root = Path(__file__).resolve().parents[1]
     out = subprocess.run(
         [sys.executable, "-c", code],
-        env={"PYTHONPATH": str(root / "client")},
+        env={"PYTHONPATH": f"{root / 'base'}{os.pathsep}{root / 'client'}"},
         capture_output=True,
         text=True,
         check=True,

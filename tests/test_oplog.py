@@ -531,7 +531,8 @@ def expected_crash_record(seq: int) -> bytes:
 
 
 def test_every_acknowledged_record_survives_kill_9(tmp_path: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(str(REPO / p) for p in ("client", "daemon"))}
+    path = os.pathsep.join(str(REPO / p) for p in ("base", "client", "daemon"))
+    env = {**os.environ, "PYTHONPATH": path}
     rng = random.Random(0x5EED)
     acknowledged = 0
     for _ in range(5):
