@@ -17,8 +17,9 @@ from typing import Any, TypeVar
 
 import grpc
 
-from memvault_base.errors import MemvaultError, ResourceExhausted, status_of
+from memvault_base.errors import MemvaultError, ResourceExhausted
 from memvault_base.objects.names import check_name, check_prefix, object_key
+from memvault_base.rpc import status_of
 from memvault_base.v1 import sync_pb2 as pb
 from memvault_base.v1 import sync_pb2_grpc as pb_grpc
 from memvault_server.access import Access, PermissionDenied, Unauthenticated

@@ -35,7 +35,7 @@ from memvaultd.app.sweep_schedule import SweepSchedule
 from memvaultd.config.settings import Config, load
 from memvaultd.embedding.embedder import Embedder
 from memvaultd.notes.watcher import NoteWatcher
-from memvaultd.serve.daemon_server import DaemonServer
+from memvaultd.serve.endpoint import Endpoint
 from memvaultd.serve.front.socket_guard import claim_socket, prepare_socket_dir
 from memvaultd.sync.setup import keep_unpushed, resume_sync
 from memvaultd.vault.events import EventBus
@@ -92,7 +92,7 @@ def run(config: Config, data_dir: Path, socket: Path, *, config_file: Path | Non
         prepare_socket_dir(socket)
         claim_socket(socket)
         vault = Vault.open(data_dir, config, embedder, events, prompt=sys.stdin.isatty())
-        server = DaemonServer(vault, events, socket, on_failure=fail)
+        server = Endpoint(vault, events, socket, on_failure=fail)
         server.start()
     except MemvaultError as exc:
         _fail(str(exc), 2)

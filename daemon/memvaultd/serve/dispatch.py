@@ -1,17 +1,25 @@
-"""The servicer's blocking methods behind the core's asyncio servers: the
-link's for unary calls from the front process (`link.py`), grpc's for
-streams and health (`server.py`). Both call the same handlers.
+"""Each Memory call from its request bytes to its answer, on the core's event loop.
 
-The servicer is plain blocking code (it waits on locks, the model, the disk),
-so each call runs on a worker thread of a pool while the event loop only
-moves bytes. A method may also have an *at-once* variant, run on the loop
-itself: it answers when it can do so without waiting, or returns None and
-the call goes to the pool. Recall has one: a recall whose query vector is
-cached and whose vault is loaded is pure computing, ~2 ms at 100k memories
-(up to 500k memories; beyond, recalls overlap better on the workers:
-`vault_reads.AT_ONCE_MAX_MEMORIES`). A recall sent to the workers that
-will wait for nothing runs on threads of its own, one per core
-(`Computing`, server.py).
+The link (`link_server.py`) hands a call's method name and request bytes
+here and sends on what comes back: a unary call's reply bytes, or how the
+call ended (`Ended`: a status number and details). This is the one place
+where an error becomes a status: a domain error (`MemvaultError`) gets its
+code from the table in `memvault_base.errors`; anything else is logged
+(without request content) and answered INTERNAL, so a bug never takes the
+daemon down; bytes that do not decode get INVALID_ARGUMENT, an unknown
+method UNIMPLEMENTED.
+
+The servicer is plain blocking code (it waits on locks, the model, the
+disk), so each call runs on a worker thread of a pool while the event loop
+only moves bytes. A method may also have an *at-once* variant, run on the
+loop itself: it answers when it can do so without waiting, or returns None
+and the call goes to the pool. Recall has one: a recall whose query vector
+is cached and whose vault is loaded is pure computing, ~2 ms at 100k
+memories (up to 500k memories; beyond, recalls overlap better on the
+workers: `vault.reads.AT_ONCE_MAX_MEMORIES`). A recall sent to the workers
+that will wait for nothing runs on threads of its own, one per core
+(`endpoint.RECALL_THREADS`). A stream's items are each produced on a
+worker, one `next` at a time, and sent from the loop.
 
 Why not grpc's thread-pool server: on the 2-core machine of
 docs/benchmarks.md, with 8 clients mixing recalls and remembers against a
@@ -35,127 +43,185 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable, Iterator
+import logging
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from typing import Any
 
-import grpc
+from google.protobuf.message import DecodeError, Message
+
+from memvault_base.errors import MemvaultError, Status, code_of
+from memvault_base.limits import MAX_MESSAGE
+
+log = logging.getLogger("memvaultd.dispatch")
+
+UNDECODABLE = "request: not a valid protobuf message (invalid UTF-8 in a string field?)"
 
 
-class _Aborted(Exception):
-    """`WorkerContext.abort`, carried from the worker thread to the loop."""
+class Call:
+    """A streaming call in progress, as its method sees it: `is_active()`
+    turns False once the call is no longer wanted (the front cancelled it,
+    the link to the front is lost, or the daemon is stopping), which a
+    method that waits between items checks (Events, every 0.5 s)."""
 
-    def __init__(self, code: grpc.StatusCode, details: str) -> None:
-        super().__init__(details)
-        self.code, self.details = code, details
-
-
-class WorkerContext:
-    """What a servicer method asks of its call, from any thread: to abort
-    it (raises, as grpc's own `abort` does) and whether it is still live."""
-
-    def __init__(self, context: Any) -> None:
-        self._context = context
-        self.finished = False
-
-    def abort(self, code: grpc.StatusCode, details: str) -> None:
-        raise _Aborted(code, details)
+    def __init__(self, send: Callable[[bytes], Awaitable[None]]) -> None:
+        self._send = send
+        self._active = True
 
     def is_active(self) -> bool:
-        return not (self.finished or self._context.done())
+        return self._active
 
+    def end(self) -> None:
+        self._active = False
 
-Unary = Callable[[Any, WorkerContext], Any]
+    async def send(self, item: bytes) -> None:
+        """Send one item to the caller; returns once the link may take another."""
+        await self._send(item)
 
 
 @dataclass(frozen=True)
-class Computing:
-    """Where a method's calls go that will only compute, waiting for
-    nothing: a pool of their own, one thread per core (server.py says why),
-    and how to tell them (`ready`). A call that may wait goes to the shared
-    pool, so that it holds none of these threads while it waits."""
+class Ended:
+    """How a call ended: a stream's end (OK or not), or a unary call's failure."""
 
-    pool: Executor
-    ready: Callable[[Any], bool]
+    status: int
+    details: str = ""
 
 
-def unary(behaviour: Unary, pool: Executor, at_once: Unary | None = None,
-          computing: Computing | None = None) -> Callable[[Any, Any], Any]:
-    """A unary handler: `at_once` on the loop if given and it answers, else
-    `behaviour` on a worker: of `computing`'s pool if the call is ready
-    there, else of `pool`."""
-    async def handle(request: Any, context: Any) -> Any:
-        call = WorkerContext(context)
+Answer = bytes | Ended  # a unary call's reply, or how the call ended
+
+
+@dataclass(frozen=True)
+class Unary:
+    """A unary method. On the loop, `prepare` turns the request into what
+    the others take (once per call: a recall's query), `at_once` answers if
+    it needs no wait, and `ready` tells a call that will only compute,
+    which goes to the computing pool; else `run` answers on the shared
+    pool, so that a call which may wait holds none of the computing
+    threads meanwhile."""
+
+    request: type[Message]
+    run: Callable[[Any], Message]
+    prepare: Callable[[Any], Any] | None = None
+    at_once: Callable[[Any], Message | None] | None = None
+    ready: Callable[[Any], bool] | None = None
+
+
+@dataclass(frozen=True)
+class Stream:
+    """A server-streaming method: `run` gives the items, each made on a worker."""
+
+    request: type[Message]
+    run: Callable[[Any, Call], Iterator[Message]]
+
+
+class Dispatch:
+    """The Memory methods by name, over a shared pool and a computing pool.
+    Its coroutines run on the core's event loop."""
+
+    def __init__(self, methods: Mapping[str, Unary | Stream], pool: Executor,
+                 computing: Executor) -> None:
+        self._methods = dict(methods)
+        self._pool = pool
+        self._computing = computing
+        self._streams: set[Call] = set()  # touched on the loop only
+
+    def streams(self, name: str) -> bool:
+        """Whether `name` is a server-streaming method."""
+        return isinstance(self._methods.get(name), Stream)
+
+    async def unary(self, name: str, payload: bytes) -> Answer:
+        method = self._methods.get(name)
+        if not isinstance(method, Unary):
+            return Ended(Status.UNIMPLEMENTED, f"no unary method {name!r}")
         try:
-            if at_once is not None:
-                reply = at_once(request, call)
+            request = method.request.FromString(payload)
+        except (DecodeError, UnicodeDecodeError) as exc:
+            return Ended(Status.INVALID_ARGUMENT, f"{UNDECODABLE}: {exc}")
+        try:
+            prepared = request if method.prepare is None else method.prepare(request)
+            if method.at_once is not None:
+                reply = method.at_once(prepared)
                 if reply is not None:
-                    return reply
-            chosen = pool
-            if computing is not None and computing.ready(request):
-                chosen = computing.pool
-            return await asyncio.get_running_loop().run_in_executor(chosen, behaviour, request,
-                                                                    call)
-        except _Aborted as aborted:
-            await context.abort(aborted.code, aborted.details)
-        finally:
-            call.finished = True
-    return handle
+                    return _within_limit(reply.SerializeToString())
+            pool = self._pool
+            if method.ready is not None and method.ready(prepared):
+                pool = self._computing
+            return _within_limit(await asyncio.get_running_loop().run_in_executor(
+                pool, _serialized, method.run, prepared))
+        except Exception as exc:
+            return _failed(name, exc)
 
-
-class OpenStreams:
-    """The server-streaming calls in progress (touched on the loop only), so
-    that a stopping daemon can end them: an `Events` subscriber would
-    otherwise hold the stop for its whole grace period (20 s)."""
-
-    def __init__(self) -> None:
-        self._calls: set[WorkerContext] = set()
-
-    def opened(self, call: WorkerContext) -> None:
-        self._calls.add(call)
-
-    def closed(self, call: WorkerContext) -> None:
-        self._calls.discard(call)
-
-    def end_all(self) -> None:
-        """Each open stream sees its call inactive and ends (`Events` within 0.5 s)."""
-        for call in self._calls:
-            call.finished = True
-
-
-def stream(behaviour: Callable[[Any, WorkerContext], Iterator[Any]], pool: Executor,
-           open_streams: OpenStreams) -> Callable[[Any, Any], AsyncIterator[Any]]:
-    """A server-streaming handler: each item is produced on a worker (one
-    `next` at a time) and sent from the loop."""
-    async def handle(request: Any, context: Any) -> AsyncIterator[Any]:
-        call = WorkerContext(context)
-        open_streams.opened(call)
-        items = behaviour(request, call)
-        end = object()
-        pending: Future[Any] | None = None
+    async def stream(self, name: str, payload: bytes, call: Call) -> Ended:
+        """Run a streaming call, sending its items through `call`, to its end."""
+        method = self._methods.get(name)
+        if not isinstance(method, Stream):
+            return Ended(Status.UNIMPLEMENTED, f"no streaming method {name!r}")
         try:
+            request = method.request.FromString(payload)
+        except (DecodeError, UnicodeDecodeError) as exc:
+            return Ended(Status.INVALID_ARGUMENT, f"{UNDECODABLE}: {exc}")
+        self._streams.add(call)
+        items: Iterator[Message] | None = None
+        pending: Future[bytes | None] | None = None
+        try:
+            items = method.run(request, call)
             while True:
-                pending = pool.submit(next, items, end)
+                pending = self._pool.submit(_next_item, items)
                 item = await asyncio.wrap_future(pending)
                 pending = None
-                if item is end:
-                    return
-                yield item
-        except _Aborted as aborted:
-            await context.abort(aborted.code, aborted.details)
+                if item is None:
+                    return Ended(Status.OK)
+                if len(item) > MAX_MESSAGE:
+                    return _too_large()
+                await call.send(item)
+        except Exception as exc:
+            return _failed(name, exc)
         finally:
-            # The client went away or the stream ended: let an item still
-            # being produced finish (Events wakes every 0.5 s and sees the
-            # call finished), then run the generator's `finally`.
-            call.finished = True
-            open_streams.closed(call)
-            with contextlib.suppress(RuntimeError):  # the pool is shut: the daemon is stopping
-                pool.submit(_close_after, pending, items)
-    return handle
+            # Cancelled (the client went away) or ended: let an item still
+            # being made finish (Events wakes every 0.5 s and sees the call
+            # ended), then run the method's `finally`.
+            call.end()
+            self._streams.discard(call)
+            if items is not None:
+                with contextlib.suppress(RuntimeError):  # the pool is shut: the daemon stops
+                    self._pool.submit(_close_after, pending, items)
+
+    def end_streams(self) -> None:
+        """Each open stream sees its call inactive and ends (Events within 0.5 s):
+        an Events subscriber would otherwise hold a stopping daemon for its
+        whole grace period (20 s)."""
+        for call in self._streams:
+            call.end()
 
 
-def _close_after(pending: Future[Any] | None, items: Iterator[Any]) -> None:
+def _failed(name: str, exc: Exception) -> Ended:
+    if isinstance(exc, MemvaultError):
+        return Ended(code_of(exc), str(exc))
+    log.error("%s failed", name, exc_info=exc)
+    return Ended(Status.INTERNAL, f"{name} failed; see the daemon's log")
+
+
+def _too_large() -> Ended:
+    return Ended(Status.RESOURCE_EXHAUSTED,
+                 f"the reply is larger than the {MAX_MESSAGE >> 20} MiB message limit; "
+                 "ask for less (a smaller top_k, no vectors)")
+
+
+def _within_limit(reply: bytes) -> Answer:
+    return reply if len(reply) <= MAX_MESSAGE else _too_large()
+
+
+def _serialized(run: Callable[[Any], Message], prepared: Any) -> bytes:
+    return run(prepared).SerializeToString()
+
+
+def _next_item(items: Iterator[Message]) -> bytes | None:
+    item = next(items, None)
+    return None if item is None else item.SerializeToString()
+
+
+def _close_after(pending: Future[bytes | None] | None, items: Iterator[Message]) -> None:
     if pending is not None:
         with contextlib.suppress(BaseException):
             pending.result()
