@@ -161,9 +161,9 @@ def parse_state(body: bytes) -> State:
 class Frames:
     """Cuts a byte stream into frames: (kind, call, body) each.
 
-    Each length is checked as soon as its 4 bytes are in, so a frame over
-    `limit` is refused before its body is buffered; the bytes of a frame
-    are copied once, into its body."""
+    Each length is checked as soon as its 4 bytes are in, and each kind as
+    soon as its byte is: a frame over `limit` or of a kind this end does
+    not receive is refused before its body is buffered."""
 
     def __init__(self, kinds: frozenset[Kind], limit: int = MAX_FRAME) -> None:
         self._kinds = kinds
@@ -246,6 +246,10 @@ class Streamed:
         self.status, self.details = status, details
         self._arrived.set()
 
+    def _wake(self) -> None:
+        """The link is lost: a reader waiting for items learns it."""
+        self._arrived.set()
+
 
 class LinkClient(asyncio.Protocol):
     """The front's end of the link: one connection carries every call, each
@@ -270,7 +274,7 @@ class LinkClient(asyncio.Protocol):
             if not waiting.done():
                 waiting.set_exception(ConnectionError("the daemon's core went away"))
         for streamed in self._streams.values():
-            streamed._arrived.set()
+            streamed._wake()
         if not self.lost.done():
             self.lost.set_result(None)
 

@@ -94,9 +94,9 @@ def _streamed(link: LinkClient, method: str) -> Callable[[bytes, Any], AsyncIter
             await context.abort(grpc.StatusCode.UNAVAILABLE, _STOPPING)
         finally:
             streamed.close()  # the client went away: so does the core's stream
+        assert streamed.status is not None  # the items end with the stream
         if streamed.status != Status.OK:
-            await context.abort(status_code(streamed.status or Status.UNKNOWN),
-                                streamed.details)
+            await context.abort(status_code(streamed.status), streamed.details)
     return handle
 
 
