@@ -25,6 +25,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from memvault_base.limits import MAX_MESSAGE
 from memvault_base.v1 import memory_pb2 as pb
 from memvault_base.v1 import memory_pb2_grpc as pb_grpc
 
@@ -45,8 +46,8 @@ class Target:
     def __init__(self, proc: DaemonProcess) -> None:
         self.proc = proc
         self.channel = grpc.insecure_channel(
-            f"unix://{proc.socket}", options=[("grpc.max_send_message_length", 64 << 20),
-                                              ("grpc.max_receive_message_length", 64 << 20)])
+            f"unix://{proc.socket}", options=[("grpc.max_send_message_length", MAX_MESSAGE),
+                                              ("grpc.max_receive_message_length", MAX_MESSAGE)])
         self.stub = pb_grpc.MemoryStub(self.channel)  # type: ignore[no-untyped-call]
         self.calls = 0
         self.canary_id = ""

@@ -153,9 +153,11 @@ def parse_end(body: bytes) -> tuple[int, bytes]:
 
 
 def parse_state(body: bytes) -> State:
-    if len(body) != 1 or body[0] not in State._value2member_map_:
-        raise LinkBroken("a STATE that names no state")
-    return State(body[0])
+    try:
+        (state,) = body
+        return State(state)
+    except ValueError:
+        raise LinkBroken("a STATE that names no state") from None
 
 
 class Frames:
