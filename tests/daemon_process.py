@@ -97,7 +97,7 @@ class DaemonProcess:
         return self.proc.wait(timeout)
 
     def front_pid(self) -> int:
-        """The pid of the daemon's front process (`memvaultd/front.py`), its one child."""
+        """The pid of the daemon's front process (`memvaultd.serve.front`), its one child."""
         assert self.proc is not None
         children = []
         for task in Path(f"/proc/{self.proc.pid}/task").iterdir():

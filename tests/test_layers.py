@@ -10,7 +10,9 @@ a function alike (tests/import_graph.py).
 - inside the daemon, each room (a folder) imports only rooms on floors below
   its own (`FLOORS`), and no two modules import each other, directly or
   around a circle;
-- only `serve/` and the remote that talks to memvault-server know gRPC;
+- inside the daemon only the front process (`serve/front/`) and the
+  memvault-server remote know gRPC, and the core never loads it;
+  `memvault_base.errors` needs no grpc (the core speaks its status numbers);
 - the front process loads nothing that holds or reads the vault.
 """
 
@@ -19,7 +21,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from .import_graph import ROOT, graph, modules, third_party
+from .import_graph import ROOT, graph, imports_of, modules, third_party
 
 # The daemon's rooms, top floor first. A room may import its own modules and
 # any room on a lower floor; rooms on one floor know nothing of each other.
@@ -154,20 +156,43 @@ def test_the_client_never_loads_heavy_libraries() -> None:
     assert wrong == []
 
 
-def test_only_serve_and_the_server_remote_know_grpc() -> None:
-    wrong = [f"{name} imports {lib}" for name, path in modules().items()
-             if name.startswith("memvaultd.") and _room(name) != "serve"
-             and name != "memvaultd.sync.remotes.grpc_remote"
-             for lib in third_party(name, path) if lib.startswith("grpc")]
+def _grpc(name: str) -> bool:
+    return (name.split(".")[0] in ("grpc", "grpc_health", "grpc_reflection")
+            or name.startswith("memvault_base.rpc") or name.endswith("_pb2_grpc")
+            or ".v1.memory_pb2_grpc." in name or ".v1.sync_pb2_grpc." in name)
+
+
+def test_only_the_front_and_the_server_remote_know_grpc() -> None:
+    # The front process serves gRPC; the sync remote of a memvault-server is
+    # its client. The core's side of serve/ speaks the link's frames.
+    allowed = ("memvaultd.serve.front", "memvaultd.sync.remotes.grpc_remote")
+    wrong = [f"{name} imports {found.target}" for name, path in modules().items()
+             if name.startswith("memvaultd.") and not name.startswith(allowed)
+             for found in imports_of(name, path) if _grpc(found.target)]
     assert wrong == []
+
+
+def test_the_error_tree_needs_no_grpc() -> None:
+    assert not any(_grpc(name) for name in _loaded("memvault_base.errors"))
+
+
+def test_the_core_loads_no_grpc() -> None:
+    # The daemon's whole process as `memvaultd` imports it; test_front.py
+    # checks a running daemon's mapped libraries as well.
+    loaded = _loaded("memvaultd.app.main")
+    assert "memvaultd.serve.endpoint" in loaded
+    assert [name for name in loaded if _grpc(name)] == []
+
+
+def _loaded(module: str) -> list[str]:
+    return subprocess.run(
+        [sys.executable, "-c", f"import sys, {module}; print(' '.join(sys.modules))"],
+        capture_output=True, text=True, check=True, cwd=ROOT).stdout.split()
 
 
 def test_the_front_process_loads_nothing_that_holds_or_reads_the_vault() -> None:
     # What `python -m memvaultd.serve.front` has imported once it is ready to serve.
-    loaded = subprocess.run(
-        [sys.executable, "-c",
-         "import sys, memvaultd.serve.front.relay; print(' '.join(sys.modules))"],
-        capture_output=True, text=True, check=True, cwd=ROOT).stdout.split()
+    loaded = _loaded("memvaultd.serve.front.relay")
     ours = {name for name in loaded if name.startswith("memvaultd.")}
     assert all(name.startswith("memvaultd.serve.front") or name == "memvaultd.serve"
                for name in ours), sorted(ours)

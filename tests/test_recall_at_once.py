@@ -1,6 +1,6 @@
 """When the event loop answers a recall itself, and when it must not.
 
-`Vault.recall_at_once` runs on the gRPC server's event loop (aio_bridge.py):
+`Vault.recall_at_once` runs on the core's event loop (serve/dispatch.py):
 it must answer only what needs no wait, and when it declines it must leave
 no trace (no access marked, no cache hit counted), because the same recall
 then runs again on a worker. A vault opened in this process, its model

@@ -20,7 +20,7 @@ import pytest
 from memvault import Client, RememberResult
 from memvault.cli.service import find_daemon, plan
 from memvault.cli.service_templates import agent_plist, systemd_quote
-from memvaultd.serve.daemon_server import _STOP_GRACE_S
+from memvaultd.serve.endpoint import _STOP_GRACE_S
 
 from .daemon_process import DaemonProcess
 

@@ -9,17 +9,21 @@
     ├── ResourceExhausted   a size or space limit was hit
     └── RollbackDetected    a remote showed an older or forked history
 
-Each class's docstring is its user-facing meaning. The gRPC boundary maps the
-tree to status codes in one table, `STATUS_OF`, used both ways: the daemon
-aborts with `STATUS_OF[type(err)]`, the client raises `error_from_status(...)`.
+Each class's docstring is its user-facing meaning. Calls map the tree to
+status codes in one table, `CODE_OF`, used both ways: the daemon answers a
+failed call with `code_of(err)`, a client raises `error_of(code, message)`.
+The codes are gRPC's status numbers (`Status`), as grpc's
+doc/statuscodes.md defines them, so that this module needs no grpc: the
+daemon's core speaks them over its link without loading grpc, and
+`memvault_base.rpc` turns them into grpc's own `StatusCode`.
 """
 
 from __future__ import annotations
 
-import grpc
+from enum import IntEnum
 
 __all__ = [
-    "STATUS_OF",
+    "CODE_OF",
     "IntegrityError",
     "InvalidArgument",
     "Locked",
@@ -27,8 +31,10 @@ __all__ = [
     "NotFound",
     "ResourceExhausted",
     "RollbackDetected",
+    "Status",
     "Unavailable",
-    "error_from_status",
+    "code_of",
+    "error_of",
 ]
 
 
@@ -64,30 +70,53 @@ class RollbackDetected(MemvaultError):
     """The remote showed an older or different history than this device has seen; sync stopped."""
 
 
-STATUS_OF: dict[type[MemvaultError], grpc.StatusCode] = {
-    InvalidArgument: grpc.StatusCode.INVALID_ARGUMENT,
-    NotFound: grpc.StatusCode.NOT_FOUND,
-    IntegrityError: grpc.StatusCode.DATA_LOSS,
-    Locked: grpc.StatusCode.FAILED_PRECONDITION,
-    Unavailable: grpc.StatusCode.UNAVAILABLE,
-    ResourceExhausted: grpc.StatusCode.RESOURCE_EXHAUSTED,
-    RollbackDetected: grpc.StatusCode.ABORTED,
-    MemvaultError: grpc.StatusCode.INTERNAL,
+class Status(IntEnum):
+    """gRPC's status codes by number; the names are grpc's `StatusCode` names."""
+
+    OK = 0
+    CANCELLED = 1
+    UNKNOWN = 2
+    INVALID_ARGUMENT = 3
+    DEADLINE_EXCEEDED = 4
+    NOT_FOUND = 5
+    ALREADY_EXISTS = 6
+    PERMISSION_DENIED = 7
+    RESOURCE_EXHAUSTED = 8
+    FAILED_PRECONDITION = 9
+    ABORTED = 10
+    OUT_OF_RANGE = 11
+    UNIMPLEMENTED = 12
+    INTERNAL = 13
+    UNAVAILABLE = 14
+    DATA_LOSS = 15
+    UNAUTHENTICATED = 16
+
+
+CODE_OF: dict[type[MemvaultError], Status] = {
+    InvalidArgument: Status.INVALID_ARGUMENT,
+    NotFound: Status.NOT_FOUND,
+    IntegrityError: Status.DATA_LOSS,
+    Locked: Status.FAILED_PRECONDITION,
+    Unavailable: Status.UNAVAILABLE,
+    ResourceExhausted: Status.RESOURCE_EXHAUSTED,
+    RollbackDetected: Status.ABORTED,
+    MemvaultError: Status.INTERNAL,
 }
 
-_ERROR_OF = {code: cls for cls, code in STATUS_OF.items()}
+_ERROR_OF: dict[int, type[MemvaultError]] = {code: cls for cls, code in CODE_OF.items()}
 
 
-def status_of(err: MemvaultError) -> grpc.StatusCode:
+def code_of(err: MemvaultError) -> Status:
     """The status code for `err`: its own class's, else its nearest ancestor's."""
     for cls in type(err).__mro__:
-        if cls in STATUS_OF:
-            return STATUS_OF[cls]
-    return grpc.StatusCode.INTERNAL
+        if cls in CODE_OF:
+            return CODE_OF[cls]
+    return Status.INTERNAL
 
 
-def error_from_status(code: grpc.StatusCode, message: str) -> MemvaultError:
-    """The exception a client raises for a failed call."""
-    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+def error_of(code: int, message: str) -> MemvaultError:
+    """The exception a client raises for a call that failed with status `code`."""
+    if code == Status.DEADLINE_EXCEEDED:
         return Unavailable(message)
     return _ERROR_OF.get(code, MemvaultError)(message)
+

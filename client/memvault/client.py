@@ -7,9 +7,10 @@
 
 The client only translates (through `memvault.wire`): keywords to request
 messages, reply messages to the plain values of `memvault.types`, and every
-failed call to the exception of `memvault_base.errors` that `error_from_status`
-names. It holds no logic of its own beyond telling "the daemon is not running"
-apart from "the daemon said no" (`memvault.connection`).
+failed call to the exception of `memvault_base.errors` that
+`memvault_base.rpc.error_from_status` names. It holds no logic of its own
+beyond telling "the daemon is not running" apart from "the daemon said no"
+(`memvault.connection`).
 
 Its calls come in families, a module each, all over one `Connection`:
 `memvault.writes` (remember, update, forget, ...), `memvault.reads` (recall,

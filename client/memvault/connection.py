@@ -1,10 +1,11 @@
 """`Connection`: the channel to the daemon's socket under every `Client` call.
 
 It makes the typed call stubs, runs a call with its deadline, and turns every
-failed call into the exception of `memvault_base.errors` that `error_from_status`
-names. The only judgement it makes is telling "the daemon is not running"
-apart from "the daemon said no". `Client` and its call mixins (`memvault.sync`,
-`memvault.transfer`) build on it.
+failed call into the exception of `memvault_base.errors` that
+`memvault_base.rpc.error_from_status` names. The only judgement it makes is
+telling "the daemon is not running" apart from "the daemon said no".
+`Client` and its call mixins (`memvault.sync`, `memvault.transfer`) build on
+it.
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ import grpc
 from google.protobuf.message import Message
 
 from memvault_base import paths
-from memvault_base.errors import MemvaultError, Unavailable, error_from_status
+from memvault_base.errors import MemvaultError, Unavailable
+from memvault_base.limits import MAX_MESSAGE
+from memvault_base.rpc import error_from_status
 
 __all__ = ["CONNECT_TIMEOUT_S", "START_HINT", "Connection"]
 
@@ -35,7 +38,7 @@ CONNECT_TIMEOUT_S = 5.0
 _CHANNEL_OPTIONS: list[tuple[str, Any]] = [
     # A recall of 1000 hits with vectors is ~2-3 MB, close to gRPC's 4 MiB
     # default: leave room rather than fail on the largest legal answer.
-    ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+    ("grpc.max_receive_message_length", MAX_MESSAGE),
     # gRPC's default reconnect backoff grows to 120 s. A local daemon that was
     # restarted should be found again within a second, not minutes later.
     # Not `grpc.min_reconnect_backoff_ms`: gRPC core also uses it as the time

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 import grpc
 
-from memvault_base.errors import MemvaultError, NotFound, ResourceExhausted, status_of
+from memvault_base.errors import MemvaultError, NotFound, ResourceExhausted
 from memvault_base.objects.names import (
     MAX_LIMIT,
     check_name,
@@ -30,6 +30,7 @@ from memvault_base.objects.names import (
     objects_prefix,
 )
 from memvault_base.objects.store import Store
+from memvault_base.rpc import status_of
 from memvault_base.v1 import sync_pb2 as pb
 from memvault_server.access import Access, Caller, PermissionDenied, Unauthenticated
 from memvault_server.chain import Chains

@@ -40,7 +40,7 @@ from memvaultd.app.sweep_schedule import SweepSchedule
 from memvaultd.config.settings import Config, load
 from memvaultd.embedding.embedder import Embedder
 from memvaultd.notes.watcher import NoteWatcher
-from memvaultd.serve.daemon_server import DaemonServer
+from memvaultd.serve.endpoint import Endpoint
 from memvaultd.serve.front.socket_guard import claim_socket, prepare_socket_dir
 from memvaultd.sync.setup import Syncing
 from memvaultd.vault.events import EventBus
@@ -105,8 +105,8 @@ def run(config: Config, data_dir: Path, socket: Path, *, config_file: Path | Non
         claim_socket(socket)
         vault = Vault.open(data_dir, config, embedder, events, prompt=sys.stdin.isatty())
         syncing = Syncing(vault)
-        server = DaemonServer(vault, syncing, events, socket, on_failure=fail,
-                              check=lambda remote: check_served(vault, remote=remote))
+        server = Endpoint(vault, syncing, events, socket, on_failure=fail,
+                          check=lambda remote: check_served(vault, remote=remote))
         server.start()
     except MemvaultError as exc:
         _fail(str(exc), 2)

@@ -1,4 +1,12 @@
-"""The front process (`front.py`), as the core starts, watches and stops it."""
+"""The front process (`front/`), as the core starts, watches and stops it.
+
+It runs as `python -m memvaultd.serve.front` with the core's interpreter:
+started by `start`, which returns once it serves the public socket (it
+writes READY on its stdout); its stdin is a pipe from the core whose end
+tells it that the core is gone, however the core ended. A front that exits
+unasked is reported (`on_exit`); `stop` asks it to finish its calls and
+exit (SIGTERM), and kills it if it does not.
+"""
 
 from __future__ import annotations
 
@@ -14,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from memvault_base.errors import MemvaultError
-from memvaultd.serve.front.relay import READY
+from memvaultd.serve.front.link import READY
 
 log = logging.getLogger("memvaultd.front")
 
@@ -37,13 +45,12 @@ class FrontProcess:
     """Started by `start`, which returns once it serves the public socket;
     `on_exit` is called (from a thread) if it ever exits unasked."""
 
-    def __init__(self, public: Path, inner: Path, core: Path, link: Path, grace: float,
+    def __init__(self, public: Path, inner: Path, link: Path, grace: float,
                  on_exit: Callable[[int], None]) -> None:
         # -P: nothing from the working directory on sys.path; `python -m`
         # puts it first, and a module planted there would relay the socket.
-        self._command = [sys.executable, "-P", "-m", "memvaultd.serve.front.relay",
-                         "--public", str(public), "--inner", str(inner), "--core", str(core),
-                         "--link", str(link),
+        self._command = [sys.executable, "-P", "-m", "memvaultd.serve.front",
+                         "--public", str(public), "--inner", str(inner), "--link", str(link),
                          "--grace", str(grace),
                          "--log-level", logging.getLevelName(logging.getLogger().level)]
         self._on_exit = on_exit

@@ -1,24 +1,23 @@
-"""The gRPC face of the vault: translate, delegate, map errors. No logic.
+"""The Memory service's face of the vault: protobuf in, a vault call, protobuf out.
 
-Every domain error becomes a status code through the one table in
-`memvault_base.errors`; anything unexpected is logged (without request content)
-and answered INTERNAL, so a bug never takes the daemon down.
+Each method of `memvault.v1.Memory` is a method here by the same name
+that takes its request message and returns its reply (a stream's, its
+items). Nothing else: no logic, no status codes. A domain error raised
+below is left to the dispatch (`dispatch.py`), which answers every error
+of every method the same way; the calls' threads and the link are the
+dispatch's too.
 """
 
 from __future__ import annotations
 
-import functools
 import json
-import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import Protocol
 
-import grpc
-
-from memvault_base.errors import InvalidArgument, MemvaultError, Unavailable, status_of
+from memvault_base.errors import InvalidArgument, Unavailable
 from memvault_base.v1 import memory_pb2 as pb
-from memvault_base.v1 import memory_pb2_grpc as pb_grpc
 from memvaultd import __version__
 from memvaultd.model import drafts
 from memvaultd.model import memory as m
@@ -33,27 +32,24 @@ from memvaultd.upkeep import consolidation
 from memvaultd.upkeep.sweep import Swept
 from memvaultd.vault.check import CheckReport
 from memvaultd.vault.events import EventBus
+from memvaultd.vault.reads import PreparedRecall
 from memvaultd.vault.vault import Facet, Recalled, Vault
 
-log = logging.getLogger("memvaultd.servicer")
 
-R = TypeVar("R")
+class Liveness(Protocol):
+    """What a streaming method asks of its call: whether it is still wanted."""
+
+    def is_active(self) -> bool: ...
 
 
-def _translate_errors(method: Callable[..., R]) -> Callable[..., R]:
-    @functools.wraps(method)
-    def wrapper(self: MemoryServicer, request: Any, context: grpc.ServicerContext) -> R:
-        try:
-            return method(self, request, context)
-        except MemvaultError as exc:
-            context.abort(status_of(exc), str(exc))
-        except Exception:
-            log.exception("%s failed", method.__name__)
-            context.abort(grpc.StatusCode.INTERNAL, f"{method.__name__} failed; see the "
-                          "daemon's log")
-        raise AssertionError("unreachable: abort raises")
+@dataclass(frozen=True)
+class RecallCall:
+    """A Recall's request, converted and checked once (`Vault.prepare_recall`:
+    the query, its filter compiled, its own vector checked) for every path the
+    call may take (at once, on the computing pool, on the shared pool)."""
 
-    return wrapper
+    request: pb.RecallRequest
+    prepared: PreparedRecall
 
 
 def draft_from(msg: pb.MemoryInput) -> MemoryDraft:
@@ -174,7 +170,9 @@ def check_reply(report: CheckReport) -> pb.CheckReply:
         lost=seq_ranges(report.lost), lost_memories=report.lost_memories)
 
 
-class MemoryServicer(pb_grpc.MemoryServicer):
+class MemoryServicer:
+    """The Memory service's methods, by their names in memory.proto."""
+
     def __init__(self, vault: Vault, syncing: Syncing, events: EventBus, socket_path: str,
                  started_at: float, check: Callable[[bool], CheckReport] | None = None
                  ) -> None:
@@ -185,79 +183,64 @@ class MemoryServicer(pb_grpc.MemoryServicer):
         self.started_at = started_at
         self.check = check  # `memvault check` of the running vault (app/check.py)
 
-    @_translate_errors
-    def Remember(self, request: pb.RememberRequest, context: grpc.ServicerContext
-                 ) -> pb.RememberReply:
+    def Remember(self, request: pb.RememberRequest) -> pb.RememberReply:
         (outcome,) = self.vault.remember([draft_from(request.memory)])
         return remember_reply(outcome)
 
-    @_translate_errors
-    def RememberBatch(self, request: pb.RememberBatchRequest, context: grpc.ServicerContext
-                      ) -> pb.RememberBatchReply:
+    def RememberBatch(self, request: pb.RememberBatchRequest) -> pb.RememberBatchReply:
         outcomes = self.vault.remember([draft_from(msg) for msg in request.memories])
         return pb.RememberBatchReply(
             results=[remember_reply(o) for o in outcomes],
             txid=outcomes[-1].txid)
 
-    @_translate_errors
-    def Recall(self, request: pb.RecallRequest, context: grpc.ServicerContext
-               ) -> pb.RecallReply:
-        return self._recall_reply(request, self.vault.recall(query_from(request)))
+    def recall_call(self, request: pb.RecallRequest) -> RecallCall:
+        return RecallCall(request, self.vault.prepare_recall(query_from(request)))
 
-    @_translate_errors
-    def recall_at_once(self, request: pb.RecallRequest, context: grpc.ServicerContext
-                       ) -> pb.RecallReply | None:
-        """Recall's reply if it needs no wait (`VaultReads.recall_at_once`), else None."""
-        recalled = self.vault.recall_at_once(query_from(request))
-        return None if recalled is None else self._recall_reply(request, recalled)
+    def Recall(self, call: RecallCall) -> pb.RecallReply:
+        return self._recall_reply(self.vault.recall(call.prepared))
 
-    def recall_ready(self, request: pb.RecallRequest) -> bool:
-        """Whether Recall would wait for nothing (`VaultReads.recall_ready`)."""
-        return self.vault.recall_ready(query_from(request))
+    def recall_at_once(self, call: RecallCall) -> pb.RecallReply | None:
+        """Recall's reply if it needs no wait (`Reads.recall_at_once`), else None."""
+        recalled = self.vault.recall_at_once(call.prepared)
+        return None if recalled is None else self._recall_reply(recalled)
 
-    def _recall_reply(self, request: pb.RecallRequest, recalled: Recalled) -> pb.RecallReply:
+    def recall_ready(self, call: RecallCall) -> bool:
+        """Whether Recall would wait for nothing (`Reads.recall_ready`)."""
+        return self.vault.recall_ready(call.prepared)
+
+    def _recall_reply(self, recalled: Recalled) -> pb.RecallReply:
         return pb.RecallReply(
             hits=[hit_of(h, recalled.vectors.get(h.scored.memory.id)) for h in recalled.hits],
             has_more=recalled.has_more, turns=[turn_hit_of(h) for h in recalled.turns])
 
-    @_translate_errors
-    def Get(self, request: pb.GetRequest, context: grpc.ServicerContext) -> pb.GetReply:
+    def Get(self, request: pb.GetRequest) -> pb.GetReply:
         memory, vector, chain, sources = self.vault.get(request.id)
         return pb.GetReply(memory=record_of(memory, vector if request.include_vector else None),
                            chain=[record_of(link) for link in chain],
                            sources=[record_of(source) for source in sources])
 
-    @_translate_errors
-    def Forget(self, request: pb.ForgetRequest, context: grpc.ServicerContext
-               ) -> pb.ForgetReply:
+    def Forget(self, request: pb.ForgetRequest) -> pb.ForgetReply:
         txid, ids = self.vault.forget(request.id, request.filter_json, request.dry_run,
                                       purge=request.purge, by=request.by)
         trashed = ids and not (request.purge or request.dry_run)
         return pb.ForgetReply(txid=txid, ids=ids,
                               purge_at=self.vault.purge_time() if trashed else 0.0)
 
-    @_translate_errors
-    def ListTrash(self, request: pb.ListTrashRequest, context: grpc.ServicerContext
-                  ) -> pb.ListTrashReply:
+    def ListTrash(self, request: pb.ListTrashRequest) -> pb.ListTrashReply:
         return pb.ListTrashReply(memories=[
             pb.TrashedMemory(memory=record_of(memory), trashed_at=memory.trashed_at,
                              trashed_by=memory.trashed_by, purge_at=purge_at)
             for memory, purge_at in self.vault.trash()])
 
-    @_translate_errors
-    def RestoreFromTrash(self, request: pb.RestoreFromTrashRequest,
-                         context: grpc.ServicerContext) -> pb.RestoreFromTrashReply:
+    def RestoreFromTrash(self, request: pb.RestoreFromTrashRequest) -> pb.RestoreFromTrashReply:
         txid, memories = self.vault.restore(list(request.ids), request.all)
         return pb.RestoreFromTrashReply(txid=txid, memories=[record_of(m) for m in memories])
 
-    @_translate_errors
-    def EmptyTrash(self, request: pb.EmptyTrashRequest, context: grpc.ServicerContext
-                   ) -> pb.EmptyTrashReply:
+    def EmptyTrash(self, request: pb.EmptyTrashRequest) -> pb.EmptyTrashReply:
         txid, ids = self.vault.empty_trash()
         return pb.EmptyTrashReply(txid=txid, ids=ids)
 
-    @_translate_errors
-    def Sweep(self, request: pb.SweepRequest, context: grpc.ServicerContext) -> pb.SweepReply:
+    def Sweep(self, request: pb.SweepRequest) -> pb.SweepReply:
         txid, plan = self.vault.sweep(
             request.dry_run, request.threshold if request.HasField("threshold") else None)
         trashed = plan.swept and not request.dry_run
@@ -265,9 +248,7 @@ class MemoryServicer(pb_grpc.MemoryServicer):
                              considered=plan.considered, exempt=plan.exempt,
                              purge_at=self.vault.purge_time() if trashed else 0.0)
 
-    @_translate_errors
-    def Consolidate(self, request: pb.ConsolidateRequest, context: grpc.ServicerContext
-                    ) -> pb.ConsolidateReply:
+    def Consolidate(self, request: pb.ConsolidateRequest) -> pb.ConsolidateReply:
         txid, done, candidates = self.vault.consolidate(consolidation.Request(
             request.scope, request.min_age_days if request.HasField("min_age_days") else None,
             request.session_id), request.dry_run)
@@ -277,46 +258,32 @@ class MemoryServicer(pb_grpc.MemoryServicer):
                              sources=[s.id for s in c.sources], facts=len(c.summary.facts))
             for c in done])
 
-    @_translate_errors
-    def Update(self, request: pb.UpdateRequest, context: grpc.ServicerContext
-               ) -> pb.UpdateReply:
+    def Update(self, request: pb.UpdateRequest) -> pb.UpdateReply:
         txid, memory = self.vault.update(request.id, draft_from(request.memory),
                                          list(request.fields))
         return pb.UpdateReply(txid=txid, memory=record_of(memory))
 
-    @_translate_errors
-    def Supersede(self, request: pb.SupersedeRequest, context: grpc.ServicerContext
-                  ) -> pb.RememberReply:
+    def Supersede(self, request: pb.SupersedeRequest) -> pb.RememberReply:
         outcome = self.vault.supersede(request.id, draft_from(request.memory),
                                        list(request.cleared))
         return remember_reply(outcome)
 
-    @_translate_errors
-    def Reinforce(self, request: pb.ReinforceRequest, context: grpc.ServicerContext
-                  ) -> pb.ReinforceReply:
+    def Reinforce(self, request: pb.ReinforceRequest) -> pb.ReinforceReply:
         txid, memory = self.vault.reinforce(request.id)
         return pb.ReinforceReply(txid=txid, reinforce_count=memory.reinforce_count)
 
-    @_translate_errors
-    def ListTopics(self, request: pb.ListRequest, context: grpc.ServicerContext
-                   ) -> pb.ListReply:
+    def ListTopics(self, request: pb.ListRequest) -> pb.ListReply:
         return facets_of(self.vault.facets("topic_key", request.filter_json))
 
-    @_translate_errors
-    def ListEntities(self, request: pb.ListRequest, context: grpc.ServicerContext
-                     ) -> pb.ListReply:
+    def ListEntities(self, request: pb.ListRequest) -> pb.ListReply:
         return facets_of(self.vault.facets("entity", request.filter_json))
 
-    @_translate_errors
-    def AppendTurns(self, request: pb.AppendTurnsRequest, context: grpc.ServicerContext
-                    ) -> pb.AppendTurnsReply:
+    def AppendTurns(self, request: pb.AppendTurnsRequest) -> pb.AppendTurnsReply:
         turns = [TurnDraft(t.speaker, t.text, t.at, t.payload_json) for t in request.turns]
         txid, ids = self.vault.append_turns(request.session_id, turns)
         return pb.AppendTurnsReply(ids=ids, txid=txid)
 
-    @_translate_errors
-    def Import(self, request: pb.ImportRequest, context: grpc.ServicerContext
-               ) -> pb.ImportReply:
+    def Import(self, request: pb.ImportRequest) -> pb.ImportReply:
         records = []
         for i, record in enumerate(request.memories):
             memory, values = memory_from(record)
@@ -326,42 +293,28 @@ class MemoryServicer(pb_grpc.MemoryServicer):
         added, reinforced, txid = self.vault.import_memories(records)
         return pb.ImportReply(added=added, reinforced=reinforced, txid=txid)
 
-    def Export(self, request: pb.ExportRequest, context: grpc.ServicerContext
-               ) -> Iterator[pb.MemoryRecord]:
-        try:
-            for memory, vector in self.vault.export():
-                yield record_of(memory, vector if request.include_vectors else None)
-        except MemvaultError as exc:
-            context.abort(status_of(exc), str(exc))
+    def Export(self, request: pb.ExportRequest, call: Liveness) -> Iterator[pb.MemoryRecord]:
+        for memory, vector in self.vault.export():
+            yield record_of(memory, vector if request.include_vectors else None)
 
-    @_translate_errors
-    def InitSync(self, request: pb.InitSyncRequest, context: grpc.ServicerContext
-                 ) -> pb.InitSyncReply:
+    def InitSync(self, request: pb.InitSyncRequest) -> pb.InitSyncReply:
         vault_id, recovery_key = self.syncing.init(request.remote, request.token or None,
                                                    request.allow_cleartext_token)
         return pb.InitSyncReply(vault_id=vault_id, recovery_key=recovery_key)
 
-    @_translate_errors
-    def JoinSync(self, request: pb.JoinSyncRequest, context: grpc.ServicerContext
-                 ) -> pb.JoinSyncReply:
+    def JoinSync(self, request: pb.JoinSyncRequest) -> pb.JoinSyncReply:
         vault_id = self.syncing.join(request.remote, request.token or None,
                                      request.recovery_key, request.allow_cleartext_token)
         return pb.JoinSyncReply(vault_id=vault_id, memory_count=len(self.vault.memories))
 
-    @_translate_errors
-    def SyncNow(self, request: pb.SyncStatusRequest, context: grpc.ServicerContext
-                ) -> pb.SyncStatusReply:
+    def SyncNow(self, request: pb.SyncStatusRequest) -> pb.SyncStatusReply:
         self.syncing.sync_now()
         return self._sync_status()
 
-    @_translate_errors
-    def SyncStatus(self, request: pb.SyncStatusRequest, context: grpc.ServicerContext
-                   ) -> pb.SyncStatusReply:
+    def SyncStatus(self, request: pb.SyncStatusRequest) -> pb.SyncStatusReply:
         return self._sync_status()
 
-    @_translate_errors
-    def SyncRepair(self, request: pb.SyncRepairRequest, context: grpc.ServicerContext
-                   ) -> pb.SyncStatusReply:
+    def SyncRepair(self, request: pb.SyncRepairRequest) -> pb.SyncStatusReply:
         self.syncing.repair(confirmed=request.confirm)
         return self._sync_status()
 
@@ -376,9 +329,7 @@ class MemoryServicer(pb_grpc.MemoryServicer):
             bad_version=status.bad_version, withheld_head=status.withheld_head,
             repush=status.repush, chain=status.chain, snapshot=status.snapshot)
 
-    @_translate_errors
-    def Status(self, request: pb.StatusRequest, context: grpc.ServicerContext
-               ) -> pb.StatusReply:
+    def Status(self, request: pb.StatusRequest) -> pb.StatusReply:
         vault, embedder = self.vault, self.vault.embedder
         return pb.StatusReply(
             version=__version__, model_state=embedder.state, model=embedder.model_name,
@@ -393,17 +344,15 @@ class MemoryServicer(pb_grpc.MemoryServicer):
             last_consolidation_at=vault.last_upkeep("consolidate"),
             trash_count=vault.trash_size)
 
-    @_translate_errors
-    def Check(self, request: pb.CheckRequest, context: grpc.ServicerContext) -> pb.CheckReply:
+    def Check(self, request: pb.CheckRequest) -> pb.CheckReply:
         if self.check is None:
             raise Unavailable("this daemon does not check its files; run `memvaultd check`")
         return check_reply(self.check(not request.skip_remote))
 
-    def Events(self, request: pb.EventsRequest, context: grpc.ServicerContext
-               ) -> Iterator[pb.Event]:
+    def Events(self, request: pb.EventsRequest, call: Liveness) -> Iterator[pb.Event]:
         subscription = self.events.subscribe(request.types)
         try:
-            while context.is_active():
+            while call.is_active():
                 # Wake twice a second to notice a client that went away.
                 event = subscription.get(timeout=0.5)
                 if event is not None:

@@ -1,11 +1,13 @@
 """The front process: the socket's gate and grpc, beside the core that holds the vault.
 
-memvaultd starts this process (`front_process.py`) and it serves the public
-socket: the gate checks each peer's uid (`peer_gate.py`) and grpc reads and
-writes the calls. Each unary Memory call goes to the core over the link
-(`link.py`) as the client's bytes; streams (Events, Export, health's Watch)
-and health's Check are forwarded to the core's own grpc on its inner
-socket. Reflection is answered here.
+memvaultd starts this process (`python -m memvaultd.serve.front`,
+`front_process.py`) and it serves the public socket: the gate checks each
+peer's uid (`peer_gate.py`) and grpc reads and writes the calls. Every
+Memory call, unary or streaming, goes to the core over the link
+(`link.py`) as the client's bytes, and its answer comes back the same way.
+Health (Check, Watch) and reflection are answered here: health from the
+serving state the core sends over the link, NOT_SERVING until the core
+says SERVING, and NOT_SERVING for good once either side stops.
 
 Why a process of its own: a Python process computes on one core at a time
 (the interpreter lock). With grpc in the core, its work was ~1/3 of what
@@ -33,44 +35,34 @@ from typing import Any
 import grpc
 
 # grpcio's health and reflection packages ship no type stubs.
-from grpc_health.v1 import health, health_pb2  # type: ignore[import-untyped]
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc  # type: ignore[import-untyped]
 from grpc_reflection.v1alpha import reflection  # type: ignore[import-untyped]
 
+from memvault_base.errors import Status
+from memvault_base.rpc import MESSAGE_OPTIONS, status_code
 from memvault_base.v1 import memory_pb2
-from memvaultd.serve.front.link import LinkClient
+from memvaultd.serve.front.link import READY, LinkClient, State
 from memvaultd.serve.front.peer_gate import PeerGate
 
 log = logging.getLogger("memvaultd.front")
 
 MEMORY = memory_pb2.DESCRIPTOR.services_by_name["Memory"]
-HEALTH = health_pb2.DESCRIPTOR.services_by_name["Health"]
-# The core's grpc and the front's alike: a RememberBatch of 10k memories with vectors.
-MAX_MESSAGE = 64 * 1024 * 1024
-OPTIONS = [("grpc.max_receive_message_length", MAX_MESSAGE),
-           ("grpc.max_send_message_length", MAX_MESSAGE)]
-READY = b"ready\n"
+_STOPPING = "memvaultd is stopping"
 
 
-class Forwarding(grpc.GenericRpcHandler):
-    """Every Memory and Health method: unary Memory calls over the link,
-    the rest through a grpc channel to the core. Bytes pass untouched."""
+class Relay(grpc.GenericRpcHandler):
+    """Every Memory method, over the link; the bytes pass untouched."""
 
-    def __init__(self, link: LinkClient, core: grpc.aio.Channel) -> None:
+    def __init__(self, link: LinkClient) -> None:
         self._handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {}
-        for service in (MEMORY, HEALTH):
-            for method in service.methods:
-                path = f"/{service.full_name}/{method.name}"
-                if method.client_streaming:
-                    continue  # neither service has one
-                if method.server_streaming:
-                    self._handlers[path] = grpc.unary_stream_rpc_method_handler(
-                        _streamed(core, path))
-                elif service is MEMORY:
-                    self._handlers[path] = grpc.unary_unary_rpc_method_handler(
-                        _linked(link, method.name))
-                else:
-                    self._handlers[path] = grpc.unary_unary_rpc_method_handler(
-                        _forwarded(core, path))
+        for method in MEMORY.methods:
+            path = f"/{MEMORY.full_name}/{method.name}"
+            if method.server_streaming:
+                self._handlers[path] = grpc.unary_stream_rpc_method_handler(
+                    _streamed(link, method.name))
+            else:
+                self._handlers[path] = grpc.unary_unary_rpc_method_handler(
+                    _linked(link, method.name))
 
     def service(self, handler_call_details: grpc.HandlerCallDetails
                 ) -> grpc.RpcMethodHandler[Any, Any] | None:
@@ -82,47 +74,68 @@ def _linked(link: LinkClient, method: str) -> Callable[[bytes, Any], Awaitable[b
         try:
             status, payload = await link.call(method, request)
         except ConnectionError:
-            await context.abort(grpc.StatusCode.UNAVAILABLE, "memvaultd is stopping")
-        if status is not grpc.StatusCode.OK:
-            await context.abort(status, payload.decode("utf-8", "replace"))
+            await context.abort(grpc.StatusCode.UNAVAILABLE, _STOPPING)
+        if status != Status.OK:
+            await context.abort(status_code(status), payload.decode("utf-8", "replace"))
         return payload
     return handle
 
 
-def _forwarded(core: grpc.aio.Channel, path: str) -> Callable[[bytes, Any], Awaitable[bytes]]:
-    call: Any = core.unary_unary(path)
-
-    async def handle(request: bytes, context: Any) -> bytes:
-        try:
-            reply: bytes = await call(request, timeout=context.time_remaining())
-        except grpc.aio.AioRpcError as error:
-            await context.abort(error.code(), error.details() or "")
-        return reply
-    return handle
-
-
-def _streamed(core: grpc.aio.Channel, path: str
-              ) -> Callable[[bytes, Any], AsyncIterator[bytes]]:
-    method: Any = core.unary_stream(path)
-
+def _streamed(link: LinkClient, method: str) -> Callable[[bytes, Any], AsyncIterator[bytes]]:
     async def handle(request: bytes, context: Any) -> AsyncIterator[bytes]:
-        call = method(request, timeout=context.time_remaining())
         try:
-            async for item in call:
+            streamed = link.stream(method, request)
+        except ConnectionError:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, _STOPPING)
+        try:
+            async for item in streamed:
                 yield item
-        except grpc.aio.AioRpcError as error:
-            await context.abort(error.code(), error.details() or "")
+        except ConnectionError:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, _STOPPING)
         finally:
-            call.cancel()  # the client went away: so does the core's stream
+            streamed.close()  # the client went away: so does the core's stream
+        assert streamed.status is not None  # the items end with the stream
+        if streamed.status != Status.OK:
+            await context.abort(status_code(streamed.status), streamed.details)
     return handle
 
 
-async def serve(public: Path, inner: Path, core: Path, link_path: Path, grace: float) -> None:
+class Health:
+    """The front's health service, set from the core's serving state in the
+    order the link brings it."""
+
+    def __init__(self) -> None:
+        self.servicer = health.aio.HealthServicer()
+        self._states: asyncio.Queue[State] = asyncio.Queue()
+
+    def told(self, state: State) -> None:
+        self._states.put_nowait(state)
+
+    async def follow(self) -> None:
+        """Apply each state told, until cancelled."""
+        while True:
+            await self.apply(await self._states.get())
+
+    async def apply(self, state: State) -> None:
+        if state is State.STOPPING:
+            await self.servicer.enter_graceful_shutdown()
+            return
+        status = (health_pb2.HealthCheckResponse.SERVING if state is State.SERVING
+                  else health_pb2.HealthCheckResponse.NOT_SERVING)
+        for name in ("", MEMORY.full_name):
+            await self.servicer.set(name, status)
+
+
+async def serve(public: Path, inner: Path, link_path: Path, grace: float) -> None:
     loop = asyncio.get_running_loop()
-    _, link = await loop.create_unix_connection(LinkClient, str(link_path))
-    channel = grpc.aio.insecure_channel(f"unix:{core}", options=OPTIONS)
-    server = grpc.aio.server(options=OPTIONS)
-    server.add_generic_rpc_handlers((Forwarding(link, channel),))
+    serving = Health()
+    await serving.apply(State.NOT_SERVING)  # until the core says otherwise
+    _, link = await loop.create_unix_connection(lambda: LinkClient(serving.told),
+                                                str(link_path))
+    following = asyncio.ensure_future(serving.follow())
+    server = grpc.aio.server(options=MESSAGE_OPTIONS)
+    server.add_generic_rpc_handlers((Relay(link),))
+    health_pb2_grpc.add_HealthServicer_to_server(serving.servicer, server)
     reflection.enable_server_reflection(
         (MEMORY.full_name, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
     inner.unlink(missing_ok=True)
@@ -153,13 +166,14 @@ async def serve(public: Path, inner: Path, core: Path, link_path: Path, grace: f
     os.write(sys.stdout.fileno(), READY)
     await stop.wait()
     loop.remove_reader(sys.stdin.fileno())
+    following.cancel()
+    await serving.apply(State.STOPPING)
     # Refuse new connections first; calls in flight get `grace` unless the
     # core is gone, when nothing could answer them.
     gate.stop_accepting()
     await server.stop(0 if orphaned else grace)
     gate.close()
     inner.unlink(missing_ok=True)
-    await channel.close()
     if orphaned:
         log.warning("the core went away; the front stopped")
 
@@ -168,7 +182,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="memvaultd-front", description=__doc__.split("\n")[0])
     parser.add_argument("--public", type=Path, required=True)
     parser.add_argument("--inner", type=Path, required=True)
-    parser.add_argument("--core", type=Path, required=True)
     parser.add_argument("--link", type=Path, required=True)
     parser.add_argument("--grace", type=float, required=True)
     parser.add_argument("--log-level", default="INFO")
@@ -178,9 +191,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Ctrl-C in a terminal reaches the whole process group: the core stops
     # this process itself, after its own calls.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    asyncio.run(serve(args.public, args.inner, args.core, args.link, args.grace))
+    asyncio.run(serve(args.public, args.inner, args.link, args.grace))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

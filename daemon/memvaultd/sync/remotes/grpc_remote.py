@@ -8,7 +8,7 @@ so `watch_head` wakes as soon as the server has stored the append (no
 polling).
 
 Failed calls become the error tree's classes by status code
-(`memvault_base.errors.error_from_status`): NOT_FOUND -> NotFound,
+(`memvault_base.rpc.error_from_status`): NOT_FOUND -> NotFound,
 INVALID_ARGUMENT -> InvalidArgument, RESOURCE_EXHAUSTED -> ResourceExhausted,
 UNAVAILABLE and deadlines -> Unavailable; UNAUTHENTICATED and
 PERMISSION_DENIED -> MemvaultError with the server's message.
@@ -30,7 +30,7 @@ from typing import Any
 
 import grpc
 
-from memvault_base.errors import IntegrityError, Unavailable, error_from_status
+from memvault_base.errors import IntegrityError, Unavailable
 from memvault_base.objects.names import (
     MAX_LISTED,
     MAX_OBJECT,
@@ -41,6 +41,7 @@ from memvault_base.objects.names import (
     check_version,
     is_name,
 )
+from memvault_base.rpc import error_from_status
 from memvault_base.v1 import sync_pb2, sync_pb2_grpc
 
 # Deadline of one unary call: a 16 MiB object at 1 MB/s still fits.
