@@ -6,7 +6,7 @@ the lock inside each large call, but a recall's arrays are small (the ~26
 probed IVF lists at 100k memories are ~150 rows each), so a search spent a
 third of its time in Python between NumPy calls, and took the lock back 26
 times. A loop compiled here (numba, LLVM) does such work in one call, with
-the lock released, and faster than the NumPy it replaces (`ann.py`,
+the lock released, and faster than the NumPy it replaces (`ivf.py`,
 docs/benchmarks.md).
 
 Compiled once per machine: numba keeps the machine code in the daemon's

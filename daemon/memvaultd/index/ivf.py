@@ -18,7 +18,7 @@ lists are read from memory once a search (~3,800 rows at 100k, ~40,000 at
 0.013 for the benchmark's queries at 140k memories, where the largest error
 seen was 0.002; the caller scores 4 x (at least 128) the rows it needs
 exactly, and the exact 24 nearest were among the best 27 by code
-(`index.py`).
+(`memory_index.py`).
 
 The structure is immutable once built: the lists are one array of row
 numbers grouped by list (`order`), where each list starts (`offsets`), and

@@ -6,7 +6,7 @@ exact search is a single matrix-vector product: about 1 ms over 10k x 384 and
 against 10 ms and 150 ms for LanceDB's flat search over the same rows. Unit
 vectors make the product the cosine, and the L2 distance the ranking formula
 wants is sqrt(2 - 2 cos). Above `ann.IVF_THRESHOLD` rows an inverted-file
-index (`ann.py`), built and extended on a background thread, picks which rows
+index (`ivf.py`), built and extended on a background thread, picks which rows
 to score; the scores themselves stay exact float32 products.
 
 Concurrency: writers hold `_lock`. Readers never lock for the scan: they take
@@ -399,7 +399,7 @@ class MemoryIndex:
         the vault's write lock): no row of a matrix is ever rewritten (a new
         vector takes a new row; growth and compaction make a new matrix), so
         the rows named now read the same later. At 400k memories the copy of
-        their vectors took 0.4-1.5 s that writes no longer wait for.
+        their vectors takes 0.4-1.5 s, which writes would otherwise wait for.
         """
         memories, matrix, rows = self.live_rows()
         dimension = self.dimension

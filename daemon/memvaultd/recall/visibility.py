@@ -4,7 +4,7 @@ A memory is visible when it has not expired, is not superseded (unless the
 request includes superseded memories), sits in one of the asked tiers
 (working and long-term by default) and, when types are asked, is of one of
 them. A request may narrow further by topic (the key or below it), session,
-source, a filter (`filters.py`) and a heat band.
+source, a filter (`filter/`) and a heat band.
 
 `mask` answers for many index rows at once from the index's columns
 (`columns.py`); only the narrowing a column cannot answer (topic prefix,

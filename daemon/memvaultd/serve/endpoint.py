@@ -53,7 +53,7 @@ def _cores() -> int:
 
 # Recalls that go to workers (every recall in a vault above 500k memories;
 # below, one the loop declined only because the access marks' lock was busy)
-# and will wait for nothing else (`VaultReads.recall_ready`: no load,
+# and will wait for nothing else (`Reads.recall_ready`: no load,
 # transaction or model call) have threads of their own, one per core: more
 # only queue on the interpreter lock, with the kernel free to preempt
 # whichever thread holds it, while a recall's vector work, which runs

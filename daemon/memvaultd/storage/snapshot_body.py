@@ -15,13 +15,13 @@
 Memories are columns, one list per Memory field (a field absent from the
 snapshot takes its default; tuple fields travel as lists), and stamps are
 rows of five columns, `device` an index into `devices`: a 100k-memory body
-decodes in 0.5 s against 1.9 s for one object per memory and per stamp
-(version 1, still read; 1.1 s now that the collector is paused):
+decodes in 0.5 s against 1.1-1.9 s for one object per memory and per stamp
+(version 1, still read):
 
     meta v1 := {"v": 1, ..., "memories": [{every Memory field}, ...], "turns": [...],
                 "stamps": {ID: {FIELD or "*": [wall_ms, counter, device]}}, ...}
 
-`snapshot.py` seals the body; this module only builds and parses it. Vectors
+`snapshots.py` seals the body; this module only builds and parses it. Vectors
 are raw (not JSON) so 100k memories load in one `frombuffer`.
 """
 

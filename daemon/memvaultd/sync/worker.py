@@ -84,10 +84,11 @@ _BATCH_WINDOW_S = 0.2
 _FIRST_BACKOFF_S = 1.0
 _MAX_BACKOFF_S = 64.0
 # How long version `head`, once known to be on the remote, is trusted to be
-# still there before a round that is not `sync now` downloads it again. Each
-# round used to: up to 3 MiB (a bulk version) for every write, notice and
-# 30 s tick; bench_sync's device received 130 KiB per new memory, 229 B now
-# (docs/benchmarks.md). A version this device appended (the remote
+# still there before a round that is not `sync now` downloads it again.
+# Downloaded every round, it cost up to 3 MiB (a bulk version) for every
+# write, notice and 30 s tick: bench_sync's device received 130 KiB per new
+# memory, against 229 B with this check (docs/benchmarks.md). A version this
+# device appended (the remote
 # acknowledged it) or pulled (downloaded and hashed) is known; a fork built
 # on top of it cannot hide anyway, since the next pulled version carries its
 # parent's hash in its associated data.

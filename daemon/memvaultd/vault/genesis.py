@@ -1,11 +1,11 @@
 """The puts `init` has yet to log: one per memory the device holds
-(`VaultSync.genesis`), each made only when it is logged.
+(`Replication.genesis`), each made only when it is logged.
 
 `genesis` cuts them under the write lock, and every write waits for that
-hold. Made there, they cost the hold a stamp (`Clock.now`, a lock each), an
-id and an `Operation` per memory and a copy of every vector (`export`):
-1.1-1.3 s at 155k memories, 11.9 s at 1M, which a remember waited whole.
-The cut now takes only what fixes the puts: each memory as it is now, the
+hold. Made there, they would cost the hold a stamp (`Clock.now`, a lock
+each), an id and an `Operation` per memory and a copy of every vector
+(`export`): 1.1-1.3 s at 155k memories, 11.9 s at 1M, which a remember
+waited whole. The cut takes only what fixes the puts: each memory as it is, the
 matrix and its row (rows are never rewritten, `MemoryIndex.cut`), and one
 block of stamps (`Clock.reserve`) for the memories that carry none: 74-90
 ms at 155k, 0.80-0.95 s at 1M (docs/benchmarks.md). The rest is done a

@@ -1,7 +1,7 @@
 """The filter compiler: one walk that validates a parsed filter and builds its predicate.
 
 Logical keys (`AND`, `OR`, `NOT`) recurse; any other key is a field, whose
-operators are checked against its kind (`filter_language`), whose operands are
+operators are checked against its kind (`language.py`), whose operands are
 checked and converted (`filter_operands`), and which becomes a closure
 (`filter_predicates`, `filter_payload`). Errors name the path of the part,
 e.g. `filter.AND[1].tags`.
