@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from memvault_base.errors import InvalidArgument
+from memvault_base.memory_rules import DEFAULT_IMPORTANCE, PINNED_IMPORTANCE
 
 __all__ = ["Memory"]
 
@@ -27,7 +28,7 @@ class Memory:
     entity: str = ""
     tags: tuple[str, ...] = ()
     category: str = ""
-    importance: float = 0.5  # the daemon's default: unrated
+    importance: float = DEFAULT_IMPORTANCE
     session_id: str = ""
     source: str = ""
     tier: str = ""
@@ -49,7 +50,7 @@ class Memory:
     @property
     def pinned(self) -> bool:
         """True when importance is at or above 0.9: decay does not hide it."""
-        return self.importance >= 0.9
+        return self.importance >= PINNED_IMPORTANCE
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object the CLI prints for this memory (and `export` writes)."""

@@ -5,8 +5,9 @@ The servicer translates gRPC messages into these; the vault validates them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -83,3 +84,13 @@ class RememberOutcome:
     @property
     def reinforced(self) -> bool:
         return self.outcome == REINFORCED
+
+
+@dataclass(frozen=True)
+class ImportedRecord:
+    """An exported memory as a caller sends it back (`Import`), not yet
+    checked: its fields by the names of `memory.proto`'s MemoryRecord, and
+    its vector if it came with one."""
+
+    fields: Mapping[str, Any]
+    vector: Sequence[float] = ()

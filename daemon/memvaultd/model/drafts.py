@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import fields as dataclass_fields
 from typing import Any
 
 import numpy as np
@@ -18,6 +19,7 @@ from memvaultd.crypto.entropy import new_id
 from memvaultd.model import memory as m
 from memvaultd.model.commands import MemoryDraft
 from memvaultd.model.memory import Memory
+from memvaultd.model.operations import memory_from_dict
 from memvaultd.model.vector import Vector
 
 # The fields `Update` may change, and how each is checked.
@@ -92,3 +94,39 @@ def own_vector(values: Sequence[float], dimension: int, model: str, field: str) 
     if norm == 0.0 or not math.isfinite(norm):
         raise InvalidArgument(f"{field}: must not be the zero vector")
     return vector / np.float32(norm)
+
+
+_MEMORY_FIELDS = frozenset(f.name for f in dataclass_fields(Memory))
+
+
+def imported_memory(record: Mapping[str, Any]) -> Memory:
+    """An exported record sent back (`Import`) as a `Memory`: its id, times,
+    counts and chain kept, every field under the limits a remembered memory
+    obeys (else a 10 MB text, a NaN importance or an unknown type went
+    straight in)."""
+    doc = {name: value for name, value in record.items() if name in _MEMORY_FIELDS}
+    doc["tags"] = list(record.get("tags", ()))
+    doc["consolidated_from"] = list(record.get("consolidated_from", ()))
+    doc["payload"] = parse_payload(record.get("payload_json", ""))
+    draft = MemoryDraft(text=record.get("text", ""), type=record.get("type", ""),
+                        topic_key=record.get("topic_key", ""),
+                        payload_json=record.get("payload_json", ""),
+                        entity=record.get("entity", ""), tags=doc["tags"],
+                        category=record.get("category", ""),
+                        importance=record.get("importance"),
+                        session_id=record.get("session_id", ""),
+                        source=record.get("source", ""), tier=record.get("tier", ""),
+                        expires_at=record.get("expires_at", 0.0),
+                        protected=record.get("protected"))
+    doc |= checked_fields(draft, UPDATABLE)
+    memory_id = record.get("id", "")
+    if not memory_id or len(memory_id) > m.MAX_SHORT_FIELD:
+        raise InvalidArgument(f"id: must be 1..{m.MAX_SHORT_FIELD} characters")
+    m.check_short(record.get("consolidated_into", ""), "consolidated_into")
+    if len(doc["consolidated_from"]) > m.MAX_SOURCES:
+        raise InvalidArgument(f"consolidated_from: over {m.MAX_SOURCES} ids")
+    for source in doc["consolidated_from"]:
+        m.check_short(source, "consolidated_from")
+    for name in ("created_at", "last_reinforced_at", "last_accessed_at"):
+        m.check_time(doc.get(name, 0.0), name)
+    return memory_from_dict(doc)

@@ -12,6 +12,8 @@ from operator import attrgetter
 from typing import Any
 
 from memvault_base.errors import InvalidArgument
+from memvault_base.memory_rules import DEFAULT_IMPORTANCE as DEFAULT_IMPORTANCE
+from memvault_base.memory_rules import PINNED_IMPORTANCE as PINNED_IMPORTANCE
 
 EPISODIC, SEMANTIC, PROCEDURAL = "episodic", "semantic", "procedural"
 TYPES = (EPISODIC, SEMANTIC, PROCEDURAL)
@@ -23,8 +25,6 @@ WORKING, LONG_TERM, ARCHIVED = "working", "long_term", "archived"
 TIERS = (WORKING, LONG_TERM, ARCHIVED)
 
 DEFAULT_TYPE = SEMANTIC
-DEFAULT_IMPORTANCE = 0.5
-PINNED_IMPORTANCE = 0.9
 
 # 32 KiB of UTF-8: a long note section or a page of transcript. Larger inputs
 # embed poorly anyway (MiniLM reads only its first 256 tokens, ~1 KiB of text)
@@ -33,6 +33,9 @@ MAX_TEXT_BYTES = 32 * 1024
 MAX_PAYLOAD_BYTES = 64 * 1024
 MAX_TAGS = 64
 MAX_SHORT_FIELD = 512  # topic_key, category, entity, session_id, source, a tag
+# The memories one consolidated memory summarises: its fact list must fit the
+# 64 KiB payload, with room for the ids (33 bytes each).
+MAX_SOURCES = 100
 # The source of a watched file's chunks ("file:notes/a.md#Heading"): the file
 # is their truth, so upkeep never merges them (notes/note_folder.py).
 WATCHED_FILE_SOURCE = "file:"

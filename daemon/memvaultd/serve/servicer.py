@@ -14,17 +14,20 @@ import json
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
-from memvault_base.errors import InvalidArgument, Unavailable
+from memvault_base.errors import Unavailable
 from memvault_base.v1 import memory_pb2 as pb
 from memvaultd import __version__
-from memvaultd.model import drafts
-from memvaultd.model import memory as m
-from memvaultd.model.commands import MemoryDraft, RecallQuery, RememberOutcome, TurnDraft
+from memvaultd.model.commands import (
+    ImportedRecord,
+    MemoryDraft,
+    RecallQuery,
+    RememberOutcome,
+    TurnDraft,
+)
 from memvaultd.model.heat import band
 from memvaultd.model.memory import Memory
-from memvaultd.model.operations import memory_from_dict
 from memvaultd.model.vector import Vector
 from memvaultd.recall.engine import Hit
 from memvaultd.sync.setup import Syncing
@@ -96,34 +99,16 @@ def record_of(memory: Memory, vector: Vector | None = None) -> pb.MemoryRecord:
         vector=[] if vector is None else vector.tolist())
 
 
-def memory_from(record: pb.MemoryRecord) -> tuple[Memory, list[float]]:
-    doc = {name: getattr(record, name) for name in (
-        "id", "text", "type", "topic_key", "entity", "category", "importance", "session_id",
-        "source", "tier", "created_at", "last_reinforced_at", "reinforce_count",
-        "access_count", "expires_at", "superseded_by", "supersedes", "last_accessed_at",
-        "protected", "consolidated_into")}
-    doc["tags"] = list(record.tags)
-    doc["consolidated_from"] = list(record.consolidated_from)
-    doc["payload"] = drafts.parse_payload(record.payload_json)
-    # An imported record obeys the same limits as a remembered one: without
-    # this a 10 MB text, a NaN importance or an unknown type went straight in.
-    draft = MemoryDraft(text=record.text, type=record.type, topic_key=record.topic_key,
-                        payload_json=record.payload_json, entity=record.entity,
-                        tags=list(record.tags), category=record.category,
-                        importance=record.importance, session_id=record.session_id,
-                        source=record.source, tier=record.tier, expires_at=record.expires_at,
-                        protected=record.protected)
-    doc |= drafts.checked_fields(draft, drafts.UPDATABLE)
-    if not record.id or len(record.id) > m.MAX_SHORT_FIELD:
-        raise InvalidArgument(f"id: must be 1..{m.MAX_SHORT_FIELD} characters")
-    m.check_short(record.consolidated_into, "consolidated_into")
-    if len(record.consolidated_from) > consolidation.MAX_SOURCES:
-        raise InvalidArgument(f"consolidated_from: over {consolidation.MAX_SOURCES} ids")
-    for source in record.consolidated_from:
-        m.check_short(source, "consolidated_from")
-    for name in ("created_at", "last_reinforced_at", "last_accessed_at"):
-        m.check_time(doc[name], name)
-    return memory_from_dict(doc), list(record.vector)
+def imported_from(record: pb.MemoryRecord) -> ImportedRecord:
+    """The record's fields by name, as sent: the vault checks them."""
+    fields: dict[str, Any] = {}
+    for field in record.DESCRIPTOR.fields:
+        if field.name != "vector":
+            value = getattr(record, field.name)
+            # A repeated field reads as a container of the message's own.
+            scalar = isinstance(value, str | bytes | int | float | bool)
+            fields[field.name] = value if scalar else list(value)
+    return ImportedRecord(fields, list(record.vector))
 
 
 def hit_of(hit: Hit, vector: Vector | None) -> pb.Hit:
@@ -284,13 +269,8 @@ class MemoryServicer:
         return pb.AppendTurnsReply(ids=ids, txid=txid)
 
     def Import(self, request: pb.ImportRequest) -> pb.ImportReply:
-        records = []
-        for i, record in enumerate(request.memories):
-            memory, values = memory_from(record)
-            vector = drafts.own_vector(values, self.vault.info.dimension, self.vault.info.model,
-                                       f"memories[{i}].vector") if values else None
-            records.append((memory, vector))
-        added, reinforced, txid = self.vault.import_memories(records)
+        added, reinforced, txid = self.vault.import_memories(
+            [imported_from(record) for record in request.memories])
         return pb.ImportReply(added=added, reinforced=reinforced, txid=txid)
 
     def Export(self, request: pb.ExportRequest, call: Liveness) -> Iterator[pb.MemoryRecord]:

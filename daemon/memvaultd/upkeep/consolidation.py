@@ -52,6 +52,7 @@ import numpy as np
 from memvault_base.errors import InvalidArgument
 from memvaultd.model import memory as m
 from memvaultd.model.heat import COLD, FROZEN, SECONDS_PER_DAY, HeatSettings, band, heat
+from memvaultd.model.memory import MAX_SOURCES as MAX_SOURCES
 from memvaultd.model.memory import Memory
 from memvaultd.model.vector import Vector
 from memvaultd.upkeep.summariser import Summariser, Summary
@@ -59,9 +60,8 @@ from memvaultd.upkeep.summariser import Summariser, Summary
 ALL, SESSION = "all", "session"
 SCOPES: Final = (ALL, SESSION)
 SOURCE: Final = "consolidation"
-# Bounds of one cluster: the summary must fit one memory (32 KiB of text)
-# and its fact list the 64 KiB payload, with room for the ids (33 bytes each).
-MAX_SOURCES: Final = 100
+# Bounds of one cluster: the summary must fit one memory (32 KiB of text),
+# and its fact list the payload (`MAX_SOURCES`).
 MAX_SOURCE_BYTES: Final = 24 * 1024
 # Leader clustering compares each memory with every cluster so far: a group
 # of 5,000 memories costs at most 5,000 x 5,000 dot products (~1 s); the

@@ -31,7 +31,13 @@ from memvault_base.errors import IntegrityError, MemvaultError
 from memvaultd.config.settings import Config
 from memvaultd.embedding.embedder import Embedder
 from memvaultd.index.layer import Layer
-from memvaultd.model.commands import MemoryDraft, RecallQuery, RememberOutcome, TurnDraft
+from memvaultd.model.commands import (
+    ImportedRecord,
+    MemoryDraft,
+    RecallQuery,
+    RememberOutcome,
+    TurnDraft,
+)
 from memvaultd.model.memory import Memory
 from memvaultd.model.operations import TURNS, Operation, decode
 from memvaultd.model.vector import Vector
@@ -265,8 +271,7 @@ class Vault:
     def append_turns(self, session_id: str, turns: Sequence[TurnDraft]) -> tuple[int, list[str]]:
         return self.writes.append_turns(session_id, turns)
 
-    def import_memories(self, records: Sequence[tuple[Memory, Vector | None]]
-                        ) -> tuple[int, int, int]:
+    def import_memories(self, records: Sequence[ImportedRecord]) -> tuple[int, int, int]:
         return self.writes.import_memories(records)
 
     def replace_chunks(self, items: Sequence[MemoryDraft], forget_ids: Sequence[str] = ()

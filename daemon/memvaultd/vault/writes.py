@@ -21,6 +21,7 @@ from memvaultd.model.commands import (
     ADDED,
     REINFORCED,
     SUPERSEDED,
+    ImportedRecord,
     MemoryDraft,
     RememberOutcome,
     TurnDraft,
@@ -241,23 +242,28 @@ class Writes:
                                   for t, v in zip(memories, vectors, strict=True)])
         return first + len(memories) - 1, [t.id for t in memories]
 
-    def import_memories(self, records: Sequence[tuple[Memory, Vector | None]]
-                        ) -> tuple[int, int, int]:
-        """Whole records, ids, times and chains kept. A record carries its own
-        id, so it is never merged into another memory: an export imported
+    def import_memories(self, records: Sequence[ImportedRecord]) -> tuple[int, int, int]:
+        """Whole records, ids, times and chains kept, each checked as a
+        remembered memory is (`drafts.imported_memory`). A record carries its
+        own id, so it is never merged into another memory: an export imported
         into an empty vault gives back every memory. Returns (added, 0, txid);
         the 0 fills the reinforcement count old clients read."""
         if len(records) > MAX_BATCH:
             raise InvalidArgument(f"memories: over the batch limit of {MAX_BATCH}")
-        missing = [i for i, (_, v) in enumerate(records) if v is None]
-        embedded = self.core.embedder.embed_documents([records[i][0].text for i in missing])
-        vectors = [v for _, v in records]
+        info = self.core.info
+        memories = [drafts.imported_memory(record.fields) for record in records]
+        vectors: list[Vector | None] = [
+            drafts.own_vector(record.vector, info.dimension, info.model,
+                              f"memories[{i}].vector") if record.vector else None
+            for i, record in enumerate(records)]
+        missing = [i for i, vector in enumerate(vectors) if vector is None]
+        embedded = self.core.embedder.embed_documents([memories[i].text for i in missing])
         for i, vector in zip(missing, embedded, strict=True):
             vectors[i] = vector
         self.core.await_loaded()
         with self.core.write_lock:
             ops: list[Operation] = []
-            for (memory, _), vector in zip(records, vectors, strict=True):
+            for memory, vector in zip(memories, vectors, strict=True):
                 assert vector is not None
                 if (self.core.state.find(memory.id) is not None
                         or memory.id in self.core.state.tombstones):
