@@ -269,3 +269,25 @@ def test_two_devices_consolidating_at_once_converge_on_one_memory(tmp_path: Path
         assert sorted(summary.consolidated_from) == sorted(m.id for m in originals)
         assert all(m.tier == "archived" for m in ca.export() if m.id in summary.consolidated_from)
         assert ca.status().last_consolidation_at > 0 and cb.status().last_consolidation_at > 0
+
+
+def test_an_imported_memory_without_times_arrives_now(upkeep_daemon: DaemonProcess,
+                                                     tmp_path: Path) -> None:
+    # A line written by hand, or by another tool, carries no times: it is
+    # new to this vault, not months old (it was frozen, and the next sweep
+    # forgot it when rated minor).
+    memory_id = uuid.uuid4().hex
+    lines = tmp_path / "handwritten.jsonl"
+    lines.write_text(json.dumps({"id": memory_id, "importance": 0.1,
+                                 "text": "the spare key is under the blue flowerpot"}) + "\n")
+    before = time.time()
+    done = memvault(upkeep_daemon.home, "import", str(lines), "--json")
+    assert done.returncode == 0, done.stderr
+    with Client(socket=upkeep_daemon.socket) as client:
+        got = client.get(memory_id)
+        assert before - 1 <= got.created_at <= time.time() + 1
+        assert got.last_reinforced_at == got.created_at
+        hits = client.recall("where is the spare key", band="hot", mark_accessed=False)
+        assert memory_id in {h.memory.id for h in hits}
+        plan = client.sweep(dry_run=True, threshold=0.01)
+        assert memory_id not in {s.id for s in plan.swept}

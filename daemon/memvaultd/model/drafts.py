@@ -99,11 +99,13 @@ def own_vector(values: Sequence[float], dimension: int, model: str, field: str) 
 _MEMORY_FIELDS = frozenset(f.name for f in dataclass_fields(Memory))
 
 
-def imported_memory(record: Mapping[str, Any]) -> Memory:
+def imported_memory(record: Mapping[str, Any], now: float) -> Memory:
     """An exported record sent back (`Import`) as a `Memory`: its id, times,
     counts and chain kept, every field under the limits a remembered memory
     obeys (else a 10 MB text, a NaN importance or an unknown type went
-    straight in)."""
+    straight in). A record with no creation time (written by hand or by
+    another tool) is created `now`: with 0 it would count as 56 years
+    unused, frozen at once, and a minor one forgotten by the next sweep."""
     doc = {name: value for name, value in record.items() if name in _MEMORY_FIELDS}
     doc["tags"] = list(record.get("tags", ()))
     doc["consolidated_from"] = list(record.get("consolidated_from", ()))
@@ -129,4 +131,7 @@ def imported_memory(record: Mapping[str, Any]) -> Memory:
         m.check_short(source, "consolidated_from")
     for name in ("created_at", "last_reinforced_at", "last_accessed_at"):
         m.check_time(doc.get(name, 0.0), name)
+    if not doc.get("created_at"):
+        doc["created_at"] = now
+        doc["last_reinforced_at"] = doc.get("last_reinforced_at") or now
     return memory_from_dict(doc)

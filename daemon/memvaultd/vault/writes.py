@@ -251,7 +251,8 @@ class Writes:
         if len(records) > MAX_BATCH:
             raise InvalidArgument(f"memories: over the batch limit of {MAX_BATCH}")
         info = self.core.info
-        memories = [drafts.imported_memory(record.fields) for record in records]
+        now = time.time()
+        memories = [drafts.imported_memory(record.fields, now) for record in records]
         vectors: list[Vector | None] = [
             drafts.own_vector(record.vector, info.dimension, info.model,
                               f"memories[{i}].vector") if record.vector else None
