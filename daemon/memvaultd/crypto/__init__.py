@@ -1,7 +1,8 @@
 """The daemon's cryptographic primitives: AEAD sealing and key derivation.
 
 Everything memvault writes to disk or sends to a remote is sealed with
-`seal()` under a key that `derive_key()` gave for one purpose only.
+`seal()` under a key that `derive_key()` gave for one purpose only. The
+lowest floor: it imports nothing of memvault's.
 """
 
 from __future__ import annotations
