@@ -25,7 +25,7 @@ from memvaultd.serve.endpoint import _STOP_GRACE_S
 from .daemon_process import DaemonProcess
 
 ROOT = Path(__file__).resolve().parent.parent
-_SNAPSHOT_1M_S = 21  # the slowest stop of a 1M vault measured (runs AC, AF, AH)
+_SNAPSHOT_1M_S = 21  # the slowest stop of a 1M vault measured: 21 s (docs/benchmarks.md)
 
 
 def _memvault(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
