@@ -50,8 +50,10 @@ __all__ = [
 # Long enough to tell memories apart in a table row, short enough that a
 # 3-hit answer stays readable on an 80-column terminal.
 TEXT_PREVIEW_CHARS = 120
-# Cells up to this long (topics, sessions, reasons) stay whole in row tables
-# while the text keeps TEXT_FLOOR_CHARS; longer ones end in "…".
+# Key cells up to this long (topics, sessions, reasons) stay whole in row
+# tables while the text keeps TEXT_FLOOR_CHARS; a longer one (a sweep's
+# reason is ~75) is cut to it before any column gives way, and shows whole
+# when the terminal has room.
 COLUMN_MAX_CHARS = 32
 # The ids tables show: 8 of an id's 32 hex digits, which every command that
 # takes an id accepts (`memvault get 6001b6ef`). Two memories share them with
@@ -308,7 +310,7 @@ def _rows_table(columns: Sequence[_Column], rows: Sequence[Sequence[str]]) -> Ta
     """
     width = Console().width
     widths = [min(max([len(c.header), *(len(row[i]) for row in rows)]),
-                  TEXT_PREVIEW_CHARS if c.fill else COLUMN_MAX_CHARS)
+                  TEXT_PREVIEW_CHARS if c.fill or c.shrinks else COLUMN_MAX_CHARS)
               for i, c in enumerate(columns)]
     fill = next(i for i, c in enumerate(columns) if c.fill)
     shown = list(range(len(columns)))
@@ -316,15 +318,21 @@ def _rows_table(columns: Sequence[_Column], rows: Sequence[Sequence[str]]) -> Ta
     def room() -> int:  # one space between columns
         return width - sum(widths[i] for i in shown if i != fill) - (len(shown) - 1)
 
+    def shrink(text: int, least: int) -> None:
+        """Cut the shrinking columns, the widest first, down to `least`
+        until the text has `text` characters."""
+        for i in sorted((i for i in shown if columns[i].shrinks), key=lambda i: -widths[i]):
+            if room() >= text:
+                return
+            widths[i] = max(min(least, widths[i]), widths[i] - (text - room()))
+
+    shrink(TEXT_ROOM_CHARS, COLUMN_MAX_CHARS)
     for i in sorted((i for i, c in enumerate(columns) if c.gives_way),
                     key=lambda i: -columns[i].gives_way):
         if room() >= TEXT_ROOM_CHARS:
             break
         shown.remove(i)
-    for i in sorted((i for i in shown if columns[i].shrinks), key=lambda i: -widths[i]):
-        if room() >= TEXT_FLOOR_CHARS:
-            break
-        widths[i] = max(SHRUNK_CHARS, widths[i] - (TEXT_FLOOR_CHARS - room()))
+    shrink(TEXT_FLOOR_CHARS, SHRUNK_CHARS)
     widths[fill] = max(1, min(widths[fill], room()))
     table = Table(box=None, padding=(0, 1, 0, 0), pad_edge=False, header_style="bold")
     for i in shown:
