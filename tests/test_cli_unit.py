@@ -304,7 +304,9 @@ def test_recall_bad_new_options_exit_2(fake_daemon: FakeDaemon, args: list[str])
 
 
 def test_recall_table_shows_channels_and_more(fake_daemon: FakeDaemon) -> None:
-    result = run(fake_daemon, "recall", "more", "--offset", "3")
+    # Channels only add: they show on a wide terminal, and give way at 80 columns.
+    result = CliRunner().invoke(cli, ["--socket", str(fake_daemon.socket), "recall", "more",
+                                      "--offset", "3"], env={"COLUMNS": "200"})
     assert result.exit_code == 0
     assert "vector,keyword" in result.stdout
     assert result.stdout.splitlines()[1].split()[0] == "4"  # ranks continue past the offset
@@ -605,18 +607,19 @@ def test_import_from_stdin_reinforces_known_ids(fake_daemon: FakeDaemon) -> None
 @pytest.mark.parametrize(
     ("contents", "line", "message"),
     [
-        ('{"text": "ok"}\n{"text": \n', 2, ": not JSON"),
-        ('{"text": "ok"}\n\n["x"]\n', 3, ": not a JSON object"),
-        ('{"text": "ok", "score": 1}\n', 1, ": unknown key(s) score"),
+        ('{"id": "a", "text": "ok"}\n{"text": \n', 2, ": not JSON"),
+        ('{"id": "a", "text": "ok"}\n\n["x"]\n', 3, ": not a JSON object"),
+        ('{"id": "a", "text": "ok", "score": 1}\n', 1, ": unknown key(s) score"),
         ('{"id": "x"}\n', 1, ": missing key text"),
-        ('{"text": "ok", "tags": "a"}\n', 1, ".tags: must be a list"),
+        ('{"id": "a", "text": "ok", "tags": "a"}\n', 1, ".tags: must be a list"),
+        ('{"id": "a", "text": "ok"}\n{"text": "no id"}\n', 2, ": no id"),
     ],
 )
 def test_import_checks_every_line_before_sending(
     fake_daemon: FakeDaemon, short_dir: Path, contents: str, line: int, message: str
 ) -> None:
     source = short_dir / "bad.jsonl"
-    source.write_text('{"text": "fine"}\n' * 600 + contents)  # the bad line is in batch 2
+    source.write_text('{"id": "f", "text": "fine"}\n' * 600 + contents)  # the bad line: batch 2
     result = run(fake_daemon, "import", str(source))
     assert result.exit_code == 2
     assert result.stderr.startswith(f"memvault: {source} line {600 + line}{message}")

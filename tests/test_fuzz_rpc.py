@@ -207,6 +207,7 @@ def test_recall(target: Target, query: str, top_k: int, min_score: float | None,
 def test_get_and_reinforce(target: Target, memory_id: str, include_vector: bool) -> None:
     _check(target.code("Get", pb.GetRequest(id=memory_id, include_vector=include_vector)), "Get")
     _check(target.code("Reinforce", pb.ReinforceRequest(id=memory_id)), "Reinforce")
+    _check(target.code("ResolveId", pb.ResolveIdRequest(id=memory_id)), "ResolveId")
 
 
 @FUZZ

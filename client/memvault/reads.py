@@ -1,6 +1,7 @@
 """The client's reads: `recall` (the memories that best answer a query), `get`
-and `history` (one memory, and its supersession chain), `list_topics` and
-`list_entities` (what the vault holds, counted).
+and `history` (one memory, and its supersession chain), `resolve_id` (the
+memory an id prefix names), `list_topics` and `list_entities` (what the vault
+holds, counted).
 
 `Client` inherits these; the writes are in `memvault.writes`.
 """
@@ -24,6 +25,7 @@ class ReadCalls(Connection):
     def _read_stubs(self) -> None:
         self._recall = self._unary("Recall", pb.RecallRequest, pb.RecallReply)
         self._get = self._unary("Get", pb.GetRequest, pb.GetReply)
+        self._resolve_id = self._unary("ResolveId", pb.ResolveIdRequest, pb.ResolveIdReply)
         self._list_topics = self._unary("ListTopics", pb.ListRequest, pb.ListReply)
         self._list_entities = self._unary("ListEntities", pb.ListRequest, pb.ListReply)
 
@@ -101,6 +103,15 @@ class ReadCalls(Connection):
         """The memory with this id; raises NotFound when there is none."""
         reply = self._call(self._get, pb.GetRequest(id=id, include_vector=include_vector))
         return wire.memory(reply.memory)
+
+    def resolve_id(self, id: str) -> str:
+        """The whole id of the memory (held or in the trash) that `id` is or begins.
+
+        A whole id is returned as it is. A prefix needs at least 4 characters
+        and must begin exactly one id: InvalidArgument naming the candidates
+        when it begins several, NotFound when it begins none.
+        """
+        return str(self._call(self._resolve_id, pb.ResolveIdRequest(id=id)).id)
 
     def history(self, id: str) -> list[Memory]:
         """The supersession chain this memory belongs to, oldest first, itself included.

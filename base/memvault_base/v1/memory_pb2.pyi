@@ -270,6 +270,18 @@ class GetReply(_message.Message):
     sources: _containers.RepeatedCompositeFieldContainer[MemoryRecord]
     def __init__(self, memory: _Optional[_Union[MemoryRecord, _Mapping]] = ..., chain: _Optional[_Iterable[_Union[MemoryRecord, _Mapping]]] = ..., sources: _Optional[_Iterable[_Union[MemoryRecord, _Mapping]]] = ...) -> None: ...
 
+class ResolveIdRequest(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class ResolveIdReply(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
 class ForgetRequest(_message.Message):
     __slots__ = ("id", "filter_json", "dry_run", "purge", "by")
     ID_FIELD_NUMBER: _ClassVar[int]

@@ -54,6 +54,11 @@ class MemoryStub:
                 request_serializer=memvault__base_dot_v1_dot_memory__pb2.GetRequest.SerializeToString,
                 response_deserializer=memvault__base_dot_v1_dot_memory__pb2.GetReply.FromString,
                 _registered_method=True)
+        self.ResolveId = channel.unary_unary(
+                '/memvault.v1.Memory/ResolveId',
+                request_serializer=memvault__base_dot_v1_dot_memory__pb2.ResolveIdRequest.SerializeToString,
+                response_deserializer=memvault__base_dot_v1_dot_memory__pb2.ResolveIdReply.FromString,
+                _registered_method=True)
         self.Forget = channel.unary_unary(
                 '/memvault.v1.Memory/Forget',
                 request_serializer=memvault__base_dot_v1_dot_memory__pb2.ForgetRequest.SerializeToString,
@@ -188,6 +193,12 @@ class MemoryServicer:
         raise NotImplementedError('Method not implemented!')
 
     def Get(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResolveId(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -355,6 +366,11 @@ def add_MemoryServicer_to_server(servicer, server):
                     servicer.Get,
                     request_deserializer=memvault__base_dot_v1_dot_memory__pb2.GetRequest.FromString,
                     response_serializer=memvault__base_dot_v1_dot_memory__pb2.GetReply.SerializeToString,
+            ),
+            'ResolveId': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResolveId,
+                    request_deserializer=memvault__base_dot_v1_dot_memory__pb2.ResolveIdRequest.FromString,
+                    response_serializer=memvault__base_dot_v1_dot_memory__pb2.ResolveIdReply.SerializeToString,
             ),
             'Forget': grpc.unary_unary_rpc_method_handler(
                     servicer.Forget,
@@ -575,6 +591,33 @@ class Memory:
             '/memvault.v1.Memory/Get',
             memvault__base_dot_v1_dot_memory__pb2.GetRequest.SerializeToString,
             memvault__base_dot_v1_dot_memory__pb2.GetReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResolveId(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.v1.Memory/ResolveId',
+            memvault__base_dot_v1_dot_memory__pb2.ResolveIdRequest.SerializeToString,
+            memvault__base_dot_v1_dot_memory__pb2.ResolveIdReply.FromString,
             options,
             channel_credentials,
             insecure,

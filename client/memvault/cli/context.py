@@ -32,3 +32,10 @@ def current_client() -> Client:
     lazy = click.get_current_context().find_object(LazyClient)
     assert lazy is not None, "the memvault group always sets its context object"
     return lazy.client()
+
+
+def whole_id(ref: str) -> str:
+    """The whole id of the one memory `ref` is or begins (the tables show 8
+    characters): the daemon decides, so that a prefix never names a memory
+    it did not mean; a whole id comes back as it is."""
+    return current_client().resolve_id(ref)

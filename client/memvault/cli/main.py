@@ -53,13 +53,17 @@ EXIT_UNAVAILABLE = 3
 EXIT_NOT_FOUND = 4
 
 # "\b" keeps click from re-flowing the table into one paragraph.
-EXIT_CODES_HELP = """\b
+EXIT_CODES_HELP = """An ID may be given by its first characters, as tables show them (at least 4),
+when no other id begins with them.
+
+\b
 Exit codes:
   0  ok
   1  the daemon reported an error (one line on stderr, "memvault: ...")
-  2  usage error or bad input (including the daemon's INVALID_ARGUMENT)
+  2  usage error or bad input (the daemon's INVALID_ARGUMENT, an id prefix
+     that begins several ids)
   3  the daemon is not running or not reachable
-  4  no memory with that id
+  4  no memory with that id (or whose id begins with that prefix)
 """
 
 

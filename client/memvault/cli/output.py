@@ -10,11 +10,12 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import click
-from rich.console import Console, JustifyMethod
+from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -37,6 +38,7 @@ __all__ = [
     "outcome_line",
     "plural",
     "progress",
+    "short_id",
     "show",
     "status_table",
     "swept_table",
@@ -48,10 +50,24 @@ __all__ = [
 # Long enough to tell memories apart in a table row, short enough that a
 # 3-hit answer stays readable on an 80-column terminal.
 TEXT_PREVIEW_CHARS = 120
-# Cells up to this long (topics, ids, times) stay whole in row tables;
-# longer ones may fold.
+# Key cells up to this long (topics, sessions, reasons) stay whole in row
+# tables while the text keeps TEXT_FLOOR_CHARS; a longer one (a sweep's
+# reason is ~75) is cut to it before any column gives way, and shows whole
+# when the terminal has room.
 COLUMN_MAX_CHARS = 32
-_NUMERIC_HEADERS = frozenset({"#", "score", "memories", "risk", "facts", "sources"})
+# The ids tables show: 8 of an id's 32 hex digits, which every command that
+# takes an id accepts (`memvault get 6001b6ef`). Two memories share them with
+# even odds only past ~77,000 memories (2^32 prefixes); then the command
+# names both ids and asks for more.
+ID_PREFIX_CHARS = 8
+# The columns that only add (channels, type, a second time) give way, in
+# turn, until the text has this much room: a clause, enough to tell rows apart.
+TEXT_ROOM_CHARS = 24
+# The key columns (id, score, topic, time) keep their width until the text
+# would get less than this; then the longest that may shrink (a topic, a
+# session) ends in "…", down to SHRUNK_CHARS.
+TEXT_FLOOR_CHARS = 12
+SHRUNK_CHARS = 12
 
 
 def echo_json(value: Any, *, indent: int | None = 2) -> None:
@@ -87,31 +103,31 @@ def plural(count: int, one: str, many: str) -> str:
 def hits_table(hits: Sequence[Hit], *, first: int = 1) -> Table:
     """Ranked hits, numbered from `first` (offset + 1 on a later page)."""
     rows = [
-        (
-            str(rank),
-            f"{hit.score:.3f}",
-            ",".join(hit.channels),
-            hit.memory.type,
-            hit.memory.topic_key,
-            _preview(hit.memory.text),
-        )
+        (str(rank), short_id(hit.memory.id), f"{hit.score:.3f}", ",".join(hit.channels),
+         hit.memory.type, hit.memory.topic_key, _preview(hit.memory.text))
         for rank, hit in enumerate(hits, first)
     ]
-    return _rows_table(("#", "score", "channels", "type", "topic", "text"), rows)
+    return _rows_table((_Column("#", numeric=True), _Column("id"),
+                        _Column("score", numeric=True), _Column("channels", gives_way=2),
+                        _Column("type", gives_way=1), _Column("topic", shrinks=True),
+                        _Column("text", fill=True)), rows)
 
 
 def swept_table(swept: Sequence[SweptMemory]) -> Table:
     """`forget --sweep`: each memory with its risk and the reason."""
-    rows = [(s.id, f"{s.risk:.2f}", s.reason, _preview(s.text)) for s in swept]
-    return _rows_table(("id", "risk", "reason", "text"), rows)
+    rows = [(short_id(s.id), f"{s.risk:.2f}", s.reason, _preview(s.text)) for s in swept]
+    return _rows_table((_Column("id"), _Column("risk", numeric=True),
+                        _Column("reason", shrinks=True), _Column("text", fill=True)), rows)
 
 
 def trash_table(trash: Sequence[TrashedMemory]) -> Table:
     """`memvault trash`: each memory with when and by what it was forgotten,
     and when it will be purged."""
-    rows = [(t.memory.id, _when(t.trashed_at), t.trashed_by, _when(t.purge_at),
+    rows = [(short_id(t.memory.id), _when(t.trashed_at), t.trashed_by, _when(t.purge_at),
              _preview(t.memory.text)) for t in trash]
-    return _rows_table(("id", "forgotten", "by", "purged after", "text"), rows)
+    return _rows_table((_Column("id"), _Column("forgotten"), _Column("by", shrinks=True),
+                        _Column("purged after", gives_way=1), _Column("text", fill=True)),
+                       rows)
 
 
 def trash_hint(purge_at: float) -> str:
@@ -122,29 +138,39 @@ def trash_hint(purge_at: float) -> str:
 
 
 def consolidations_table(done: Sequence[Consolidation]) -> Table:
-    rows = [(c.id, str(len(c.sources)), str(c.facts), c.topic_key or c.entity, _preview(c.text))
-            for c in done]
-    return _rows_table(("id", "sources", "facts", "topic", "text"), rows)
+    rows = [(short_id(c.id), str(len(c.sources)), str(c.facts), c.topic_key or c.entity,
+             _preview(c.text)) for c in done]
+    return _rows_table((_Column("id"), _Column("sources", numeric=True),
+                        _Column("facts", numeric=True, gives_way=1),
+                        _Column("topic", shrinks=True), _Column("text", fill=True)), rows)
 
 
 def turns_table(turns: Sequence[TurnHit]) -> Table:
     rows = [
         (f"{t.score:.3f}", t.session_id, _when(t.at), t.speaker, _preview(t.text)) for t in turns
     ]
-    return _rows_table(("score", "session", "at", "speaker", "turn"), rows)
+    return _rows_table((_Column("score", numeric=True), _Column("session", shrinks=True),
+                        _Column("at", gives_way=1), _Column("speaker", shrinks=True),
+                        _Column("turn", fill=True)), rows)
 
 
 def chain_table(chain: Sequence[Memory], *, current: str) -> Table:
     """A supersession chain, oldest first; `*` marks the memory asked about."""
-    rows = [
-        ("*" if m.id == current else "", m.id, _when(m.created_at), _preview(m.text)) for m in chain
-    ]
-    return _rows_table(("", "id", "created", "text"), rows)
+    rows = [("*" if m.id == current else "", short_id(m.id), _when(m.created_at),
+             _preview(m.text)) for m in chain]
+    return _rows_table((_Column(""), _Column("id"), _Column("created"),
+                        _Column("text", fill=True)), rows)
 
 
 def facets_table(facets: Sequence[Facet], noun: str) -> Table:
     rows = [(f.name, str(f.count), _when(f.last_activity)) for f in facets]
-    return _rows_table((noun, "memories", "last activity"), rows, text_last=False)
+    return _rows_table((_Column(noun, fill=True), _Column("memories", numeric=True),
+                        _Column("last activity", gives_way=1)), rows)
+
+
+def short_id(memory_id: str) -> str:
+    """The first ID_PREFIX_CHARS of an id, which the commands accept in its place."""
+    return memory_id[:ID_PREFIX_CHARS]
 
 
 def memory_table(memory: Memory) -> Table:
@@ -180,7 +206,9 @@ def status_table(status: Status, sync: SyncInfo | None = None) -> Table:
         ("uptime", _duration(status.uptime_s)),
         (
             "query cache",
-            f"{status.cache_size} entries, {status.cache_hits} hits, {status.cache_misses} misses",
+            f"{plural(status.cache_size, 'entry', 'entries')}, "
+            f"{plural(status.cache_hits, 'hit', 'hits')}, "
+            f"{plural(status.cache_misses, 'miss', 'misses')}",
         ),
         ("cache hit rate", "-" if rate is None else f"{rate:.1%}"),
         ("heat bands", ", ".join(f"{n} {b}" for b, n in status.bands.items()) or "-"),
@@ -257,25 +285,61 @@ def check_verdict(report: CheckReport) -> str:
     return "\n".join(lines)
 
 
-def _rows_table(
-    headers: Sequence[str], rows: Sequence[Sequence[str]], *, text_last: bool = True
-) -> Table:
-    """A table whose last column, the text, is shortened to fit before any other.
+@dataclass(frozen=True)
+class _Column:
+    """A column of a row table. A key column (gives_way 0) shows at every
+    width; the others give way when the text lacks room, the highest
+    `gives_way` first. A key column that `shrinks` may end in "…" when the
+    text would otherwise get under TEXT_FLOOR_CHARS. The `fill` column (the
+    text) gets what the others leave."""
 
-    Every other column keeps the width of its longest cell, up to
-    COLUMN_MAX_CHARS: rich would otherwise squeeze all columns alike, and
-    "user.preferences.testing" would become "use…" to make room for prose.
+    header: str
+    gives_way: int = 0
+    shrinks: bool = False
+    fill: bool = False
+    numeric: bool = False
+
+
+def _rows_table(columns: Sequence[_Column], rows: Sequence[Sequence[str]]) -> Table:
+    """One line per row, as wide as the console (rich: the terminal's width,
+    else $COLUMNS, else 80), its key columns whole and its text cut with "…".
+
+    The widths are decided here rather than left to rich, which shrinks every
+    column alike: at 80 columns it dropped the id, score and topic of a
+    recall to leave the text alone.
     """
-    table = Table(box=None, pad_edge=False, header_style="bold")
-    fitted = headers[:-1] if text_last else headers
-    for index, header in enumerate(fitted):
-        widest = max([len(header), *(len(row[index]) for row in rows)])
-        justify: JustifyMethod = "right" if header in _NUMERIC_HEADERS else "left"
-        table.add_column(header, justify=justify, min_width=min(widest, COLUMN_MAX_CHARS))
-    if text_last:
-        table.add_column(headers[-1], overflow="ellipsis", no_wrap=True, ratio=1)
+    width = Console().width
+    widths = [min(max([len(c.header), *(len(row[i]) for row in rows)]),
+                  TEXT_PREVIEW_CHARS if c.fill or c.shrinks else COLUMN_MAX_CHARS)
+              for i, c in enumerate(columns)]
+    fill = next(i for i, c in enumerate(columns) if c.fill)
+    shown = list(range(len(columns)))
+
+    def room() -> int:  # one space between columns
+        return width - sum(widths[i] for i in shown if i != fill) - (len(shown) - 1)
+
+    def shrink(text: int, least: int) -> None:
+        """Cut the shrinking columns, the widest first, down to `least`
+        until the text has `text` characters."""
+        for i in sorted((i for i in shown if columns[i].shrinks), key=lambda i: -widths[i]):
+            if room() >= text:
+                return
+            widths[i] = max(min(least, widths[i]), widths[i] - (text - room()))
+
+    shrink(TEXT_ROOM_CHARS, COLUMN_MAX_CHARS)
+    for i in sorted((i for i, c in enumerate(columns) if c.gives_way),
+                    key=lambda i: -columns[i].gives_way):
+        if room() >= TEXT_ROOM_CHARS:
+            break
+        shown.remove(i)
+    shrink(TEXT_FLOOR_CHARS, SHRUNK_CHARS)
+    widths[fill] = max(1, min(widths[fill], room()))
+    table = Table(box=None, padding=(0, 1, 0, 0), pad_edge=False, header_style="bold")
+    for i in shown:
+        table.add_column(columns[i].header, justify="right" if columns[i].numeric else "left",
+                         width=widths[i], no_wrap=True, overflow="ellipsis")
     for row in rows:
-        table.add_row(*row)
+        table.add_row(*(escape(row[i]) for i in shown))
     return table
 
 

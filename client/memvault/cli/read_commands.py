@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from memvault.cli import output
-from memvault.cli.context import current_client
+from memvault.cli.context import current_client, whole_id
 from memvault.cli.options import filter_option, json_option
 from memvault.types import Facet
 
@@ -17,10 +17,17 @@ __all__ = ["entities", "get", "recall", "topics"]
 _client = current_client
 
 
+def _score(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    if value is not None and not 0 <= value <= 1:  # NaN fails this too
+        raise click.BadParameter(f"{value} is not a score: scores run from 0 to 1")
+    return value
+
+
 @click.command()
 @click.argument("query")
 @click.option("--top-k", type=click.IntRange(1, 1000), help="How many hits at most (default 3).")
-@click.option("--min-score", type=float, help="Drop hits scoring below this.")
+@click.option("--min-score", type=float, callback=_score, metavar="0..1",
+              help="Drop hits scoring below this (scores run from 0 to 1).")
 @filter_option
 @click.option("--mode", type=click.Choice(["hybrid", "vector", "keyword"]), help="Default: hybrid.")
 @click.option("--type", "types", multiple=True, help="Only this type; repeatable.")
@@ -36,7 +43,7 @@ _client = current_client
 @click.option("--preview", is_flag=True, help="Leave access counts alone.")
 @click.option("--min-txid", type=click.IntRange(0), default=0, help="Wait for this write first.")
 @click.option("--turns", is_flag=True, help="Also search transcript turns.")
-@click.option("--band", default="", type=click.Choice(["", "hot", "warm", "cold", "frozen"]),
+@click.option("--band", type=click.Choice(["hot", "warm", "cold", "frozen"]),
               help="Only memories of this heat band.")
 @json_option
 def recall(
@@ -44,6 +51,7 @@ def recall(
     top_k: int | None,
     filter_: str | None,
     mode: str | None,
+    band: str | None,
     offset: int,
     preview: bool,
     turns: bool,
@@ -58,6 +66,7 @@ def recall(
         top_k=top_k or 0,
         filter=filter_,
         mode=mode or "",
+        band=band or "",
         offset=offset,
         mark_accessed=not preview,
         include_turns=turns,
@@ -87,7 +96,9 @@ def recall(
 @json_option
 def get(id: str, vector: bool, chain: bool, sources: bool, as_json: bool) -> None:
     """Show the memory with this ID (or, with --chain, every version of it;
-    with --sources, what a consolidated memory was made from)."""
+    with --sources, what a consolidated memory was made from). ID may be its
+    first characters, as tables show them (at least 4)."""
+    id = whole_id(id)
     if chain or sources:
         links = _client().history(id) if chain else _client().sources(id)
         if as_json:

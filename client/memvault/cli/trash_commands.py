@@ -7,7 +7,7 @@ from __future__ import annotations
 import click
 
 from memvault.cli import output
-from memvault.cli.context import current_client
+from memvault.cli.context import current_client, whole_id
 from memvault.cli.options import json_option
 
 __all__ = ["trash"]
@@ -48,7 +48,8 @@ def restore(ids: tuple[str, ...], every: bool, as_json: bool) -> None:
     """
     if bool(ids) == every:
         raise click.UsageError("give the IDs to restore, or --all")
-    result = _client().restore_all() if every else _client().restore(list(ids))
+    result = (_client().restore_all() if every
+              else _client().restore([whole_id(ref) for ref in ids]))
     if as_json:
         output.echo_json(result.to_dict())
         return

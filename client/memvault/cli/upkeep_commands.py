@@ -74,5 +74,5 @@ def _consolidate_summary(result: ConsolidateResult) -> str:
     clusters = output.plural(len(result.consolidations), "cluster", "clusters")
     verb = "would merge" if result.dry_run else "merged"
     line = (f"{verb} {output.plural(result.archived, 'memory', 'memories')} into {clusters} "
-            f"({result.candidates} candidates)")
+            f"({output.plural(result.candidates, 'candidate', 'candidates')})")
     return line if result.dry_run or not result.consolidations else f"{line} (txid {result.txid})"

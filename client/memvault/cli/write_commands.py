@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from memvault.cli import output
-from memvault.cli.context import current_client
+from memvault.cli.context import current_client, whole_id
 from memvault.cli.options import json_option, memory_keywords, memory_options
 from memvault.cli.upkeep_commands import sweep as sweep_command
 from memvault.types import RememberResult
@@ -41,6 +41,8 @@ def remember(text: str, supersedes: str, new: bool, as_json: bool, **fields: Any
     """
     if text == "-":
         text = sys.stdin.read().strip()
+    if supersedes:
+        supersedes = whole_id(supersedes)
     result = _client().remember(text, supersedes=supersedes, new=new,
                                 **memory_keywords(fields))
     _said(result, as_json)
@@ -84,7 +86,7 @@ def supersede(id: str, text: str, clear_tags: bool, as_json: bool, **fields: Any
         if "tags" in changes:
             raise click.UsageError("--clear-tags and --tag do not go together")
         changes["tags"] = []
-    _said(_client().supersede(id, text, **changes), as_json)
+    _said(_client().supersede(whole_id(id), text, **changes), as_json)
 
 
 @click.command()
@@ -100,6 +102,7 @@ def update(id: str, text: str | None, clear_tags: bool, as_json: bool, **fields:
         if "tags" in changes:
             raise click.UsageError("--clear-tags and --tag do not go together")
         changes["tags"] = []
+    id = whole_id(id)
     result = _client().update(id, text=text, **changes)
     if as_json:
         output.echo_json(result.to_dict())
@@ -112,11 +115,13 @@ def update(id: str, text: str | None, clear_tags: bool, as_json: bool, **fields:
 @json_option
 def reinforce(id: str, as_json: bool) -> None:
     """Count memory ID as confirmed once more: it fades more slowly."""
+    id = whole_id(id)
     result = _client().reinforce(id)
     if as_json:
         output.echo_json({"id": id, **result.to_dict()})
     else:
-        click.echo(f"reinforced {id} ({result.reinforce_count} times, txid {result.txid})")
+        times = output.plural(result.reinforce_count, "time", "times")
+        click.echo(f"reinforced {id} ({times}, txid {result.txid})")
 
 
 @click.command()
@@ -154,6 +159,7 @@ def forget(id: str | None, filter_: str | None, sweep_: bool, threshold: float |
         assert id is not None
         if dry_run:
             raise click.UsageError("--dry-run goes with --filter or --sweep")
+        id = whole_id(id)
         txid = _client().forget(id, purge=purge, by=BY_CLI)
         if as_json:
             output.echo_json({"id": id, "txid": txid, "purged": purge})

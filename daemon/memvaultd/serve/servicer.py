@@ -204,6 +204,9 @@ class MemoryServicer:
                            chain=[record_of(link) for link in chain],
                            sources=[record_of(source) for source in sources])
 
+    def ResolveId(self, request: pb.ResolveIdRequest) -> pb.ResolveIdReply:
+        return pb.ResolveIdReply(id=self.vault.resolve_id(request.id))
+
     def Forget(self, request: pb.ForgetRequest) -> pb.ForgetReply:
         txid, ids = self.vault.forget(request.id, request.filter_json, request.dry_run,
                                       purge=request.purge, by=request.by)

@@ -1,15 +1,17 @@
-"""Reads: recall, get, chains, facets, export, the heat band counts and the
-trash's list. Every read but the last goes through the memories layer, which
-never holds a trashed memory (`state.py`)."""
+"""Reads: recall, get, chains, facets, export, the heat band counts, the
+trash's list, and which memory an id prefix names. Every read but the last
+two goes through the memories layer, which never holds a trashed memory
+(`state.py`)."""
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 from memvault_base.errors import InvalidArgument
-from memvaultd.model import drafts
+from memvaultd.model import drafts, id_prefix
 from memvaultd.model import memory as m
 from memvaultd.model.commands import RecallQuery
 from memvaultd.model.heat import BANDS, band, heat
@@ -157,6 +159,19 @@ class Reads:
         memories = self.core.memories
         sources = [s for i in memory.consolidated_from if (s := memories.get(i)) is not None]
         return memory, vector, self.chain(memory), sources
+
+    def resolve_id(self, ref: str) -> str:
+        """The id of the one memory, held or in the trash, that `ref` is or
+        begins (`model/id_prefix.py`)."""
+        self.core.await_loaded()
+        state = self.core.state
+
+        def known(memory_id: str) -> bool:
+            return memory_id in state.tombstones or state.find(memory_id) is not None
+
+        ids = (memory.id for memory in itertools.chain(state.memories.memories(),
+                                                       state.trash.memories()))
+        return id_prefix.resolve(ref, known, ids)
 
     def chain(self, memory: Memory) -> list[Memory]:
         """The supersession chain through `memory`, oldest first."""

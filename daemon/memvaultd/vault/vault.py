@@ -301,6 +301,9 @@ class Vault:
     def chain(self, memory: Memory) -> list[Memory]:
         return self.reads.chain(memory)
 
+    def resolve_id(self, ref: str) -> str:
+        return self.reads.resolve_id(ref)
+
     def facets(self, field: str, filter_json: str = "") -> list[Facet]:
         return self.reads.facets(field, filter_json)
 
