@@ -8,9 +8,16 @@ as `python -m memvault.cli.main`, where `cli.py` is `__main__` and importing
 
 from __future__ import annotations
 
+import re
+
 import click
 
 from memvault.client import Client
+
+# The shape of the ids the daemon makes (uuid4 in hex): taken as whole, with
+# no call to resolve them, so a command given one makes the one call it
+# always made and says what it always said when the id is unknown.
+_DAEMON_ID = re.compile(r"[0-9a-f]{32}")
 
 
 class LazyClient:
@@ -38,4 +45,6 @@ def whole_id(ref: str) -> str:
     """The whole id of the one memory `ref` is or begins (the tables show 8
     characters): the daemon decides, so that a prefix never names a memory
     it did not mean; a whole id comes back as it is."""
+    if _DAEMON_ID.fullmatch(ref):
+        return ref
     return current_client().resolve_id(ref)
