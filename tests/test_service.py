@@ -23,6 +23,7 @@ from memvault.cli.service_templates import agent_plist, systemd_quote
 from memvaultd.serve.endpoint import _STOP_GRACE_S
 
 from .daemon_process import DaemonProcess
+from .key_file_vault import make_key_file_vault
 
 ROOT = Path(__file__).resolve().parent.parent
 _SNAPSHOT_1M_S = 21  # the slowest stop of a 1M vault measured (runs AC, AF, AH)
@@ -33,8 +34,10 @@ def _memvault(*args: str, env: dict[str, str] | None = None) -> subprocess.Compl
                           text=True, env=env, timeout=60)
 
 
-def _dry_run(platform: str, *extra: str) -> dict[str, object]:
-    done = _memvault(*extra, "service", "install", "--dry-run", "--json", "--platform", platform)
+def _dry_run(platform: str, *extra: str, env: dict[str, str] | None = None
+             ) -> dict[str, object]:
+    done = _memvault(*extra, "service", "install", "--dry-run", "--json", "--platform", platform,
+                     env=env)
     assert done.returncode == 0, done.stderr
     result: dict[str, object] = json.loads(done.stdout)
     return result
@@ -50,6 +53,7 @@ def _systemd_analyze() -> str:
 
 
 def _verify(unit: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    tmp_path.mkdir(exist_ok=True)
     (tmp_path / "memvaultd.service").write_text(unit)
     runtime = tmp_path / "runtime"  # a user manager needs one, even offline
     runtime.mkdir(mode=0o700)
@@ -349,3 +353,85 @@ def test_sigterm_lets_an_in_flight_batch_finish(home: Path) -> None:
         hits = client.recall("which flag does service 42 need", top_k=1)
         assert hits and hits[0].memory.id == results[42].id
         assert again.stop() == 0
+
+
+# -- a vault whose key is in a key file ------------------------------------------------
+
+KEY_FILE_PASSPHRASE = "a passphrase for the service"
+
+
+def _headless(fake_systemctl: tuple[dict[str, str], Path], tmp_path: Path
+              ) -> tuple[dict[str, str], Path, Path]:
+    """(env, key file, unit path): a key-file vault in the default data
+    directory of a user with no keyring, whose shell has no passphrase."""
+    env, _ = fake_systemctl
+    env = {k: v for k, v in env.items() if not k.startswith("MEMVAULT_PASSPHRASE")}
+    key_file = make_key_file_vault(tmp_path / "user/.local/share/memvault",
+                                   KEY_FILE_PASSPHRASE) / "vault.key"
+    return env, key_file, tmp_path / "user/.config/systemd/user/memvaultd.service"
+
+
+def _no_terminal(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "memvault.cli.main", *args], env=env,
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60,
+                          start_new_session=True)
+
+
+def test_install_for_a_key_file_vault_without_a_passphrase_says_how_to_give_one(
+        fake_systemctl: tuple[dict[str, str], Path], tmp_path: Path) -> None:
+    """Such a unit could never start (the daemon exits 2 asking for the
+    passphrase, and RestartPreventExitStatus=2 keeps it down): it is not written."""
+    env, key_file, unit = _headless(fake_systemctl, tmp_path)
+    done = _no_terminal("service", "install", "--platform", "linux", env=env)
+    assert (done.returncode, done.stderr.strip().splitlines()) == (2, [
+        f"memvault: the passphrase of the key file {key_file} is needed and there is no "
+        "terminal to ask for it: give --passphrase-file FILE (the passphrase on its first "
+        "line, mode 0600) or set MEMVAULT_PASSPHRASE_FILE"])
+    assert not unit.exists() and not fake_systemctl[1].exists()
+
+
+def test_install_writes_the_passphrase_file_into_the_unit_and_the_plist(
+        fake_systemctl: tuple[dict[str, str], Path], tmp_path: Path) -> None:
+    env, _, unit = _headless(fake_systemctl, tmp_path)
+    secret = tmp_path / "secret dir" / "passphrase"
+    secret.parent.mkdir()
+    secret.write_text(KEY_FILE_PASSPHRASE + "\n")
+    secret.chmod(0o600)
+
+    done = _no_terminal("service", "install", "--platform", "linux", "--passphrase-file",
+                        str(secret), env=env)
+    assert done.returncode == 0, done.stderr
+    assert f"reads its passphrase from {secret}" in done.stdout
+    lines = unit.read_text().splitlines()
+    # A credential: the daemon reads the manager's copy, made for the unit alone.
+    assert f"LoadCredential=memvault-passphrase:{secret}" in lines
+    assert "Environment=MEMVAULT_PASSPHRASE_FILE=%d/memvault-passphrase" in lines
+    verified = _verify(unit.read_text(), tmp_path / "verify")
+    assert (verified.returncode, verified.stderr.strip()) == (0, "")
+
+    # $MEMVAULT_PASSPHRASE_FILE in the shell is taken when no option is given.
+    plan = _dry_run("macos", env=env | {"MEMVAULT_PASSPHRASE_FILE": str(secret)})
+    agent = plistlib.loads(str(plan["content"]).encode())
+    assert agent["EnvironmentVariables"]["MEMVAULT_PASSPHRASE_FILE"] == str(secret)
+
+
+@pytest.mark.parametrize("case", ["readable by the group", "wrong passphrase", "missing"])
+def test_install_refuses_a_passphrase_file_the_daemon_could_not_use(
+        fake_systemctl: tuple[dict[str, str], Path], tmp_path: Path, case: str) -> None:
+    env, key_file, unit = _headless(fake_systemctl, tmp_path)
+    secret = tmp_path / "passphrase"
+    if case != "missing":
+        secret.write_text(("not it" if case == "wrong passphrase" else KEY_FILE_PASSPHRASE)
+                          + "\n")
+        secret.chmod(0o640 if case == "readable by the group" else 0o600)
+    done = _no_terminal("service", "install", "--platform", "linux", "--passphrase-file",
+                        str(secret), env=env)
+    expected = {
+        "readable by the group": (2, f"memvault: the passphrase file {secret} is mode 640: "
+                                     f"other users may read it; chmod 600 {secret}"),
+        "wrong passphrase": (2, f"memvault: wrong passphrase (from MEMVAULT_PASSPHRASE_FILE "
+                                f"({secret})) for the key file {key_file}, or the key file is "
+                                "damaged"),
+        "missing": (2, f"memvault: the passphrase file {secret} does not exist")}[case]
+    assert (done.returncode, done.stderr.strip()) == expected
+    assert not unit.exists() and not fake_systemctl[1].exists()

@@ -41,6 +41,7 @@ from keyring.backends import chainer, fail, null
 from keyring.errors import KeyringError
 
 from memvault_base.errors import IntegrityError, InvalidArgument, Locked
+from memvault_base.paths import KEY_FILE_NAME
 from memvaultd.crypto.aead import KEY_SIZE
 from memvaultd.crypto.kdf import Argon2Params
 from memvaultd.storage.keyfile import KeyWrapping, open_key_file, write_key_file
@@ -62,7 +63,6 @@ __all__ = [
 log = logging.getLogger("memvaultd.keys")
 
 KEYRING_SERVICE = "memvault"
-KEY_FILE_NAME = "vault.key"
 ENV_PASSPHRASE = "MEMVAULT_PASSPHRASE"
 ENV_PASSPHRASE_FILE = "MEMVAULT_PASSPHRASE_FILE"
 STORAGES = ("auto", "keyring", "keyfile")
