@@ -2,7 +2,8 @@
 
 Checks, in order: the config file, the key storage (OS keyring backend), the
 socket directory, the data directory and its free space, the embedding model,
-the watched folders, and whether the daemon answers. Each is `ok`, `warn`
+the watched folders, whether the daemon answers, and whether the installed
+service can unlock the vault. Each is `ok`, `warn`
 (works, but not as well as it could) or `fail` (something is broken); any
 `fail` makes the exit status 1.
 
@@ -26,9 +27,10 @@ from typing import Any
 
 import click
 
-from memvault.cli import output
+from memvault.cli import output, passphrase_file
 from memvault.cli.daemon_probe import installed, last_line
 from memvault.cli.daemon_probe import run as run_probe
+from memvault.cli.service import current_platform, installed_settings, service_file
 from memvault.client import Client
 from memvault.types import Status
 from memvault_base.errors import MemvaultError
@@ -76,6 +78,7 @@ class Check:
 
 @dataclass
 class _Context:
+    home: str | None
     paths: Paths
     socket: Path
     timeout: float
@@ -87,14 +90,15 @@ class _Context:
 def run_checks(home: str | None = None, socket: str | None = None,
                timeout: float = 5.0) -> list[Check]:
     paths = resolve(home)
-    ctx = _Context(paths, Path(socket) if socket else paths.socket, timeout)
+    home = home or os.environ.get("MEMVAULT_HOME") or None  # as `resolve` takes it
+    ctx = _Context(home, paths, Path(socket) if socket else paths.socket, timeout)
     try:
         with Client(str(ctx.socket), timeout=timeout) as client:
             ctx.status = client.status()
     except MemvaultError as err:
         ctx.error = " ".join(str(err).split()).split(". Start it")[0]
     checks: list[Callable[[_Context], Check]] = [
-        _config, _keyring, _socket_dir, _data_dir, _disk, _model, _watch, _daemon]
+        _config, _keyring, _socket_dir, _data_dir, _disk, _model, _watch, _daemon, _service]
     return [check(ctx) for check in checks]
 
 
@@ -132,8 +136,9 @@ def _keyring(ctx: _Context) -> Check:
     if ".fail." in backend or backend.endswith(".null.Keyring"):
         return Check("key storage", WARN,
                      f"no OS keyring ({backend}): the key file, under a passphrase, is used",
-                     "fine on a headless machine (set MEMVAULT_PASSPHRASE for a service); on "
-                     "a desktop, install and unlock gnome-keyring or KWallet")
+                     "fine on a headless machine (`memvault service install "
+                     "--passphrase-file FILE` for a service); on a desktop, install and "
+                     "unlock gnome-keyring or KWallet")
     return Check("key storage", OK, f"OS keyring: {backend}")
 
 
@@ -232,6 +237,44 @@ def _daemon(ctx: _Context) -> Check:
     return Check("daemon", OK, detail)
 
 
+def _service(ctx: _Context) -> Check:
+    """Can the installed service unlock the vault? Asked of its passphrase
+    file, without starting a second daemon (`passphrase_file.unlocks`)."""
+    platform = current_platform()
+    where = service_file(platform)
+    if not where.exists():
+        return Check("service", OK, f"not installed ({where} does not exist)")
+    fix = "memvault service install --passphrase-file FILE"
+    try:
+        home, given = installed_settings(platform, where)
+    except (OSError, ValueError) as err:
+        return Check("service", FAIL, f"{where} cannot be read: {err}",
+                     "memvault service install")
+    ours = str(Path(ctx.home).expanduser().absolute()) if ctx.home else None
+    if home != ours:
+        return Check("service", WARN, f"{where} runs the vault of "
+                     f"{home or 'the default home'}, not this one: not checked",
+                     f"memvault --home {home} doctor" if home else "run doctor without --home "
+                     "and MEMVAULT_HOME")
+    key_file = ctx.paths.key_file
+    if given is None:
+        if key_file.exists():
+            return Check("service", FAIL, f"{where} gives memvaultd no passphrase, and the "
+                         f"vault's key is in the key file {key_file}: the service cannot "
+                         "start", fix)
+        return Check("service", OK, f"{where}; the vault's key is not in a key file")
+    try:
+        passphrase_file.check(given)
+        if not key_file.exists():
+            return Check("service", OK, f"{where} reads {given}; no key file yet (the first "
+                         "start keeps the key in the OS keyring, or seals it with that file)")
+        passphrase_file.unlocks(ctx.paths, given)
+    except MemvaultError as err:
+        return Check("service", FAIL, str(err), fix)
+    return Check("service", OK, f"{where} unlocks the vault: {given} (mode 600) opens the key "
+                 f"file {key_file}")
+
+
 # -- plumbing -----------------------------------------------------------------
 
 
@@ -246,7 +289,8 @@ def _size(count: float) -> str:
 @click.command()
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def doctor(as_json: bool) -> None:
-    """Check the environment (config, keyring, socket, disk, model, daemon); say what to fix.
+    """Check the environment (config, keyring, socket, disk, model, daemon, service); say
+    what to fix.
 
     Exit status 1 when a check fails; warnings alone leave it 0.
     """
