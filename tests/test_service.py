@@ -387,7 +387,9 @@ def test_install_for_a_key_file_vault_without_a_passphrase_says_how_to_give_one(
         f"memvault: the passphrase of the key file {key_file} is needed and there is no "
         "terminal to ask for it: give --passphrase-file FILE (the passphrase on its first "
         "line, mode 0600) or set MEMVAULT_PASSPHRASE_FILE"])
-    assert not unit.exists() and not fake_systemctl[1].exists()
+    # The manager was only asked whether its own environment holds a passphrase.
+    assert fake_systemctl[1].read_text().splitlines() == ["--user show-environment"]
+    assert not unit.exists()
 
 
 def test_install_writes_the_passphrase_file_into_the_unit_and_the_plist(
@@ -435,3 +437,21 @@ def test_install_refuses_a_passphrase_file_the_daemon_could_not_use(
         "missing": (2, f"memvault: the passphrase file {secret} does not exist")}[case]
     assert (done.returncode, done.stderr.strip()) == expected
     assert not unit.exists() and not fake_systemctl[1].exists()
+
+
+def test_install_takes_the_passphrase_the_manager_environment_gives(
+        fake_systemctl: tuple[dict[str, str], Path], tmp_path: Path) -> None:
+    """`systemctl --user set-environment MEMVAULT_PASSPHRASE=...` reaches every
+    unit: install says so, and writes no passphrase file into the unit."""
+    env, _, unit = _headless(fake_systemctl, tmp_path)
+    calls = fake_systemctl[1]
+    (tmp_path / "bin/systemctl").write_text(
+        f'#!/bin/sh\necho "$*" >> {calls}\ncase "$*" in *show-environment) '
+        'echo HOME=/x; echo "MEMVAULT_PASSPHRASE=$\'a b\'";; *) echo active;; esac\n')
+    done = _no_terminal("service", "install", "--platform", "linux", env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.strip() == (
+        "the service's passphrase comes from the service manager's environment "
+        "(MEMVAULT_PASSPHRASE), not checked; `--passphrase-file FILE` is checked, and seen by "
+        "this service alone")
+    assert "memvault-passphrase" not in unit.read_text()

@@ -30,7 +30,12 @@ import click
 from memvault.cli import output, passphrase_file
 from memvault.cli.daemon_probe import installed, last_line
 from memvault.cli.daemon_probe import run as run_probe
-from memvault.cli.service import current_platform, installed_settings, service_file
+from memvault.cli.service import (
+    current_platform,
+    installed_settings,
+    manager_passphrase,
+    service_file,
+)
 from memvault.client import Client
 from memvault.types import Status
 from memvault_base.errors import MemvaultError
@@ -258,6 +263,11 @@ def _service(ctx: _Context) -> Check:
                      "and MEMVAULT_HOME")
     key_file = ctx.paths.key_file
     if given is None:
+        variable = manager_passphrase(platform) if key_file.exists() else None
+        if variable is not None:
+            return Check("service", WARN, f"{where} takes the passphrase of the key file "
+                         f"{key_file} from the service manager's environment ({variable}), "
+                         "which every unit of yours sees: not checked", fix)
         if key_file.exists():
             return Check("service", FAIL, f"{where} gives memvaultd no passphrase, and the "
                          f"vault's key is in the key file {key_file}: the service cannot "

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -86,17 +87,25 @@ def unlocks(paths: Paths, path: Path) -> str:
     return done.stdout.strip()
 
 
-def for_service(paths: Paths, given: Path | None, *, dry_run: bool) -> Path | None:
+def for_service(paths: Paths, given: Path | None, *, dry_run: bool,
+                from_manager: Callable[[], str | None]) -> Path | None:
     """The passphrase file the service is to read, checked: `given`, else
     `$MEMVAULT_PASSPHRASE_FILE`, else, for a vault whose key is in a key
     file, the one at `default_location` or the passphrase typed at the
     terminal and kept there. None: the service needs none (the key is in the
-    OS keyring, or there is no vault yet)."""
+    OS keyring, or there is no vault yet), or the service manager's own
+    environment gives one (`from_manager` names the variable)."""
     if given is None and os.environ.get(ENV):
         given = Path(os.environ[ENV])
     key_file = paths.key_file
     if given is None:
         if not key_file.exists():
+            return None
+        variable = from_manager()
+        if variable is not None:
+            click.echo(f"the service's passphrase comes from the service manager's environment "
+                       f"({variable}), not checked; `--passphrase-file FILE` is checked, and "
+                       "seen by this service alone", err=True)
             return None
         given = default_location(paths)
         if not given.exists() and not dry_run:

@@ -46,7 +46,8 @@ from memvault.cli.service_templates import (
 from memvault_base import paths
 from memvault_base.errors import MemvaultError
 
-__all__ = ["ServicePlan", "installed_settings", "plan", "service", "service_file"]
+__all__ = ["ServicePlan", "installed_settings", "manager_passphrase", "plan", "service",
+           "service_file"]
 
 Platform = Literal["linux", "macos"]
 
@@ -109,6 +110,21 @@ def installed_settings(platform: Platform, path: Path) -> tuple[str | None, Path
             environment = plistlib.load(file).get("EnvironmentVariables", {})
         home, given = environment.get("MEMVAULT_HOME"), environment.get(PASSPHRASE_FILE_ENV)
     return home, Path(given) if given else None
+
+
+def manager_passphrase(platform: Platform) -> str | None:
+    """Which of MEMVAULT_PASSPHRASE and MEMVAULT_PASSPHRASE_FILE the systemd
+    user manager's own environment sets (`systemctl --user set-environment`,
+    inherited by every unit), if any; never on macOS."""
+    if platform != "linux":
+        return None
+    try:
+        done = _run(["systemctl", "--user", "show-environment"], check=False)
+    except MemvaultError:
+        return None
+    names = {line.partition("=")[0] for line in done.stdout.splitlines()}
+    return next((name for name in ("MEMVAULT_PASSPHRASE", PASSPHRASE_FILE_ENV) if name in names),
+                None)
 
 
 def plan(platform: Platform, *, daemon: Path, home: str | None = None,
@@ -267,9 +283,11 @@ def service() -> None:
 def install_command(platform: str | None, passphrase_file: Path | None, dry_run: bool,
                     as_json: bool) -> None:
     """Write the unit (or plist), then enable and start it."""
-    passphrase = passphrase_file_for_service(paths.resolve(_home()), passphrase_file,
-                                             dry_run=dry_run)
-    service_plan = _plan_from_context(platform, passphrase)
+    chosen: Platform = "macos" if (platform or current_platform()) == "macos" else "linux"
+    passphrase = passphrase_file_for_service(
+        paths.resolve(_home()), passphrase_file, dry_run=dry_run,
+        from_manager=lambda: manager_passphrase(chosen))
+    service_plan = _plan_from_context(chosen, passphrase)
     if dry_run:
         _show_plan(service_plan, service_plan.install, as_json)
         return
