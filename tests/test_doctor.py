@@ -167,7 +167,7 @@ def test_doctor_checks_that_the_installed_service_can_unlock_the_vault(tmp_path:
 
     # A unit that gives the daemon no passphrase: it exits 2 at every start.
     unit.write_text("".join(line for line in unit.read_text().splitlines(keepends=True)
-                            if "memvault-passphrase" not in line))
+                            if "MEMVAULT_PASSPHRASE_FILE" not in line))
     found = service_check()
     assert found["status"] == "fail", found
     assert found["detail"] == (f"{unit} gives memvaultd no passphrase, and the vault's key is "

@@ -4,7 +4,7 @@ readiness (`Type=notify`), the socket in the runtime directory where clients
 look, a restart after a crash that keeps acknowledged writes, a clean stop
 that writes a snapshot, no restart loop for a daemon that cannot start, and a
 vault whose key is in a key file unlocked by the passphrase file `install`
-hands the unit as a credential.
+names in the unit.
 
 Hardening options this machine's kernel or container cannot set up are
 turned off in a drop-in (found by probing each one, see `_unsupported`), so
@@ -219,7 +219,7 @@ def test_a_key_file_vault_is_unlocked_by_the_passphrase_file_install_was_given(
         manager: UserManager, unsupported: list[str]) -> None:
     """No OS keyring and no passphrase in the manager's environment: the key
     file's passphrase reaches the daemon only through the file given to
-    `install`, as a credential. Without one, `install` refuses (exit 2) and
+    `install`. Without one, `install` refuses (exit 2) and
     writes nothing: the unit it would write could never start."""
     _drop_in(manager, unsupported)
     done = manager.systemctl("unset-environment", "MEMVAULT_PASSPHRASE")
@@ -246,9 +246,7 @@ def test_a_key_file_vault_is_unlocked_by_the_passphrase_file_install_was_given(
         assert done.returncode == 0, f"{done.stderr}\nlog:\n{_log(manager)}"
         _wait_for(manager, lambda: manager.show(UNIT_NAME, "StatusText")["StatusText"]
                   .startswith("ready"), "the daemon's status reads ready")
-        # The daemon read the manager's copy, in the unit's credentials directory.
-        credential = manager.runtime_dir / "credentials" / UNIT_NAME / "memvault-passphrase"
-        assert f"passphrase from MEMVAULT_PASSPHRASE_FILE ({credential})" in _log(manager)
+        assert f"passphrase from MEMVAULT_PASSPHRASE_FILE ({secret})" in _log(manager)
 
         done = _memvault(manager, "--home", str(home), "doctor", "--json")
         service = next(c for c in json.loads(done.stdout)["checks"] if c["name"] == "service")

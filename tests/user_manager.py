@@ -13,12 +13,6 @@ things there, both worked around for the manager alone:
   under each hierarchy the test process belongs to (cgroup2 and, on a hybrid
   layout, `name=systemd`), removed with its children when it stops.
 
-The namespace's mounts are then made shared among themselves (not with the
-host's: `unshare` made those private first), as PID 1 makes them on a booted
-machine: the manager sets up a unit's credentials (`LoadCredential=`) in a
-mount namespace of its own, and with private mounts they never reach the
-unit, whose credentials directory stays empty.
-
 Everything else is as a user's login has it: `$XDG_RUNTIME_DIR` (outside
 /tmp: a unit with `PrivateTmp=yes` must still see it), a home, and
 `systemctl --user` talking to the manager's private socket.
@@ -36,8 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 SYSTEMD = Path("/lib/systemd/systemd")
-_NAMESPACED = ("mount --make-rshared / && mkdir -p /run/systemd"
-               " && mount -t tmpfs -o mode=0755 memvault-test /run/systemd"
+_NAMESPACED = ("mkdir -p /run/systemd && mount -t tmpfs -o mode=0755 memvault-test /run/systemd"
                " && mkdir /run/systemd/system && exec \"$0\" --user")
 
 

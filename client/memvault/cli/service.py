@@ -41,7 +41,6 @@ from memvault.cli.service_templates import (
     in_private_tmp,
     render_unit,
     unit_environment,
-    unit_passphrase_file,
 )
 from memvault_base import paths
 from memvault_base.errors import MemvaultError
@@ -103,13 +102,12 @@ def service_file(platform: Platform, user_home: Path | None = None) -> Path:
 def installed_settings(platform: Platform, path: Path) -> tuple[str | None, Path | None]:
     """(MEMVAULT_HOME, passphrase file) of the service installed at `path`."""
     if platform == "linux":
-        unit = path.read_text(encoding="utf-8")
-        home, given = unit_environment(unit).get("MEMVAULT_HOME"), unit_passphrase_file(unit)
+        environment = unit_environment(path.read_text(encoding="utf-8"))
     else:
         with path.open("rb") as file:
             environment = plistlib.load(file).get("EnvironmentVariables", {})
-        home, given = environment.get("MEMVAULT_HOME"), environment.get(PASSPHRASE_FILE_ENV)
-    return home, Path(given) if given else None
+    given = environment.get(PASSPHRASE_FILE_ENV)
+    return environment.get("MEMVAULT_HOME"), Path(given) if given else None
 
 
 def manager_passphrase(platform: Platform) -> str | None:
@@ -138,10 +136,10 @@ def plan(platform: Platform, *, daemon: Path, home: str | None = None,
         environment["MEMVAULT_HOME"] = str(Path(home).expanduser().absolute())
     if os.environ.get("MEMVAULT_CACHE_DIR"):  # the service uses the cache this shell does
         environment["MEMVAULT_CACHE_DIR"] = str(paths.resolve(home).cache_dir)
-    if platform == "linux":
-        return _systemd_plan(daemon, environment, user_home, passphrase_file)
     if passphrase_file is not None:
         environment[PASSPHRASE_FILE_ENV] = str(passphrase_file)
+    if platform == "linux":
+        return _systemd_plan(daemon, environment, user_home, passphrase_file)
     return _launchd_plan(daemon, environment, user_home, os.getuid() if uid is None else uid,
                          passphrase_file)
 
@@ -161,8 +159,7 @@ def _systemd_plan(daemon: Path, environment: dict[str, str], user_home: Path,
     hidden = next((str(path) for path in (daemon, *writable) if in_private_tmp(str(path))), None)
     if hidden:
         environment = environment | {"TMPDIR": str(cache)}
-    unit = render_unit(str(daemon), [str(path) for path in writable], environment, hidden,
-                       str(passphrase_file) if passphrase_file else None)
+    unit = render_unit(str(daemon), [str(path) for path in writable], environment, hidden)
     systemctl = ["systemctl", "--user"]
     return ServicePlan(
         platform="linux",

@@ -29,15 +29,14 @@ Why these hardening options and not others (systemd 252 user manager):
 - Exit status 2 means "cannot start" (bad config, key locked, socket in use):
   restarting cannot fix it, so `RestartPreventExitStatus=2`.
 - A vault whose key is in a key file needs its passphrase at every start,
-  and a service has no terminal to ask on. The unit hands the daemon the
-  passphrase file `install` was given as a credential, `LoadCredential=`
-  (systemd 247 and later: 252 here), and names the copy in
-  `MEMVAULT_PASSPHRASE_FILE=%d/memvault-passphrase`: the daemon reads a copy
-  the manager made for it alone (mode 0400, in a directory only the unit
-  sees), and a unit whose file is gone fails before the daemon runs, with
-  status 243/CREDENTIALS. `LoadCredentialEncrypted=` is not written: in a
-  user manager it needs systemd 256 (`systemd-creds --user`). The plist
-  sets `MEMVAULT_PASSPHRASE_FILE` to the file itself.
+  and a service has no terminal to ask on: the unit and the plist name the
+  file `install` was given in `MEMVAULT_PASSPHRASE_FILE`. Not a credential
+  (`LoadCredential=`): with systemd 252, a sandboxed user unit that loads one
+  creates `/run/credentials` on the host, after which every sandboxed unit
+  of that manager failed with 226/NAMESPACE (seen under the user manager
+  tests/test_user_manager.py starts); and `LoadCredentialEncrypted=` needs
+  systemd 256 in a user manager. The daemon reads the file itself and
+  refuses it if its group or others may read it.
 """
 
 from __future__ import annotations
@@ -48,8 +47,6 @@ from typing import Any
 UNIT_NAME = "memvaultd.service"
 AGENT_LABEL = "dev.memvault.memvaultd"
 PASSPHRASE_FILE_ENV = "MEMVAULT_PASSPHRASE_FILE"
-CREDENTIAL = "memvault-passphrase"
-_CREDENTIAL_LINE = f"LoadCredential={CREDENTIAL}:"
 
 UNIT_TEMPLATE = """\
 [Unit]
@@ -58,7 +55,7 @@ Description=memvault daemon: encrypted local memory for AI agents
 [Service]
 Type=notify
 ExecStart={exec_start}
-{environment}{credential}Restart=on-failure
+{environment}Restart=on-failure
 RestartSec=2
 RestartPreventExitStatus=2
 TimeoutStopSec=90
@@ -112,34 +109,18 @@ def in_private_tmp(path: str) -> bool:
 
 
 def render_unit(exec_start: str, writable: list[str], environment: dict[str, str],
-                tmp_hidden: str | None = None, passphrase_file: str | None = None) -> str:
+                tmp_hidden: str | None = None) -> str:
     """The unit; `tmp_hidden` names what a private /tmp would hide from the
-    daemon, and leaves `PrivateTmp=yes` out; `passphrase_file` is handed to
-    the daemon as a credential."""
+    daemon, and leaves `PrivateTmp=yes` out."""
     lines = "".join(f"Environment={systemd_quote(f'{key}={value}')}\n"
                     for key, value in environment.items())
     paths = "".join(f"ReadWritePaths={systemd_quote(path)}\n" for path in writable)
-    credential = ""
-    if passphrase_file:
-        # The rest of the line is the path, unquoted (systemd takes it as it
-        # stands, spaces and all); `%` is a specifier. `%d` is the unit's
-        # credentials directory.
-        credential = (f"{_CREDENTIAL_LINE}{passphrase_file.replace('%', '%%')}\n"
-                      f"Environment={PASSPHRASE_FILE_ENV}=%d/{CREDENTIAL}\n")
     unit = UNIT_TEMPLATE.format(exec_start=systemd_quote(exec_start), writable=paths,
-                                environment=lines, credential=credential)
+                                environment=lines)
     if tmp_hidden:
         unit = unit.replace("PrivateTmp=yes\n", "# PrivateTmp=yes is left out: it would hide "
                             f"{tmp_hidden} from the daemon\n")
     return unit
-
-
-def unit_passphrase_file(unit: str) -> str | None:
-    """The passphrase file a unit `render_unit` wrote hands the daemon, if any."""
-    for line in unit.splitlines():
-        if line.startswith(_CREDENTIAL_LINE):
-            return line.removeprefix(_CREDENTIAL_LINE).strip().replace("%%", "%")
-    return None
 
 
 def unit_environment(unit: str) -> dict[str, str]:
