@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import plistlib
+import select
 import shutil
 import signal
 import socket
@@ -24,6 +25,7 @@ from memvaultd.serve.endpoint import _STOP_GRACE_S
 
 from .daemon_process import DaemonProcess
 from .key_file_vault import make_key_file_vault
+from .terminal_daemon import _take_the_terminal
 
 ROOT = Path(__file__).resolve().parent.parent
 _SNAPSHOT_1M_S = 21  # the slowest stop of a 1M vault measured (runs AC, AF, AH)
@@ -453,3 +455,49 @@ def test_install_takes_the_passphrase_the_manager_environment_gives(
         "(MEMVAULT_PASSPHRASE), not checked; `--passphrase-file FILE` is checked, and seen by "
         "this service alone")
     assert "MEMVAULT_PASSPHRASE" not in unit.read_text()
+
+
+def _on_a_terminal(args: list[str], env: dict[str, str], answer: str) -> tuple[int, str]:
+    """`memvault ARGS` on a pseudo-terminal, `answer` typed at its passphrase prompt."""
+    master, slave = os.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "memvault.cli.main", *args], env=env,
+                            stdin=slave, stdout=slave, stderr=slave, start_new_session=True,
+                            preexec_fn=_take_the_terminal)
+    os.close(slave)
+    output, answered = b"", False
+    try:
+        while select.select([master], [], [], 60)[0]:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not chunk:
+                break
+            output += chunk
+            if not answered and b"Passphrase of the vault's key file:" in output:
+                os.write(master, answer.encode() + b"\n")
+                answered = True
+    finally:
+        os.close(master)
+    return proc.wait(30), output.decode(errors="replace")
+
+
+def test_install_on_a_terminal_asks_for_the_passphrase_and_keeps_it_0600(
+        fake_systemctl: tuple[dict[str, str], Path], tmp_path: Path) -> None:
+    env, key_file, unit = _headless(fake_systemctl, tmp_path)
+    kept = tmp_path / "user/.config/memvault/passphrase"
+    args = ["service", "install", "--platform", "linux"]
+
+    code, output = _on_a_terminal(args, env, "not the passphrase")
+    assert code == 2, output
+    assert f"the passphrase typed does not open the key file {key_file}" in output
+    assert "nothing was written" in output and not kept.exists() and not unit.exists()
+
+    code, output = _on_a_terminal(args, env, KEY_FILE_PASSPHRASE)
+    assert code == 0, output
+    assert kept.read_text() == KEY_FILE_PASSPHRASE + "\n"
+    assert kept.stat().st_mode & 0o777 == 0o600
+    assert f"Environment=MEMVAULT_PASSPHRASE_FILE={kept}\n" in unit.read_text()
+    # A later install finds the kept file and asks nothing.
+    done = _no_terminal(*args, env=env)
+    assert done.returncode == 0, done.stderr

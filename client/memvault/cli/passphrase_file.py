@@ -138,9 +138,10 @@ def _ask_and_keep(paths: Paths, path: Path) -> None:
         os.fsync(file.fileno())
     try:
         unlocks(paths, trial)
-    except Locked:
+    except Locked as err:
         trial.unlink()
-        raise
+        raise InvalidArgument(f"the passphrase typed does not open the key file {paths.key_file}"
+                              f" ({err}): nothing was written") from None
     trial.replace(path)
     sync_dir(path.parent)
     click.echo(f"kept the passphrase in {path} (mode 600), for the service", err=True)
