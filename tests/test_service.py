@@ -410,6 +410,9 @@ def test_install_writes_the_passphrase_file_into_the_unit_and_the_plist(
     assert f"Environment={systemd_quote(f'MEMVAULT_PASSPHRASE_FILE={secret}')}" in lines
     verified = _verify(unit.read_text(), tmp_path / "verify")
     assert (verified.returncode, verified.stderr.strip()) == (0, "")
+    status = json.loads(_memvault("service", "status", "--json", "--platform", "linux",
+                                  env=env).stdout)
+    assert status["installed"] and status["current"], status
 
     # $MEMVAULT_PASSPHRASE_FILE in the shell is taken when no option is given.
     plan = _dry_run("macos", env=env | {"MEMVAULT_PASSPHRASE_FILE": str(secret)})

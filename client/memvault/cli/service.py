@@ -321,7 +321,11 @@ def uninstall_command(platform: str | None, dry_run: bool, as_json: bool) -> Non
 @json_option
 def status_command(platform: str | None, as_json: bool) -> None:
     """Whether the service is installed, current, and running."""
-    result = state(_plan_from_context(platform))
+    chosen: Platform = "macos" if (platform or current_platform()) == "macos" else "linux"
+    where = service_file(chosen)
+    # Current: what install would write with the passphrase file it was given.
+    passphrase = installed_settings(chosen, where)[1] if where.exists() else None
+    result = state(_plan_from_context(chosen, passphrase))
     if as_json:
         output.echo_json(result)
         return
