@@ -25,13 +25,14 @@ import click
 from memvault.cli.daemon_probe import last_line
 from memvault.cli.daemon_probe import run as run_probe
 from memvault.cli.input import secret
+from memvault.cli.service_templates import PASSPHRASE_FILE_ENV
 from memvault_base.durable import sync_dir
 from memvault_base.errors import InvalidArgument, Locked
 from memvault_base.paths import Paths
 
 __all__ = ["ENV", "check", "default_location", "for_service", "unlocks"]
 
-ENV = "MEMVAULT_PASSPHRASE_FILE"
+ENV = PASSPHRASE_FILE_ENV
 
 _UNLOCK_PROBE = """
 import sys

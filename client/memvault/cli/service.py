@@ -258,9 +258,13 @@ def _home() -> str | None:
     return home or os.environ.get("MEMVAULT_HOME")
 
 
+def _platform(platform: str | None) -> Platform:
+    return "macos" if (platform or current_platform()) == "macos" else "linux"
+
+
 def _plan_from_context(platform: str | None, passphrase: Path | None = None) -> ServicePlan:
-    chosen: Platform = "macos" if (platform or current_platform()) == "macos" else "linux"
-    return plan(chosen, daemon=find_daemon(), home=_home(), passphrase_file=passphrase)
+    return plan(_platform(platform), daemon=find_daemon(), home=_home(),
+                passphrase_file=passphrase)
 
 
 @click.group()
@@ -280,7 +284,7 @@ def service() -> None:
 def install_command(platform: str | None, passphrase_file: Path | None, dry_run: bool,
                     as_json: bool) -> None:
     """Write the unit (or plist), then enable and start it."""
-    chosen: Platform = "macos" if (platform or current_platform()) == "macos" else "linux"
+    chosen = _platform(platform)
     passphrase = passphrase_file_for_service(
         paths.resolve(_home()), passphrase_file, dry_run=dry_run,
         from_manager=lambda: manager_passphrase(chosen))
@@ -321,7 +325,7 @@ def uninstall_command(platform: str | None, dry_run: bool, as_json: bool) -> Non
 @json_option
 def status_command(platform: str | None, as_json: bool) -> None:
     """Whether the service is installed, current, and running."""
-    chosen: Platform = "macos" if (platform or current_platform()) == "macos" else "linux"
+    chosen = _platform(platform)
     where = service_file(chosen)
     # Current: what install would write with the passphrase file it was given.
     passphrase = installed_settings(chosen, where)[1] if where.exists() else None
