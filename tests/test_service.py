@@ -15,11 +15,12 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Literal
 
 import pytest
 
 from memvault import Client, RememberResult
-from memvault.cli.service import find_daemon, plan
+from memvault.cli.service import find_daemon, installed_settings, plan
 from memvault.cli.service_templates import agent_plist, systemd_quote
 from memvaultd.serve.endpoint import _STOP_GRACE_S
 
@@ -504,3 +505,17 @@ def test_install_on_a_terminal_asks_for_the_passphrase_and_keeps_it_0600(
     # A later install finds the kept file and asks nothing.
     done = _no_terminal(*args, env=env)
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("platform", ["linux", "macos"])
+def test_the_installed_settings_read_back_what_install_wrote(
+        platform: Literal["linux", "macos"], tmp_path: Path) -> None:
+    """doctor reads the home and passphrase file back from the installed file:
+    quoting (a space, a `%`, a quote) must not change them."""
+    home = tmp_path / 'my "memory" 100%'
+    secret = tmp_path / "secret dir 50%" / "passphrase"
+    written = plan(platform, daemon=Path("/usr/bin/memvaultd"), home=str(home),
+                   user_home=tmp_path, passphrase_file=secret)
+    written.path.parent.mkdir(parents=True)
+    written.path.write_bytes(written.content)
+    assert installed_settings(platform, written.path) == (str(home), secret)

@@ -31,11 +31,11 @@ Why these hardening options and not others (systemd 252 user manager):
 - A vault whose key is in a key file needs its passphrase at every start,
   and a service has no terminal to ask on: the unit and the plist name the
   file `install` was given in `MEMVAULT_PASSPHRASE_FILE`. Not a credential
-  (`LoadCredential=`): with systemd 252, a sandboxed user unit that loads one
-  creates `/run/credentials` on the host, after which every sandboxed unit
-  of that manager failed with 226/NAMESPACE (seen under the user manager
-  tests/test_user_manager.py starts); and `LoadCredentialEncrypted=` needs
-  systemd 256 in a user manager. The daemon reads the file itself and
+  (`LoadCredential=`): under the systemd 252 user manager the tests start,
+  a sandboxed unit that loads one created `/run/credentials` on the host,
+  after which every sandboxed unit of that manager failed with
+  226/NAMESPACE (docs/service.md); a plain file behaves the same under any
+  systemd and launchd. The daemon reads the file itself and
   refuses it if its group or others may read it.
 """
 
