@@ -10,16 +10,19 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .daemon_process import DaemonProcess
+from .daemon_process import PASSPHRASE, DaemonProcess
+from .key_file_vault import make_key_file_vault
 from .test_layout import BLOCKER
 
-CHECKS = ["config", "key storage", "socket", "data dir", "disk", "model", "watch", "daemon"]
+CHECKS = ["config", "key storage", "socket", "data dir", "disk", "model", "watch", "daemon",
+          "service"]
 
 
-def memvault(home: Path, *args: str, prelude: str = "") -> subprocess.CompletedProcess[str]:
+def memvault(home: Path, *args: str, prelude: str = "",
+             env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     script = prelude + "\nfrom memvault.cli.main import main\nmain()\n"
     env = dict(os.environ, MEMVAULT_HOME=str(home),
-               PYTHON_KEYRING_BACKEND="keyring.backends.fail.Keyring")
+               PYTHON_KEYRING_BACKEND="keyring.backends.fail.Keyring", **(env or {}))
     return subprocess.run([sys.executable, "-c", script, *args], env=env, capture_output=True,
                           text=True, timeout=120)
 
@@ -117,3 +120,55 @@ def test_status_follows_a_first_scan(tmp_path: Path) -> None:
                 or "no scan of watched folders is running" in done.stderr)
         proc.stop()
     assert "scanning 150 files in 1 watched folders" in proc.log
+
+
+def test_doctor_checks_that_the_installed_service_can_unlock_the_vault(tmp_path: Path) -> None:
+    """The unit `service install` wrote for a key-file vault: its passphrase
+    file exists, is the user's alone and opens the key file (no daemon is
+    started for it); a unit without one could never start."""
+    home, user = tmp_path / "home", tmp_path / "user"
+    key_file = make_key_file_vault(home / "data", PASSPHRASE) / "vault.key"
+    secret = tmp_path / "passphrase"
+    secret.write_text(PASSPHRASE + "\n")
+    secret.chmod(0o600)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "systemctl").write_text("#!/bin/sh\necho active\n")
+    (bin_dir / "systemctl").chmod(0o755)
+    env = {"HOME": str(user), "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    unit = user / ".config/systemd/user/memvaultd.service"
+
+    def service_check() -> dict[str, Any]:
+        return checks(memvault(home, "doctor", "--json", env=env))["service"]
+
+    assert service_check() == {"name": "service", "status": "ok", "fix": "",
+                               "detail": f"not installed ({unit} does not exist)"}
+    done = memvault(home, "service", "install", "--platform", "linux", "--passphrase-file",
+                    str(secret), env=env)
+    assert done.returncode == 0, done.stderr
+    found = service_check()
+    assert found["status"] == "ok", found
+    assert found["detail"] == (f"{unit} unlocks the vault: {secret} (mode 600) opens the key "
+                               f"file {key_file}")
+
+    secret.chmod(0o644)
+    found = service_check()
+    assert found["status"] == "fail" and f"chmod 600 {secret}" in found["detail"]
+    assert found["fix"] == "memvault service install --passphrase-file FILE"
+
+    secret.chmod(0o600)
+    secret.write_text("not the passphrase\n")
+    found = service_check()
+    assert found["status"] == "fail" and found["detail"].startswith("wrong passphrase"), found
+
+    secret.unlink()
+    found = service_check()
+    assert found["status"] == "fail" and "does not exist" in found["detail"]
+
+    # A unit that gives the daemon no passphrase: it exits 2 at every start.
+    unit.write_text("".join(line for line in unit.read_text().splitlines(keepends=True)
+                            if "MEMVAULT_PASSPHRASE_FILE" not in line))
+    found = service_check()
+    assert found["status"] == "fail", found
+    assert found["detail"] == (f"{unit} gives memvaultd no passphrase, and the vault's key is "
+                               f"in the key file {key_file}: the service cannot start")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import plistlib
+import select
 import shutil
 import signal
 import socket
@@ -14,15 +15,18 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Literal
 
 import pytest
 
 from memvault import Client, RememberResult
-from memvault.cli.service import find_daemon, plan
+from memvault.cli.service import find_daemon, installed_settings, plan
 from memvault.cli.service_templates import agent_plist, systemd_quote
 from memvaultd.serve.endpoint import _STOP_GRACE_S
 
 from .daemon_process import DaemonProcess
+from .key_file_vault import make_key_file_vault
+from .terminal_daemon import _take_the_terminal
 
 ROOT = Path(__file__).resolve().parent.parent
 _SNAPSHOT_1M_S = 21  # the slowest stop of a 1M vault measured: 21 s (docs/benchmarks.md)
@@ -33,8 +37,10 @@ def _memvault(*args: str, env: dict[str, str] | None = None) -> subprocess.Compl
                           text=True, env=env, timeout=60)
 
 
-def _dry_run(platform: str, *extra: str) -> dict[str, object]:
-    done = _memvault(*extra, "service", "install", "--dry-run", "--json", "--platform", platform)
+def _dry_run(platform: str, *extra: str, env: dict[str, str] | None = None
+             ) -> dict[str, object]:
+    done = _memvault(*extra, "service", "install", "--dry-run", "--json", "--platform", platform,
+                     env=env)
     assert done.returncode == 0, done.stderr
     result: dict[str, object] = json.loads(done.stdout)
     return result
@@ -50,6 +56,7 @@ def _systemd_analyze() -> str:
 
 
 def _verify(unit: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    tmp_path.mkdir(exist_ok=True)
     (tmp_path / "memvaultd.service").write_text(unit)
     runtime = tmp_path / "runtime"  # a user manager needs one, even offline
     runtime.mkdir(mode=0o700)
@@ -349,3 +356,166 @@ def test_sigterm_lets_an_in_flight_batch_finish(home: Path) -> None:
         hits = client.recall("which flag does service 42 need", top_k=1)
         assert hits and hits[0].memory.id == results[42].id
         assert again.stop() == 0
+
+
+# -- a vault whose key is in a key file ------------------------------------------------
+
+KEY_FILE_PASSPHRASE = "a passphrase for the service"
+
+
+def _headless(fake_systemctl: tuple[dict[str, str], Path], tmp_path: Path
+              ) -> tuple[dict[str, str], Path, Path]:
+    """(env, key file, unit path): a key-file vault in the default data
+    directory of a user with no keyring, whose shell has no passphrase."""
+    env, _ = fake_systemctl
+    env = {k: v for k, v in env.items() if not k.startswith("MEMVAULT_PASSPHRASE")}
+    key_file = make_key_file_vault(tmp_path / "user/.local/share/memvault",
+                                   KEY_FILE_PASSPHRASE) / "vault.key"
+    return env, key_file, tmp_path / "user/.config/systemd/user/memvaultd.service"
+
+
+def _no_terminal(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "memvault.cli.main", *args], env=env,
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60,
+                          start_new_session=True)
+
+
+def test_install_for_a_key_file_vault_without_a_passphrase_says_how_to_give_one(
+        fake_systemctl: tuple[dict[str, str], Path], tmp_path: Path) -> None:
+    """Such a unit could never start (the daemon exits 2 asking for the
+    passphrase, and RestartPreventExitStatus=2 keeps it down): it is not written."""
+    env, key_file, unit = _headless(fake_systemctl, tmp_path)
+    done = _no_terminal("service", "install", "--platform", "linux", env=env)
+    assert (done.returncode, done.stderr.strip().splitlines()) == (2, [
+        f"memvault: the passphrase of the key file {key_file} is needed and there is no "
+        "terminal to ask for it: give --passphrase-file FILE (the passphrase on its first "
+        "line, mode 0600) or set MEMVAULT_PASSPHRASE_FILE"])
+    # The manager was only asked whether its own environment holds a passphrase.
+    assert fake_systemctl[1].read_text().splitlines() == ["--user show-environment"]
+    assert not unit.exists()
+
+
+def test_install_writes_the_passphrase_file_into_the_unit_and_the_plist(
+        fake_systemctl: tuple[dict[str, str], Path], tmp_path: Path) -> None:
+    env, _, unit = _headless(fake_systemctl, tmp_path)
+    secret = tmp_path / "secret dir" / "passphrase"
+    secret.parent.mkdir()
+    secret.write_text(KEY_FILE_PASSPHRASE + "\n")
+    secret.chmod(0o600)
+
+    done = _no_terminal("service", "install", "--platform", "linux", "--passphrase-file",
+                        str(secret), env=env)
+    assert done.returncode == 0, done.stderr
+    assert f"reads its passphrase from {secret}" in done.stdout
+    lines = unit.read_text().splitlines()
+    assert f"Environment={systemd_quote(f'MEMVAULT_PASSPHRASE_FILE={secret}')}" in lines
+    verified = _verify(unit.read_text(), tmp_path / "verify")
+    assert (verified.returncode, verified.stderr.strip()) == (0, "")
+    status = json.loads(_memvault("service", "status", "--json", "--platform", "linux",
+                                  env=env).stdout)
+    assert status["installed"] and status["current"], status
+
+    # $MEMVAULT_PASSPHRASE_FILE in the shell is taken when no option is given.
+    plan = _dry_run("macos", env=env | {"MEMVAULT_PASSPHRASE_FILE": str(secret)})
+    agent = plistlib.loads(str(plan["content"]).encode())
+    assert agent["EnvironmentVariables"]["MEMVAULT_PASSPHRASE_FILE"] == str(secret)
+
+
+@pytest.mark.parametrize("case", ["readable by the group", "wrong passphrase", "missing"])
+def test_install_refuses_a_passphrase_file_the_daemon_could_not_use(
+        fake_systemctl: tuple[dict[str, str], Path], tmp_path: Path, case: str) -> None:
+    env, key_file, unit = _headless(fake_systemctl, tmp_path)
+    secret = tmp_path / "passphrase"
+    if case != "missing":
+        secret.write_text(("not it" if case == "wrong passphrase" else KEY_FILE_PASSPHRASE)
+                          + "\n")
+        secret.chmod(0o640 if case == "readable by the group" else 0o600)
+    done = _no_terminal("service", "install", "--platform", "linux", "--passphrase-file",
+                        str(secret), env=env)
+    expected = {
+        "readable by the group": (2, f"memvault: the passphrase file {secret} is mode 640: "
+                                     f"other users may read it; chmod 600 {secret}"),
+        "wrong passphrase": (2, f"memvault: wrong passphrase (from MEMVAULT_PASSPHRASE_FILE "
+                                f"({secret})) for the key file {key_file}, or the key file is "
+                                "damaged"),
+        "missing": (2, f"memvault: the passphrase file {secret} does not exist")}[case]
+    assert (done.returncode, done.stderr.strip()) == expected
+    assert not unit.exists() and not fake_systemctl[1].exists()
+
+
+def test_install_takes_the_passphrase_the_manager_environment_gives(
+        fake_systemctl: tuple[dict[str, str], Path], tmp_path: Path) -> None:
+    """`systemctl --user set-environment MEMVAULT_PASSPHRASE=...` reaches every
+    unit: install says so, and writes no passphrase file into the unit."""
+    env, _, unit = _headless(fake_systemctl, tmp_path)
+    calls = fake_systemctl[1]
+    (tmp_path / "bin/systemctl").write_text(
+        f'#!/bin/sh\necho "$*" >> {calls}\ncase "$*" in *show-environment) '
+        'echo HOME=/x; echo "MEMVAULT_PASSPHRASE=$\'a b\'";; *) echo active;; esac\n')
+    done = _no_terminal("service", "install", "--platform", "linux", env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.strip() == (
+        "the service's passphrase comes from the service manager's environment "
+        "(MEMVAULT_PASSPHRASE), not checked; `--passphrase-file FILE` is checked, and seen by "
+        "this service alone")
+    assert "MEMVAULT_PASSPHRASE" not in unit.read_text()
+
+
+def _on_a_terminal(args: list[str], env: dict[str, str], answer: str) -> tuple[int, str]:
+    """`memvault ARGS` on a pseudo-terminal, `answer` typed at its passphrase prompt."""
+    master, slave = os.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "memvault.cli.main", *args], env=env,
+                            stdin=slave, stdout=slave, stderr=slave, start_new_session=True,
+                            preexec_fn=_take_the_terminal)
+    os.close(slave)
+    output, answered = b"", False
+    try:
+        while select.select([master], [], [], 60)[0]:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not chunk:
+                break
+            output += chunk
+            if not answered and b"Passphrase of the vault's key file:" in output:
+                os.write(master, answer.encode() + b"\n")
+                answered = True
+    finally:
+        os.close(master)
+    return proc.wait(30), output.decode(errors="replace")
+
+
+def test_install_on_a_terminal_asks_for_the_passphrase_and_keeps_it_0600(
+        fake_systemctl: tuple[dict[str, str], Path], tmp_path: Path) -> None:
+    env, key_file, unit = _headless(fake_systemctl, tmp_path)
+    kept = tmp_path / "user/.config/memvault/passphrase"
+    args = ["service", "install", "--platform", "linux"]
+
+    code, output = _on_a_terminal(args, env, "not the passphrase")
+    assert code == 2, output
+    assert f"the passphrase typed does not open the key file {key_file}" in output
+    assert "nothing was written" in output and not kept.exists() and not unit.exists()
+
+    code, output = _on_a_terminal(args, env, KEY_FILE_PASSPHRASE)
+    assert code == 0, output
+    assert kept.read_text() == KEY_FILE_PASSPHRASE + "\n"
+    assert kept.stat().st_mode & 0o777 == 0o600
+    assert f"Environment=MEMVAULT_PASSPHRASE_FILE={kept}\n" in unit.read_text()
+    # A later install finds the kept file and asks nothing.
+    done = _no_terminal(*args, env=env)
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("platform", ["linux", "macos"])
+def test_the_installed_settings_read_back_what_install_wrote(
+        platform: Literal["linux", "macos"], tmp_path: Path) -> None:
+    """doctor reads the home and passphrase file back from the installed file:
+    quoting (a space, a `%`, a quote) must not change them."""
+    home = tmp_path / 'my "memory" 100%'
+    secret = tmp_path / "secret dir 50%" / "passphrase"
+    written = plan(platform, daemon=Path("/usr/bin/memvaultd"), home=str(home),
+                   user_home=tmp_path, passphrase_file=secret)
+    written.path.parent.mkdir(parents=True)
+    written.path.write_bytes(written.content)
+    assert installed_settings(platform, written.path) == (str(home), secret)

@@ -452,6 +452,7 @@ def test_wrong_passphrase_is_a_clear_error_and_leaves_no_trace(
     else:
         wrong = tmp_path / "passphrase"
         wrong.write_text("Correct horse battery staple\n")
+        wrong.chmod(0o600)  # the daemon refuses a file others may read
         env = {"MEMVAULT_PASSPHRASE": "", "MEMVAULT_PASSPHRASE_FILE": str(wrong)}
     outcome = _run(home, **env)
     assert outcome.code == 2

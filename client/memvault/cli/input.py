@@ -1,5 +1,7 @@
 """What the user hands the `memvault` command, read and checked before anything
-is sent: an option's JSON object, and JSON lines (`turns append`, `import`)."""
+is sent: an option's JSON object, JSON lines (`turns append`, `import`), and
+secrets typed at a terminal (`join`'s recovery key, `service install`'s
+passphrase)."""
 
 from __future__ import annotations
 
@@ -9,10 +11,12 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+import click
+
 from memvault.types import Memory
 from memvault_base.errors import InvalidArgument
 
-__all__ = ["json_lines", "json_object", "line_source", "read_memories"]
+__all__ = ["json_lines", "json_object", "line_source", "read_memories", "secret"]
 
 
 def json_object(text: str | None, option: str) -> dict[str, Any] | None:
@@ -64,3 +68,15 @@ def line_source(file: str) -> Callable[[], Iterable[str]]:
 def _lines_of(path: Path) -> Iterator[str]:
     with path.open(encoding="utf-8") as f:
         yield from f
+
+
+def secret(label: str, what: str, how: str, *, confirm: bool = False) -> str:
+    """`what`, typed at the terminal after `label` without echo; without a terminal,
+    InvalidArgument (exit 2) at once, saying `how` to give it instead.
+
+    click's hidden prompt falls back to getpass, which without a terminal
+    prints a GetPassWarning, reads stdin with echo, and ends in "Aborted!"."""
+    if not sys.stdin.isatty():
+        raise InvalidArgument(f"{what} is needed and there is no terminal to ask for it: {how}")
+    value: str = click.prompt(label, hide_input=True, confirmation_prompt=confirm)
+    return value

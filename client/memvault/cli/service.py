@@ -10,6 +10,11 @@ themselves are written in `service_templates.py`.
 The unit runs the `memvaultd` installed beside this Python (a virtualenv's
 `bin/`), found once at install time and written as an absolute path: a user
 manager's PATH is not the shell's.
+
+A vault whose key is in a key file gets its passphrase from a file named at
+install (`--passphrase-file`, `$MEMVAULT_PASSPHRASE_FILE`, or typed at the
+prompt and kept beside config.toml; `passphrase_file.py`), checked to open
+the key file before anything is written.
 """
 
 from __future__ import annotations
@@ -26,18 +31,22 @@ from typing import Any, Literal
 import click
 
 from memvault.cli import output
+from memvault.cli.passphrase_file import for_service as passphrase_file_for_service
 from memvault.cli.service_templates import (
     AGENT_LABEL,
+    PASSPHRASE_FILE_ENV,
     SERVICE_ENVIRONMENT,
     UNIT_NAME,
     agent_plist,
     in_private_tmp,
     render_unit,
+    unit_environment,
 )
 from memvault_base import paths
 from memvault_base.errors import MemvaultError
 
-__all__ = ["ServicePlan", "plan", "service"]
+__all__ = ["ServicePlan", "installed_settings", "manager_passphrase", "plan", "service",
+           "service_file"]
 
 Platform = Literal["linux", "macos"]
 
@@ -53,6 +62,7 @@ class ServicePlan:
     uninstall: list[list[str]]
     status: list[list[str]]
     make_dirs: list[Path] = field(default_factory=list)
+    passphrase_file: Path | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -61,6 +71,7 @@ class ServicePlan:
             "content": self.content.decode(),
             "install": [" ".join(c) for c in self.install],
             "uninstall": [" ".join(c) for c in self.uninstall],
+            "passphrase_file": str(self.passphrase_file) if self.passphrase_file else None,
         }
 
 
@@ -80,21 +91,61 @@ def find_daemon() -> Path:
     return Path(found).absolute()
 
 
+def service_file(platform: Platform, user_home: Path | None = None) -> Path:
+    """Where the unit (or plist) of this user (or `user_home`) is installed."""
+    user_home = user_home or Path.home()
+    if platform == "linux":
+        return user_home / ".config" / "systemd" / "user" / UNIT_NAME
+    return user_home / "Library" / "LaunchAgents" / f"{AGENT_LABEL}.plist"
+
+
+def installed_settings(platform: Platform, path: Path) -> tuple[str | None, Path | None]:
+    """(MEMVAULT_HOME, passphrase file) of the service installed at `path`."""
+    if platform == "linux":
+        environment = unit_environment(path.read_text(encoding="utf-8"))
+    else:
+        with path.open("rb") as file:
+            environment = plistlib.load(file).get("EnvironmentVariables", {})
+    given = environment.get(PASSPHRASE_FILE_ENV)
+    return environment.get("MEMVAULT_HOME"), Path(given) if given else None
+
+
+def manager_passphrase(platform: Platform) -> str | None:
+    """Which of MEMVAULT_PASSPHRASE and MEMVAULT_PASSPHRASE_FILE the systemd
+    user manager's own environment sets (`systemctl --user set-environment`,
+    inherited by every unit), if any; never on macOS."""
+    if platform != "linux":
+        return None
+    try:
+        done = _run(["systemctl", "--user", "show-environment"], check=False)
+    except MemvaultError:
+        return None
+    names = {line.partition("=")[0] for line in done.stdout.splitlines()}
+    return next((name for name in ("MEMVAULT_PASSPHRASE", PASSPHRASE_FILE_ENV) if name in names),
+                None)
+
+
 def plan(platform: Platform, *, daemon: Path, home: str | None = None,
-         user_home: Path | None = None, uid: int | None = None) -> ServicePlan:
-    """The service for `platform`, running `daemon`, for this user (or `user_home`)."""
+         user_home: Path | None = None, uid: int | None = None,
+         passphrase_file: Path | None = None) -> ServicePlan:
+    """The service for `platform`, running `daemon`, for this user (or
+    `user_home`), reading its key file's passphrase from `passphrase_file`."""
     user_home = user_home or Path.home()
     environment = dict(SERVICE_ENVIRONMENT)
     if home:
         environment["MEMVAULT_HOME"] = str(Path(home).expanduser().absolute())
     if os.environ.get("MEMVAULT_CACHE_DIR"):  # the service uses the cache this shell does
         environment["MEMVAULT_CACHE_DIR"] = str(paths.resolve(home).cache_dir)
+    if passphrase_file is not None:
+        environment[PASSPHRASE_FILE_ENV] = str(passphrase_file)
     if platform == "linux":
-        return _systemd_plan(daemon, environment, user_home)
-    return _launchd_plan(daemon, environment, user_home, os.getuid() if uid is None else uid)
+        return _systemd_plan(daemon, environment, user_home, passphrase_file)
+    return _launchd_plan(daemon, environment, user_home, os.getuid() if uid is None else uid,
+                         passphrase_file)
 
 
-def _systemd_plan(daemon: Path, environment: dict[str, str], user_home: Path) -> ServicePlan:
+def _systemd_plan(daemon: Path, environment: dict[str, str], user_home: Path,
+                  passphrase_file: Path | None) -> ServicePlan:
     home = environment.get("MEMVAULT_HOME")
     # Only what the daemon writes is writable: its data (or all of MEMVAULT_HOME,
     # which holds data and socket), and its model cache: without it every start
@@ -112,19 +163,20 @@ def _systemd_plan(daemon: Path, environment: dict[str, str], user_home: Path) ->
     systemctl = ["systemctl", "--user"]
     return ServicePlan(
         platform="linux",
-        path=user_home / ".config" / "systemd" / "user" / UNIT_NAME,
+        path=service_file("linux", user_home),
         content=unit.encode(),
         install=[[*systemctl, "daemon-reload"], [*systemctl, "enable", "--now", UNIT_NAME]],
         uninstall=[[*systemctl, "disable", "--now", UNIT_NAME]],
         status=[[*systemctl, "is-active", UNIT_NAME], [*systemctl, "is-enabled", UNIT_NAME]],
         make_dirs=writable,
+        passphrase_file=passphrase_file,
     )
 
 
 def _launchd_plan(daemon: Path, environment: dict[str, str], user_home: Path,
-                  uid: int) -> ServicePlan:
+                  uid: int, passphrase_file: Path | None) -> ServicePlan:
     logs = user_home / "Library" / "Logs" / "memvault"
-    path = user_home / "Library" / "LaunchAgents" / f"{AGENT_LABEL}.plist"
+    path = service_file("macos", user_home)
     content = plistlib.dumps(agent_plist(str(daemon), str(logs / "memvaultd.log"), environment))
     domain = f"gui/{uid}"
     return ServicePlan(
@@ -135,6 +187,7 @@ def _launchd_plan(daemon: Path, environment: dict[str, str], user_home: Path,
         uninstall=[["launchctl", "bootout", f"{domain}/{AGENT_LABEL}"]],
         status=[["launchctl", "print", f"{domain}/{AGENT_LABEL}"]],
         make_dirs=[logs],
+        passphrase_file=passphrase_file,
     )
 
 
@@ -200,10 +253,18 @@ dry_run_option = click.option("--dry-run", is_flag=True,
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 
 
-def _plan_from_context(platform: str | None) -> ServicePlan:
-    home = click.get_current_context().find_root().params.get("home")
-    chosen: Platform = "macos" if (platform or current_platform()) == "macos" else "linux"
-    return plan(chosen, daemon=find_daemon(), home=home or os.environ.get("MEMVAULT_HOME"))
+def _home() -> str | None:
+    home: str | None = click.get_current_context().find_root().params.get("home")
+    return home or os.environ.get("MEMVAULT_HOME")
+
+
+def _platform(platform: str | None) -> Platform:
+    return "macos" if (platform or current_platform()) == "macos" else "linux"
+
+
+def _plan_from_context(platform: str | None, passphrase: Path | None = None) -> ServicePlan:
+    return plan(_platform(platform), daemon=find_daemon(), home=_home(),
+                passphrase_file=passphrase)
 
 
 @click.group()
@@ -213,11 +274,21 @@ def service() -> None:
 
 @service.command("install")
 @platform_option
+@click.option("--passphrase-file", type=click.Path(dir_okay=False, path_type=Path),
+              default=None, metavar="FILE",
+              help="For a vault whose key is in a key file: the file whose first line is its "
+                   "passphrase (yours, mode 0600). Default: $MEMVAULT_PASSPHRASE_FILE, else "
+                   "asked for at the terminal and kept beside config.toml.")
 @dry_run_option
 @json_option
-def install_command(platform: str | None, dry_run: bool, as_json: bool) -> None:
+def install_command(platform: str | None, passphrase_file: Path | None, dry_run: bool,
+                    as_json: bool) -> None:
     """Write the unit (or plist), then enable and start it."""
-    service_plan = _plan_from_context(platform)
+    chosen = _platform(platform)
+    passphrase = passphrase_file_for_service(
+        paths.resolve(_home()), passphrase_file, dry_run=dry_run,
+        from_manager=lambda: manager_passphrase(chosen))
+    service_plan = _plan_from_context(chosen, passphrase)
     if dry_run:
         _show_plan(service_plan, service_plan.install, as_json)
         return
@@ -225,7 +296,8 @@ def install_command(platform: str | None, dry_run: bool, as_json: bool) -> None:
     if as_json:
         output.echo_json({**service_plan.to_dict(), "installed": True})
     else:
-        click.echo(f"installed {service_plan.path} and started memvaultd")
+        reads = (f", which reads its passphrase from {passphrase}" if passphrase else "")
+        click.echo(f"installed {service_plan.path} and started memvaultd{reads}")
 
 
 @service.command("uninstall")
@@ -253,7 +325,11 @@ def uninstall_command(platform: str | None, dry_run: bool, as_json: bool) -> Non
 @json_option
 def status_command(platform: str | None, as_json: bool) -> None:
     """Whether the service is installed, current, and running."""
-    result = state(_plan_from_context(platform))
+    chosen = _platform(platform)
+    where = service_file(chosen)
+    # Current: what install would write with the passphrase file it was given.
+    passphrase = installed_settings(chosen, where)[1] if where.exists() else None
+    result = state(_plan_from_context(chosen, passphrase))
     if as_json:
         output.echo_json(result)
         return

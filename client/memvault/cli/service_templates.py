@@ -28,14 +28,25 @@ Why these hardening options and not others (systemd 252 user manager):
   without one the daemon fell back to torch and failed to start.
 - Exit status 2 means "cannot start" (bad config, key locked, socket in use):
   restarting cannot fix it, so `RestartPreventExitStatus=2`.
+- A vault whose key is in a key file needs its passphrase at every start,
+  and a service has no terminal to ask on: the unit and the plist name the
+  file `install` was given in `MEMVAULT_PASSPHRASE_FILE`. Not a credential
+  (`LoadCredential=`): under the systemd 252 user manager the tests start,
+  a sandboxed unit that loads one created `/run/credentials` on the host,
+  after which every sandboxed unit of that manager failed with
+  226/NAMESPACE (docs/service.md); a plain file behaves the same under any
+  systemd and launchd. The daemon reads the file itself and
+  refuses it if its group or others may read it.
 """
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 UNIT_NAME = "memvaultd.service"
 AGENT_LABEL = "dev.memvault.memvaultd"
+PASSPHRASE_FILE_ENV = "MEMVAULT_PASSPHRASE_FILE"
 
 UNIT_TEMPLATE = """\
 [Unit]
@@ -110,6 +121,17 @@ def render_unit(exec_start: str, writable: list[str], environment: dict[str, str
         unit = unit.replace("PrivateTmp=yes\n", "# PrivateTmp=yes is left out: it would hide "
                             f"{tmp_hidden} from the daemon\n")
     return unit
+
+
+def unit_environment(unit: str) -> dict[str, str]:
+    """The `Environment=` settings of a unit `render_unit` wrote."""
+    found = {}
+    for line in unit.splitlines():
+        if line.startswith("Environment="):
+            # systemd_quote's quoting is the shell's double quotes.
+            key, _, value = shlex.split(line.removeprefix("Environment="))[0].partition("=")
+            found[key] = value.replace("%%", "%")
+    return found
 
 
 def agent_plist(exec_start: str, log_file: str, environment: dict[str, str]) -> dict[str, Any]:

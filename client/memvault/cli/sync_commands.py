@@ -8,6 +8,7 @@ import click
 
 from memvault.cli import output
 from memvault.cli.context import current_client
+from memvault.cli.input import secret
 
 RECOVERY_ENV = "MEMVAULT_RECOVERY_KEY"
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
@@ -53,7 +54,8 @@ def join(remote: str, token: str | None, allow_cleartext_token: bool,
          recovery_key: str | None, as_json: bool) -> None:
     """Join the vault on REMOTE; the memories this device holds are kept."""
     if not recovery_key:
-        recovery_key = click.prompt("Recovery key", hide_input=True)
+        recovery_key = secret("Recovery key", "the recovery key",
+                              f"give --recovery-key KEY or set {RECOVERY_ENV}")
     result = _client().join_sync(remote, recovery_key, token=token,
                                  allow_cleartext_token=allow_cleartext_token)
     if as_json:

@@ -76,7 +76,7 @@ def main(ctx: click.Context, home: str | None, socket_path: str | None,
     try:
         config = load(paths.config_file)
     except MemvaultError as exc:
-        _fail(f"bad configuration: {exc}", 2)
+        _cannot_start(f"bad configuration: {exc}")
     _setup_logging(log_level or config.log_level)
     socket = Path(socket_path).absolute() if socket_path else paths.socket
     sys.exit(run(config, paths.data_dir, socket, config_file=paths.config_file,
@@ -109,7 +109,7 @@ def run(config: Config, data_dir: Path, socket: Path, *, config_file: Path | Non
                           check=lambda remote: check_served(vault, remote=remote))
         server.start()
     except MemvaultError as exc:
-        _fail(str(exc), 2)
+        _cannot_start(str(exc))
     log.info("memvaultd %s listening on %s (data in %s)", __version__, socket, data_dir)
     # Ready once the socket is bound: callers connect at once and wait for the
     # state they need; STATUS says what start-up is still doing.
@@ -198,9 +198,19 @@ def _setup_logging(level: str) -> None:
 main.add_command(check_command)
 
 
-def _fail(message: str, code: int) -> NoReturn:
+def _cannot_start(message: str) -> NoReturn:
+    """One line, exit status 2, at once.
+
+    The model is loading on its own thread meanwhile (a first start exports
+    it, importing torch for 4-6 s), and an import cannot be interrupted. A
+    normal exit waits for that thread, whose imports then run into the
+    interpreter's shutdown and log "can't register atexit after shutdown"
+    under the line that matters. Nothing needs closing here: the memories are
+    not loaded and nothing is served yet, and what the vault wrote so far is
+    as safe as at a `kill -9`, which every write is built to survive."""
     click.echo(f"memvaultd: {message}", err=True)
-    sys.exit(code)
+    sys.stderr.flush()
+    os._exit(2)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,9 @@ backends, and never any `keyrings.alt` backend, whose files are plaintext or
 encrypted under a key stored next to them.
 
 Passphrases come, in order, from ``MEMVAULT_PASSPHRASE``, from the first line
-of the file named by ``MEMVAULT_PASSPHRASE_FILE``, or from a terminal prompt.
+of the file named by ``MEMVAULT_PASSPHRASE_FILE`` (refused if its group or
+others may read it), or from a terminal prompt; with none of them and no
+terminal, `Locked` says how to give one.
 A key-file vault's `UnlockedKey` keeps the passphrase's Argon2id key
 (`KeyWrapping`), so `join` stores the joined vault's key the way the current
 one is stored without asking for the passphrase again (`store_joined_key`).
@@ -28,6 +30,7 @@ import getpass
 import logging
 import os
 import secrets
+import stat
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +41,7 @@ from keyring.backends import chainer, fail, null
 from keyring.errors import KeyringError
 
 from memvault_base.errors import IntegrityError, InvalidArgument, Locked
+from memvault_base.paths import KEY_FILE_NAME
 from memvaultd.crypto.aead import KEY_SIZE
 from memvaultd.crypto.kdf import Argon2Params
 from memvaultd.storage.keyfile import KeyWrapping, open_key_file, write_key_file
@@ -59,7 +63,6 @@ __all__ = [
 log = logging.getLogger("memvaultd.keys")
 
 KEYRING_SERVICE = "memvault"
-KEY_FILE_NAME = "vault.key"
 ENV_PASSPHRASE = "MEMVAULT_PASSPHRASE"
 ENV_PASSPHRASE_FILE = "MEMVAULT_PASSPHRASE_FILE"
 STORAGES = ("auto", "keyring", "keyfile")
@@ -111,14 +114,23 @@ def _backend_name(backend: KeyringBackend) -> str:
 
 
 def _read_passphrase_file(path: Path) -> str:
+    """The first line of `path`, a file only its owner may read: a passphrase
+    that others can read protects nothing, so such a file is refused rather
+    than used with a warning nobody of a service reads."""
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as file:
+            mode = stat.S_IMODE(os.fstat(file.fileno()).st_mode)
+            if mode & 0o077:
+                raise Locked(f"the passphrase file {path} ({ENV_PASSPHRASE_FILE}) is mode "
+                             f"{mode:o}: other users may read it; chmod 600 {path}")
+            text = file.read().decode("utf-8")
     except OSError as err:
         raise Locked(
             f"cannot read the passphrase file {path} named by {ENV_PASSPHRASE_FILE}: {err.strerror}"
         ) from None
-    if path.stat().st_mode & 0o077:
-        log.warning("passphrase file %s is readable by other users: chmod 600 it", path)
+    except UnicodeDecodeError:
+        raise Locked(f"the passphrase file {path} ({ENV_PASSPHRASE_FILE}) is not UTF-8 text"
+                     ) from None
     lines = text.splitlines()
     return lines[0] if lines else ""
 
