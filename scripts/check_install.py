@@ -73,7 +73,10 @@ def install(via: str, wheel: Path, work: Path, torch: str, index: str,
                    PIPX_MAN_DIR=str(work / "man"))
         pip_args = " ".join([*(f"--extra-index-url={index}" for _ in [index] if index),
                              *pip_links])
-        run(["pipx", "install", "--python", sys.executable, "--preinstall", torch,
+        # pipx runs uv instead of pip where it finds uv, and uv reads neither
+        # --pip-args' index nor pip's config: that took the 5.3 GB CUDA build.
+        run(["pipx", "install", "--backend", "pip", "--python", sys.executable,
+             "--preinstall", torch,
              *([f"--pip-args={pip_args}"] if pip_args else []), project], env=env)
         return work / "bin", work / "pipx"
     env = dict(os.environ, UV_TOOL_DIR=str(work / "uv-tools"), UV_TOOL_BIN_DIR=str(work / "bin"),
