@@ -249,7 +249,7 @@ def test_the_daemon_never_holds_torch_and_two_homes_share_one_export(tmp_path: P
         second.stop()
     assert list(models.glob("*.onnx")) == [export]
     print(f"daemon resident once SERVING: first start {cold:.0f} MB, warm {warm:.0f} MB")
-    # With torch imported for the export it was 796 MB; without, ~200-230 MB.
+    # With torch imported for the export it was 792 MB; without, 199-226 MB.
     assert cold < 400 and warm < 400
 
 
@@ -339,7 +339,7 @@ def test_a_model_onnx_cannot_reproduce_stays_on_torch(
 
 def test_a_cache_that_cannot_be_written_fails_the_load_naming_it(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    # Not torch in the daemon instead (810 MB resident for good): the cause, said.
+    # Not torch in the daemon instead (792 MB resident for good): the cause, said.
     blocked = tmp_path / "cache"
     blocked.write_text("a file where the cache directory should be")
     with caplog.at_level(logging.INFO, logger="memvaultd"):

@@ -130,7 +130,7 @@ class Embedder:
             return None
         # Anything but Unsupported (a failed export, a cache that cannot be
         # written) fails the load, naming its cause: falling back would hold
-        # torch in the daemon for good (810 MB resident against ~230 MB).
+        # torch in the daemon for good (792 MB resident against 217 MB).
         try:
             cache_dir = self._cache_dir or resolve().model_cache
             return onnx_cache.load(Path(model_path(self.model_name)), self.model_name,

@@ -3,7 +3,7 @@
     python -m memvaultd.embedding.export MODEL_DIR FILE
 
 It imports torch, sentence-transformers and onnx (~800 MB resident; the
-daemon that runs it stays at ~230 MB), writes FILE whole or not at all, and
+daemon that starts it stays at ~217 MB), writes FILE whole or not at all, and
 exits: 0 done; UNSUPPORTED_EXIT when the export does not give the model's own
 vectors (the daemon then runs that model on torch); 1 on any other failure,
 its cause on the last line of stderr. `onnx_cache.py` starts it holding the
