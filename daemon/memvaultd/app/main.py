@@ -135,7 +135,8 @@ def run(config: Config, data_dir: Path, socket: Path, *, config_file: Path | Non
             return
         notify("STATUS=warming the model")
         try:
-            embedder.wait_ready()
+            # A first start's export is bounded by its own timeout (300 s, onnx_cache.py).
+            embedder.wait_ready(timeout=600.0)
         except MemvaultError as exc:  # a model that cannot load: the daemon cannot start
             fail(str(exc), 2)
             return
