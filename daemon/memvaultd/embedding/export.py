@@ -5,9 +5,10 @@
 It imports torch, sentence-transformers and onnx (~800 MB resident; the
 daemon that starts it stays at ~217 MB), writes FILE whole or not at all, and
 exits: 0 done; UNSUPPORTED_EXIT when the export does not give the model's own
-vectors (the daemon then runs that model on torch); 1 on any other failure,
-its cause on the last line of stderr. `onnx_cache.py` starts it holding the
-cache's lock and checks the file again once it is there.
+vectors (the daemon then runs that model on torch); 2 for a wrong command
+line; 1 on any other failure, its cause on the last line of stderr.
+`onnx_cache.py` starts it holding the cache's lock and checks the file again
+once it is there.
 """
 
 from __future__ import annotations
@@ -93,6 +94,9 @@ def export(model_dir: Path, layout: Layout, path: Path) -> None:
 
 
 def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        print("usage: python -m memvaultd.embedding.export MODEL_DIR FILE", file=sys.stderr)
+        return 2
     model_dir, path = Path(argv[0]), Path(argv[1])
     # Nothing may be fetched: the weights come from disk only.
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
