@@ -12,10 +12,11 @@ from .daemon_process import DaemonProcess
 
 @pytest.fixture(scope="session", autouse=True)
 def model_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """One model cache for the whole session, in the environment every daemon
-    inherits (`daemon_env`). Each test daemon has a fresh MEMVAULT_HOME, whose
-    own cache would make each one export the model again (~7 s, most of it
-    importing torch); this way the first exports and the rest load it in ~0.4 s."""
+    """One cache for the whole session, in the environment every daemon
+    inherits (`daemon_env`): the model exported once (`models/`, ~7 s, most of
+    it importing torch) serves every test daemon, each on a fresh
+    MEMVAULT_HOME, in ~0.4 s, and no test writes to the user's own cache
+    (~/.cache/memvault/models)."""
     path = tmp_path_factory.mktemp("model-cache")
     before = os.environ.get("MEMVAULT_CACHE_DIR")
     os.environ["MEMVAULT_CACHE_DIR"] = str(path)

@@ -22,7 +22,8 @@ PASSPHRASE = "correct horse battery staple"
 
 def daemon_env(home: Path, **extra: str) -> dict[str, str]:
     # os.environ carries MEMVAULT_CACHE_DIR (conftest.py's `model_cache`): the
-    # model exported once serves every test daemon.
+    # model exported once there serves every test daemon, and the user's own
+    # model cache is never written.
     env = dict(os.environ)
     env.update(
         MEMVAULT_HOME=str(home),

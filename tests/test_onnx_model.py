@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from memvault import Client
-from memvault_base.errors import InvalidArgument
+from memvault_base.errors import InvalidArgument, Unavailable
 from memvault_base.paths import resolve
 from memvaultd.config.settings import load
 from memvaultd.embedding import onnx_cache
@@ -55,9 +55,16 @@ def reference() -> Any:
 
 
 @pytest.fixture(scope="module")
-def exported(model_cache: Path) -> OnnxModel:
+def models(model_cache: Path) -> Path:
+    """The session's model cache, as the test daemons find it (`resolve().model_cache`)."""
+    assert resolve().model_cache == model_cache / "models"
+    return model_cache / "models"
+
+
+@pytest.fixture(scope="module")
+def exported(models: Path) -> OnnxModel:
     """The session's cached export (made here if no daemon made it first)."""
-    return onnx_cache.load(MODEL_DIR, DEFAULT_MODEL, model_cache)
+    return onnx_cache.load(MODEL_DIR, DEFAULT_MODEL, models)
 
 
 def st_encode(model: Any, texts: list[str]) -> np.ndarray[Any, Any]:
@@ -97,12 +104,12 @@ def test_a_batch_of_unequal_lengths_gives_the_same_vectors(reference: Any,
 
 @pytest.mark.slow
 def test_embed_documents_sorts_by_length_and_keeps_the_callers_order(
-        exported: OnnxModel, model_cache: Path) -> None:
+        exported: OnnxModel, models: Path) -> None:
     # 70 texts of 1 to 70 words, shuffled: chunks of 32 are filled longest
     # first, and every vector must still come back at its text's position.
     rng = np.random.default_rng(5)
     texts = [" ".join(f"word{j}" for j in range(n)) for n in rng.permutation(70) + 1]
-    got = embedder(model_cache).embed_documents(texts)
+    got = embedder(models).embed_documents(texts)
     alone = np.concatenate([exported.encode([text]) for text in texts])
     assert got.shape == (70, 384)
     assert np.abs(got - alone).max() <= TOLERANCE
@@ -135,8 +142,8 @@ WARM_START = textwrap.dedent("""
 
 @pytest.mark.slow
 def test_a_warm_cache_loads_without_importing_torch(reference: Any, exported: OnnxModel,
-                                                    model_cache: Path) -> None:
-    done = subprocess.run([sys.executable, "-c", WARM_START, str(model_cache), TEXTS[3]],
+                                                    models: Path) -> None:
+    done = subprocess.run([sys.executable, "-c", WARM_START, str(models), TEXTS[3]],
                           capture_output=True, text=True, timeout=120,
                           env=dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1"))
     assert done.returncode == 0, done.stderr
@@ -176,7 +183,8 @@ def test_a_damaged_cached_file_is_exported_again(
     assert healed.path == cached
     assert np.abs(healed.encode(TEXTS) - st_encode(reference, TEXTS)).max() <= TOLERANCE
     onnx_cache.check(OnnxModel(cached, read_layout(MODEL_DIR)))  # the file itself is whole
-    assert sorted(p.name for p in tmp_path.iterdir()) == [cached.name, f"{cached.name}.lock"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [cached.name, f"{cached.name}.lock",
+                                                          onnx_cache.DIGESTS]
 
 
 @pytest.mark.slow
@@ -197,6 +205,72 @@ def test_two_loads_at_once_export_once(tmp_path: Path, reference: Any,
     assert caplog.text.count("exported the model") == 1  # the other waited, then loaded it
     for model in models:
         assert np.abs(model.encode(TEXTS) - st_encode(reference, TEXTS)).max() <= TOLERANCE
+
+
+# -- the export, in a child process -----------------------------------------------------
+
+
+def _rss_mb(pid: int) -> float:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(re.search(r"VmRSS:\s+(\d+) kB", status).group(1)) / 1024  # type: ignore[union-attr]
+
+
+def _maps_torch(pid: int) -> list[str]:
+    return sorted({line.split()[-1] for line in Path(f"/proc/{pid}/maps").read_text().splitlines()
+                   if "libtorch" in line or "/torch/" in line})
+
+
+@pytest.mark.slow
+def test_the_daemon_never_holds_torch_and_two_homes_share_one_export(tmp_path: Path) -> None:
+    # A cache of its own, so that this daemon's start is a first start that exports.
+    cache = tmp_path / "cache"
+    first = DaemonProcess(tmp_path / "one", MEMVAULT_CACHE_DIR=str(cache)).start()
+    try:
+        assert "exported the model to" in first.log
+        assert first.proc is not None
+        assert _maps_torch(first.proc.pid) == []
+        cold = _rss_mb(first.proc.pid)
+        with Client(socket=first.socket) as client:
+            client.remember("prefers vitest over jest", topic="user.preferences.testing")
+            assert client.recall("which test framework")[0].memory.text == \
+                "prefers vitest over jest"
+    finally:
+        first.stop()
+    models = cache / "models"
+    assert models.stat().st_mode & 0o777 == 0o700
+    (export,) = models.glob("*.onnx")
+    second = DaemonProcess(tmp_path / "two", MEMVAULT_CACHE_DIR=str(cache)).start()
+    try:
+        assert "exported the model" not in second.log  # the first home's export
+        assert second.proc is not None
+        assert _maps_torch(second.proc.pid) == []
+        warm = _rss_mb(second.proc.pid)
+    finally:
+        second.stop()
+    assert list(models.glob("*.onnx")) == [export]
+    print(f"daemon resident once SERVING: first start {cold:.0f} MB, warm {warm:.0f} MB")
+    # With torch imported for the export it was 792 MB; without, 199-226 MB.
+    assert cold < 400 and warm < 400
+
+
+@pytest.mark.slow
+def test_an_export_that_fails_stops_the_daemon_naming_its_cause(tmp_path: Path) -> None:
+    # A torch that cannot be imported, seen by the export's child only: the
+    # daemon itself must not import it at all.
+    fake = tmp_path / "fake"
+    (fake / "torch").mkdir(parents=True)
+    (fake / "torch" / "__init__.py").write_text(
+        'raise ImportError("this torch is broken on purpose")\n')
+    daemon = DaemonProcess(tmp_path / "home", MEMVAULT_CACHE_DIR=str(tmp_path / "cache"),
+                           PYTHONPATH=os.pathsep.join([str(fake), os.environ["PYTHONPATH"]]))
+    daemon.start(wait=False)
+    assert daemon.proc is not None
+    assert daemon.proc.wait(120) == 2
+    assert ("exporting the model to ONNX failed: ImportError: this torch is broken on purpose"
+            in daemon.log)
+    assert "runs on torch" not in daemon.log
+    assert list((tmp_path / "cache" / "models").glob("*.onnx*")) == \
+        list((tmp_path / "cache" / "models").glob("*.lock"))  # nothing half-written
 
 
 # -- choosing the runtime ------------------------------------------------------------
@@ -263,18 +337,21 @@ def test_a_model_onnx_cannot_reproduce_stays_on_torch(
         fallen.close()
 
 
-@pytest.mark.slow
-def test_a_cache_that_cannot_be_written_leaves_the_model_on_torch(
+def test_a_cache_that_cannot_be_written_fails_the_load_naming_it(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # Not torch in the daemon instead (792 MB resident for good): the cause, said.
     blocked = tmp_path / "cache"
     blocked.write_text("a file where the cache directory should be")
     with caplog.at_level(logging.INFO, logger="memvaultd"):
-        fallen = embedder(blocked)
+        failed = Embedder(DEFAULT_MODEL, cache_size=8, events=EventBus(), cache_dir=blocked)
+        failed.start()
+        with pytest.raises(Unavailable, match=f"cannot create the model cache {blocked}"):
+            failed.wait_ready()
     try:
-        assert fallen.runtime == "torch" and fallen.ready
-        assert "runs on torch, not ONNX Runtime" in caplog.text
+        assert failed.state == "failed" and failed.runtime == ""
+        assert "runs on torch" not in caplog.text
     finally:
-        fallen.close()
+        failed.close()
 
 
 @pytest.mark.parametrize("change, reason", [
@@ -307,13 +384,44 @@ def test_cls_pooling_is_read(tmp_path: Path) -> None:
     assert read_layout(model).pooling == "cls"
 
 
-def test_the_cache_file_name_follows_the_model_files(tmp_path: Path) -> None:
+def test_the_cache_file_name_follows_the_model_files_content(tmp_path: Path) -> None:
     model = _copy_model(tmp_path)
-    first = onnx_cache.cache_file(model, "my/model", tmp_path / "cache")
-    assert first.parent == tmp_path / "cache" and first.name.startswith("my_model-")
-    assert onnx_cache.cache_file(model, "my/model", tmp_path / "cache") == first
-    (model / "tokenizer.json").touch()  # a new mtime: maybe another version
-    assert onnx_cache.cache_file(model, "my/model", tmp_path / "cache") != first
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    first = onnx_cache.cache_file(model, "my/model", cache)
+    assert first.parent == cache and first.name.startswith("my_model-")
+    assert onnx_cache.cache_file(model, "my/model", cache) == first
+    # The same files elsewhere (another install, another home's venv): the same export.
+    assert onnx_cache.cache_file(MODEL_DIR, "my/model", cache) == first
+    (model / "tokenizer.json").touch()  # a new mtime, the same bytes
+    assert onnx_cache.cache_file(model, "my/model", cache) == first
+    (model / "tokenizer_config.json").write_text(
+        (model / "tokenizer_config.json").read_text() + " ")  # other bytes
+    assert onnx_cache.cache_file(model, "my/model", cache) != first
+
+
+def test_digests_are_kept_while_a_file_is_unchanged(tmp_path: Path) -> None:
+    # Hashing MiniLM's 90 MB takes ~0.3 s of a ~1 s start: each file is hashed
+    # once, then found in digests.json while its size, mtime, ctime and inode hold.
+    model = _copy_model(tmp_path)
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    first = onnx_cache.cache_file(model, "m", cache)
+    memo = cache / onnx_cache.DIGESTS
+    known = json.loads(memo.read_text())
+    weights = str(model.resolve() / "model.safetensors")
+    assert weights in known
+    known[weights][-1] = "0" * 64  # a digest only the memo can have given
+    memo.write_text(json.dumps(known))
+    assert onnx_cache.cache_file(model, "m", cache) != first  # taken from the memo
+    tokenizer = str(model.resolve() / "tokenizer.json")
+    known[tokenizer][-1] = "1" * 64
+    memo.write_text(json.dumps(known))
+    os.utime(model / "tokenizer.json")  # a changed stat: hashed again
+    onnx_cache.cache_file(model, "m", cache)
+    assert json.loads(memo.read_text())[tokenizer][-1] != "1" * 64
+    memo.write_text("{torn")  # a damaged memo: every file hashed again
+    assert onnx_cache.cache_file(model, "m", cache) == first
 
 
 # -- configuration and paths -----------------------------------------------------------
@@ -349,6 +457,15 @@ def test_the_cache_dir(clean_env: pytest.MonkeyPatch, tmp_path: Path) -> None:
     clean_env.setenv("MEMVAULT_CACHE_DIR", str(tmp_path / "shared"))
     assert resolve().cache_dir == tmp_path / "shared"
     assert resolve(tmp_path / "home").cache_dir == tmp_path / "shared"
+
+
+def test_the_model_cache_is_one_per_user(clean_env: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    clean_env.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    user = tmp_path / "xdg" / "memvault" / "models"
+    assert resolve().model_cache == user
+    assert resolve(tmp_path / "a").model_cache == resolve(tmp_path / "b").model_cache == user
+    clean_env.setenv("MEMVAULT_CACHE_DIR", str(tmp_path / "shared"))
+    assert resolve(tmp_path / "a").model_cache == tmp_path / "shared" / "models"
 
 
 @pytest.mark.slow

@@ -136,6 +136,18 @@ def test_private_tmp_only_where_it_hides_nothing_the_daemon_needs(
         assert f"ReadWritePaths={cache}" in unit or f"ReadWritePaths={home}" in unit
 
 
+def test_a_unit_for_a_home_may_write_the_users_model_cache(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The exported model is one per user, outside any MEMVAULT_HOME: a unit
+    # that could not write it would stop at its first start.
+    monkeypatch.delenv("MEMVAULT_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", "/home/someone/.cache")
+    unit = plan("linux", daemon=Path("/usr/bin/memvaultd"), home="/var/tmp/memory",
+                user_home=Path("/home/someone")).content.decode().splitlines()
+    assert "ReadWritePaths=/home/someone/.cache/memvault/models" in unit
+    assert "ReadWritePaths=/var/tmp/memory" in unit
+
+
 def test_dry_run_prints_the_unit_and_the_commands_and_writes_nothing(tmp_path: Path) -> None:
     env = {**os.environ, "HOME": str(tmp_path), "XDG_DATA_HOME": str(tmp_path / "data")}
     done = _memvault("service", "install", "--dry-run", "--platform", "linux", env=env)

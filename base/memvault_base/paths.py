@@ -11,11 +11,16 @@ the socket the daemon bound without being told:
    `$XDG_RUNTIME_DIR/memvault/memvault.sock` (falling back to the data dir's
    `run/` when there is no runtime dir), `~/.cache/memvault/`.
 
-The cache holds only files derived from public inputs (the embedding model
-exported to ONNX, numba's compiled IVF loop in `numba/`), never user data, so
-it is plaintext and may be deleted at any time. `MEMVAULT_CACHE_DIR` moves
-it, under either rule: one cache shared by several homes (a test session, a
-benchmark's restarts) exports the model once.
+The cache holds only files derived from public inputs (numba's compiled IVF
+loop in `numba/`), never user data, so it is plaintext and may be deleted at
+any time. `MEMVAULT_CACHE_DIR` moves it, under either rule.
+
+The embedding model exported to ONNX (~90 MB, 8 s to make) is the same for
+every home of a user, so it has one cache per user under neither rule:
+`~/.cache/memvault/models` (the platform's cache), or `MEMVAULT_CACHE_DIR/models`
+when that is set (tests and benchmarks keep the user's own cache untouched
+this way). Its files are named by the model's content
+(`memvaultd.embedding.onnx_cache`): homes and installs share one export.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ class Paths:
     data_dir: Path
     socket: Path
     cache_dir: Path
+    model_cache: Path
 
     @property
     def run_dir(self) -> Path:
@@ -54,13 +60,15 @@ def resolve(home: str | os.PathLike[str] | None = None) -> Paths:
     home = home or os.environ.get("MEMVAULT_HOME") or None
     cache = os.environ.get("MEMVAULT_CACHE_DIR")
     cache_dir = Path(cache).expanduser().absolute() if cache else None
+    user_cache = Path(platformdirs.user_cache_dir("memvault", appauthor=False))
+    model_cache = (cache_dir or user_cache) / "models"
     if home:
         root = Path(home).expanduser().absolute()
         return Paths(root / "config.toml", root / "data", root / "run" / SOCKET_NAME,
-                     cache_dir or root / "cache")
+                     cache_dir or root / "cache", model_cache)
     config_dir = Path(platformdirs.user_config_dir("memvault", appauthor=False))
     data_dir = Path(platformdirs.user_data_dir("memvault", appauthor=False))
     runtime = os.environ.get("XDG_RUNTIME_DIR")
     run_dir = Path(runtime) / "memvault" if runtime else data_dir / "run"
     return Paths(config_dir / "config.toml", data_dir, run_dir / SOCKET_NAME,
-                 cache_dir or Path(platformdirs.user_cache_dir("memvault", appauthor=False)))
+                 cache_dir or user_cache, model_cache)

@@ -148,13 +148,14 @@ def _systemd_plan(daemon: Path, environment: dict[str, str], user_home: Path,
                   passphrase_file: Path | None) -> ServicePlan:
     home = environment.get("MEMVAULT_HOME")
     # Only what the daemon writes is writable: its data (or all of MEMVAULT_HOME,
-    # which holds data and socket), and its model cache: without it every start
-    # would import torch to export the model, fail to write it, and run on
-    # torch. The runtime directory is the manager's.
+    # which holds data and socket), its cache, and the user's model cache
+    # (shared by every home): without it the first start could not write the
+    # exported model and would stop. The runtime directory is the manager's.
     writable = [Path(home) if home else paths.resolve().data_dir]
     cache = paths.resolve(home).cache_dir
-    if not cache.is_relative_to(writable[0]):
-        writable.append(cache)
+    for path in (cache, paths.resolve(home).model_cache):
+        if not any(path.is_relative_to(done) for done in writable):
+            writable.append(path)
     # A private /tmp would hide a daemon or data under /tmp (service_templates.py).
     hidden = next((str(path) for path in (daemon, *writable) if in_private_tmp(str(path))), None)
     if hidden:

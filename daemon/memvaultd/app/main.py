@@ -14,7 +14,8 @@ ready. SIGTERM or SIGINT stop it cleanly: in-flight calls finish, a snapshot
 is written, the socket file is removed.
 
 Exit codes: 0 clean stop; 1 failed while running (e.g. the stored data does
-not authenticate); 2 cannot start (bad config, key locked, socket in use).
+not authenticate); 2 cannot start (bad config, key locked, socket in use, the
+model cannot load or be exported).
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ def main(ctx: click.Context, home: str | None, socket_path: str | None,
     _setup_logging(log_level or config.log_level)
     socket = Path(socket_path).absolute() if socket_path else paths.socket
     sys.exit(run(config, paths.data_dir, socket, config_file=paths.config_file,
-                 cache_dir=paths.cache_dir))
+                 cache_dir=paths.model_cache))
 
 
 def run(config: Config, data_dir: Path, socket: Path, *, config_file: Path | None = None,
@@ -91,10 +92,10 @@ def run(config: Config, data_dir: Path, socket: Path, *, config_file: Path | Non
                         runtime=config.model_runtime, cache_dir=cache_dir)
     embedder.start()
     stop = threading.Event()
-    failure: list[str] = []
+    failure: list[tuple[str, int]] = []
 
-    def fail(why: str) -> None:
-        failure.append(why)
+    def fail(why: str, code: int = 1) -> None:
+        failure.append((why, code))
         stop.set()
 
     try:
@@ -129,10 +130,15 @@ def run(config: Config, data_dir: Path, socket: Path, *, config_file: Path | Non
             vault.load()
             if syncing.resume():
                 notify("STATUS=syncing")
-            notify("STATUS=warming the model")
-            embedder.wait_ready()
         except MemvaultError as exc:
             fail(str(exc))
+            return
+        notify("STATUS=warming the model")
+        try:
+            # A first start's export is bounded by its own timeout (300 s, onnx_cache.py).
+            embedder.wait_ready(timeout=600.0)
+        except MemvaultError as exc:  # a model that cannot load: the daemon cannot start
+            fail(str(exc), 2)
             return
         server.set_serving(True)
         events.publish("ready")
@@ -163,8 +169,8 @@ def run(config: Config, data_dir: Path, socket: Path, *, config_file: Path | Non
     finally:
         embedder.close()
     if failure:
-        log.error("stopped: %s", failure[0])
-        return 1
+        log.error("stopped: %s", failure[0][0])
+        return failure[0][1]
     log.info("stopped")
     return 0
 

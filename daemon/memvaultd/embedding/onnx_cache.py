@@ -1,10 +1,18 @@
-"""The cache of exported models: found, checked, or exported from torch once.
+"""The cache of exported models: found, checked, or exported once by a child process.
 
-The file is `<cache dir>/<model name>-<key>.onnx`, key = the first 16 hex digits
-of SHA-256 over (FORMAT_VERSION, OPSET, the model directory, and the relative
-path, size and mtime_ns of each of its files): a changed model, or a changed
-exporter, gets a new file. It is a plain ONNX model (protobuf: data, no code
-runs when it loads), derived from public weights only. Its metadata_props hold
+One cache serves every daemon of a user (`memvault_base.paths`: `model_cache`,
+~/.cache/memvault/models), whatever its MEMVAULT_HOME or its install. The file
+is `<cache dir>/<model name>-<key>.onnx`, key = the first 16 hex digits of
+SHA-256 over (FORMAT_VERSION, OPSET, and the relative path and SHA-256 of each
+of the model's files): the same weights installed twice share one export, and a
+changed model, or a changed exporter, gets a new file. Hashing MiniLM's 90 MB
+took 240-320 ms, a third of a warm start, so each file's digest is kept in
+`digests.json` beside the exports, keyed by the file's path, size, mtime_ns,
+ctime_ns and inode (any rewrite of a file changes its ctime), and computed
+again only when one of them changes.
+
+The file is a plain ONNX model (protobuf: data, no code runs when it loads),
+derived from public weights only. Its metadata_props hold
 
     memvault.format = FORMAT_VERSION
     memvault.probe  = sentence-transformers' own vector for PROBES[0], a JSON list
@@ -12,13 +20,19 @@ runs when it loads), derived from public weights only. Its metadata_props hold
 and every load checks the file still gives that vector (within TOLERANCE): a
 damaged file is deleted and exported again rather than serving wrong vectors.
 
-An export (the only code here that imports torch, ~7 s) writes a temporary file
-in the cache directory, fsyncs it, checks it against sentence-transformers on
-all of PROBES, renames it over the final name and fsyncs the directory.
-Daemons starting together take `<file>.lock` (flock) in turn: one exports, the
-others load its file. Should one stop waiting (LOCK_WAIT_S), two exports each
-rename a complete file over the other, and a reader opens one whole file or the
-other, never a mix.
+The export imports torch (~800 MB resident, ~4 s), so it runs in a child
+process (`python -m memvaultd.embedding.export`, `export.py`) and the daemon
+never holds torch. The child writes a temporary file in the cache directory,
+fsyncs it, checks it against sentence-transformers on all of PROBES, renames it
+over the final name and fsyncs the directory. Daemons starting together take
+`<file>.lock` (flock) in turn: one starts the export, the others load its file.
+Should one stop waiting (LOCK_WAIT_S), two exports each rename a complete file
+over the other, and a reader opens one whole file or the other, never a mix.
+
+A child that fails raises `ExportFailed` with its last line of error (the
+daemon stops, saying why); a child that finds the model does not reproduce on
+ONNX Runtime exits with UNSUPPORTED_EXIT, raised here as `Unsupported` (the
+embedder runs that model on torch).
 """
 
 from __future__ import annotations
@@ -29,24 +43,20 @@ import json
 import logging
 import os
 import re
+import site
+import subprocess
+import sys
+import threading
 import time
-import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-from memvault_base.durable import sync_dir
-from memvaultd.embedding.onnx_model import (
-    INPUTS,
-    Layout,
-    OnnxModel,
-    Unsupported,
-    read_layout,
-    tokenizer,
-)
+import memvault_base
+import memvaultd
+from memvaultd.embedding.onnx_model import Layout, OnnxModel, Unsupported, read_layout
 from memvaultd.model.vector import Vector
 
 log = logging.getLogger("memvaultd.onnx_cache")
@@ -59,25 +69,35 @@ OPSET = 17  # the opset of the measured export
 TOLERANCE = 1e-5
 # An export took 6.5-6.9 s here (2 cores at load ~5, most of it importing
 # torch); this covers a machine dozens of times slower. Past it, export anyway:
-# the rename keeps that safe.
+# the rename keeps that safe. A child export is given as long.
 LOCK_WAIT_S = 300.0
+# The child's exit status for a model the export does not reproduce.
+UNSUPPORTED_EXIT = 3
+DIGESTS = "digests.json"
 # Unequal lengths (the padding mask) and one text past 256 tokens (the cut).
 PROBES = ("memvault checks its exported model against sentence-transformers",
           "a short one",
           " ".join(["a text longer than the model's maximum length is cut"] * 40))
 
 
+class ExportFailed(Exception):
+    """The model could not be exported to the cache (the cause is in the message)."""
+
+
 def load(model_dir: Path, name: str, cache_dir: Path) -> OnnxModel:
     """The model from the cache, exported into it first if missing or damaged."""
     layout = read_layout(model_dir)
+    try:
+        cache_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ExportFailed(f"cannot create the model cache {cache_dir}: {exc.strerror}") from exc
     path = cache_file(model_dir, name, cache_dir)
     model = _open_cached(path, layout)
     if model is None:
-        cache_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         with _lock(path.with_name(path.name + ".lock")):
             model = _open_cached(path, layout)  # another daemon's, exported while this waited
             if model is None:
-                _export(model_dir, layout, path)
+                _export(model_dir, path)
                 _prune(path)
                 model = OnnxModel(path, layout)
                 check(model)
@@ -97,59 +117,34 @@ def _open_cached(path: Path, layout: Layout) -> OnnxModel | None:
         return None
 
 
-def _export(model_dir: Path, layout: Layout, path: Path) -> None:
+def _export(model_dir: Path, path: Path) -> None:
+    """Export in a child process of this interpreter, running this process's
+    code: a source tree this one found on its own path (a checkout run with
+    `python -m` from its folder) leads the child's PYTHONPATH."""
     started = time.monotonic()
-    import onnx
-    import torch
-
-    from memvaultd.embedding.torch_model import sentence_transformer
-
-    model = sentence_transformer(str(model_dir))
-    transformer: Any = model[0].auto_model
-    transformer.eval()
-    names = [name for name in INPUTS if name in model.tokenizer.model_input_names]
-
-    class Hidden(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.transformer = transformer  # a submodule: its weights become initialisers
-
-        # By keyword: BertModel's positional parameters have use_cache among them.
-        def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
-            hidden: torch.Tensor = self.transformer(**dict(zip(names, inputs, strict=True))
-                                                    ).last_hidden_state
-            return hidden
-
-    # Traced on two texts of unequal length, so the graph keeps the padding mask.
-    sample = tokenizer(layout).encode_batch(list(PROBES[:2]))
-    inputs = tuple(torch.tensor([getattr(e, INPUTS[name]) for e in sample]) for name in names)
-    expected = model.encode(list(PROBES), normalize_embeddings=True, convert_to_numpy=True,
-                            show_progress_bar=False)
-    temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    installed = {str(Path(folder).resolve())
+                 for folder in [*site.getsitepackages(), site.getusersitepackages()]}
+    roots = [root for module in (memvaultd, memvault_base)
+             if (root := str(Path(str(module.__file__)).resolve().parents[1])) not in installed]
+    env = dict(os.environ)
+    if roots:
+        env["PYTHONPATH"] = os.pathsep.join(
+            [*dict.fromkeys(roots), *filter(None, [os.environ.get("PYTHONPATH")])])
     try:
-        with warnings.catch_warnings(), torch.no_grad():
-            # The legacy exporter's deprecation, and the tracer's notes on Python
-            # branches over shapes: what the graph computes is checked below.
-            warnings.simplefilter("ignore")
-            torch.onnx.export(Hidden(), inputs, str(temporary), input_names=names,
-                              output_names=["last_hidden_state"], opset_version=OPSET,
-                              dynamic_axes={name: {0: "batch", 1: "sequence"}
-                                            for name in [*names, "last_hidden_state"]},
-                              dynamo=False)
-        graph = onnx.load(str(temporary))
-        for key, value in (("memvault.format", str(FORMAT_VERSION)),
-                           ("memvault.probe", json.dumps(expected[0].tolist()))):
-            graph.metadata_props.add(key=key, value=value)
-        with open(temporary, "wb") as out:
-            out.write(graph.SerializeToString())
-            out.flush()
-            os.fsync(out.fileno())
-        exported = OnnxModel(temporary, layout).encode(list(PROBES))
-        compare(exported, expected, "sentence-transformers")
-        os.replace(temporary, path)
-    finally:
-        temporary.unlink(missing_ok=True)
-    sync_dir(path.parent)
+        done = subprocess.run([sys.executable, "-P", "-m", "memvaultd.embedding.export",
+                               str(model_dir), str(path)],
+                              env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, timeout=LOCK_WAIT_S, check=False)
+    except subprocess.TimeoutExpired as exc:  # run() has killed it
+        raise ExportFailed(f"exporting the model took over {LOCK_WAIT_S:.0f} s") from exc
+    lines = done.stderr.decode(errors="replace").strip().splitlines()
+    if done.returncode == UNSUPPORTED_EXIT:
+        raise Unsupported(lines[-1] if lines else "the export does not reproduce the model")
+    if done.returncode != 0:
+        for line in lines[-20:]:
+            log.error("export: %s", line)
+        cause = lines[-1] if lines else f"exit status {done.returncode}"
+        raise ExportFailed(f"exporting the model to ONNX failed: {cause[:300]}")
     log.info("exported the model to %s in %.1f s", path, time.monotonic() - started)
 
 
@@ -165,7 +160,12 @@ def _prune(path: Path) -> None:
 
 @contextmanager
 def _lock(path: Path) -> Iterator[None]:
-    with open(path, "a") as handle:
+    try:
+        handle = open(path, "a")  # noqa: SIM115 - closed by the with below
+    except OSError as exc:
+        raise ExportFailed(f"cannot write to the model cache {path.parent}: "
+                           f"{exc.strerror}") from exc
+    with handle:
         deadline = time.monotonic() + LOCK_WAIT_S
         while True:
             try:
@@ -189,17 +189,55 @@ def check(model: OnnxModel) -> None:
 
 
 def cache_file(model_dir: Path, name: str, cache_dir: Path) -> Path:
+    """Where the export of the model in `model_dir` is, named for its content."""
     root = model_dir.resolve()
-    entries = []
-    for directory, subdirs, files in os.walk(root):
+    files = []
+    for directory, subdirs, names in os.walk(root):
         subdirs[:] = sorted(d for d in subdirs if not d.startswith("."))  # .git, .cache
-        for file in sorted(f for f in files if not f.startswith(".")):
-            stat = (Path(directory) / file).stat()
-            entries.append([str((Path(directory) / file).relative_to(root)), stat.st_size,
-                            stat.st_mtime_ns])
-    key = json.dumps([FORMAT_VERSION, OPSET, str(root), entries]).encode()
+        files += [Path(directory) / n for n in sorted(names) if not n.startswith(".")]
+    digests = _digests(files, cache_dir / DIGESTS)
+    entries = [[str(file.relative_to(root)), digests[str(file)]] for file in files]
+    key = json.dumps([FORMAT_VERSION, OPSET, entries]).encode()
     stem = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._-")[:64] or "model"
     return cache_dir / f"{stem}-{hashlib.sha256(key).hexdigest()[:16]}.onnx"
+
+
+def _digests(files: list[Path], memo: Path) -> dict[str, str]:
+    """SHA-256 of each file, taken from `memo` while the file's stat is unchanged."""
+    try:
+        known = json.loads(memo.read_text())
+    except (OSError, ValueError):  # none yet, or torn by a crash: hash again
+        known = {}
+    known = known if isinstance(known, dict) else {}
+    found, changed = {}, False
+    for file in files:
+        stat = file.stat()
+        seen = [stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino]
+        entry = known.get(str(file))
+        if isinstance(entry, list) and entry[:-1] == seen:
+            found[str(file)] = str(entry[-1])
+            continue
+        with open(file, "rb") as handle:
+            found[str(file)] = hashlib.file_digest(handle, "sha256").hexdigest()
+        known[str(file)] = [*seen, found[str(file)]]
+        changed = True
+    if changed:
+        _write_memo(memo, {name: entry for name, entry in known.items()
+                           if os.path.exists(name)})
+    return found
+
+
+def _write_memo(memo: Path, known: dict[str, object]) -> None:
+    # Whole or not at all (two daemons may write it at once); no fsync: a
+    # lost memo costs one hashing.
+    temporary = memo.with_name(f"{memo.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        temporary.write_text(json.dumps(known))
+        os.replace(temporary, memo)
+    except OSError as exc:  # a read-only cache still loads its export
+        log.warning("cannot keep the model's digests in %s: %s", memo, exc.strerror)
+    finally:
+        temporary.unlink(missing_ok=True)
 
 
 def compare(got: Vector, expected: Vector, against: str) -> None:

@@ -1,0 +1,119 @@
+"""The export of a model to ONNX, run as a child of the daemon:
+
+    python -m memvaultd.embedding.export MODEL_DIR FILE
+
+It imports torch, sentence-transformers and onnx (~800 MB resident; the
+daemon that starts it stays at ~217 MB), writes FILE whole or not at all, and
+exits: 0 done; UNSUPPORTED_EXIT when the export does not give the model's own
+vectors (the daemon then runs that model on torch); 2 for a wrong command
+line; 1 on any other failure, its cause on the last line of stderr.
+`onnx_cache.py` starts it holding the cache's lock and checks the file again
+once it is there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+import onnx
+import torch
+
+from memvault_base.durable import sync_dir
+from memvaultd.embedding.onnx_cache import (
+    FORMAT_VERSION,
+    OPSET,
+    PROBES,
+    UNSUPPORTED_EXIT,
+    compare,
+)
+from memvaultd.embedding.onnx_model import (
+    INPUTS,
+    Layout,
+    OnnxModel,
+    Unsupported,
+    read_layout,
+    tokenizer,
+)
+from memvaultd.embedding.torch_model import sentence_transformer
+
+
+def export(model_dir: Path, layout: Layout, path: Path) -> None:
+    """Write `path`: the model's transformer as ONNX, checked against
+    sentence-transformers on PROBES, renamed into place, its directory fsynced."""
+    model = sentence_transformer(str(model_dir))
+    transformer: Any = model[0].auto_model
+    transformer.eval()
+    names = [name for name in INPUTS if name in model.tokenizer.model_input_names]
+
+    class Hidden(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.transformer = transformer  # a submodule: its weights become initialisers
+
+        # By keyword: BertModel's positional parameters have use_cache among them.
+        def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
+            hidden: torch.Tensor = self.transformer(**dict(zip(names, inputs, strict=True))
+                                                    ).last_hidden_state
+            return hidden
+
+    # Traced on two texts of unequal length, so the graph keeps the padding mask.
+    sample = tokenizer(layout).encode_batch(list(PROBES[:2]))
+    inputs = tuple(torch.tensor([getattr(e, INPUTS[name]) for e in sample]) for name in names)
+    expected = model.encode(list(PROBES), normalize_embeddings=True, convert_to_numpy=True,
+                            show_progress_bar=False)
+    temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    try:
+        with warnings.catch_warnings(), torch.no_grad():
+            # The legacy exporter's deprecation, and the tracer's notes on Python
+            # branches over shapes: what the graph computes is checked below.
+            warnings.simplefilter("ignore")
+            torch.onnx.export(Hidden(), inputs, str(temporary), input_names=names,
+                              output_names=["last_hidden_state"], opset_version=OPSET,
+                              dynamic_axes={name: {0: "batch", 1: "sequence"}
+                                            for name in [*names, "last_hidden_state"]},
+                              dynamo=False)
+        graph = onnx.load(str(temporary))
+        for key, value in (("memvault.format", str(FORMAT_VERSION)),
+                           ("memvault.probe", json.dumps(expected[0].tolist()))):
+            graph.metadata_props.add(key=key, value=value)
+        with open(temporary, "wb") as out:
+            out.write(graph.SerializeToString())
+            out.flush()
+            os.fsync(out.fileno())
+        exported = OnnxModel(temporary, layout).encode(list(PROBES))
+        compare(exported, expected, "sentence-transformers")
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
+    sync_dir(path.parent)
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        print("usage: python -m memvaultd.embedding.export MODEL_DIR FILE", file=sys.stderr)
+        return 2
+    model_dir, path = Path(argv[0]), Path(argv[1])
+    # Nothing may be fetched: the weights come from disk only.
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    try:
+        export(model_dir, read_layout(model_dir), path)
+    except Unsupported as exc:
+        print(f"{exc}", file=sys.stderr)
+        return UNSUPPORTED_EXIT
+    except Exception as exc:
+        # One line: torch's messages can hold whole tensors (one printed the
+        # 30522 x 384 embedding matrix, ~2 million lines).
+        first = (str(exc).strip().splitlines() or [""])[0][:300]
+        print(f"{type(exc).__name__}: {first}".rstrip(": "), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
