@@ -58,7 +58,8 @@ Exit codes:
   0  ok
   1  the daemon reported an error (one line on stderr, "memvault: ...")
   2  usage error or bad input (including the daemon's INVALID_ARGUMENT)
-  3  the daemon is not running or not reachable
+  3  the daemon is not running or not reachable, or the sync remote it
+     was asked to reach is not (the message names which)
   4  no memory with that id
 """
 
