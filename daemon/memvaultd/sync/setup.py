@@ -26,12 +26,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 
-from memvault_base.errors import InvalidArgument, Unavailable
+from memvault_base.errors import IntegrityError, InvalidArgument, Locked, Unavailable
 from memvaultd.storage.crash_points import reached
 from memvaultd.storage.snapshot_body import decode_body
 from memvaultd.sync import moves, recovery
 from memvaultd.sync.envelope import DESCRIPTION, Envelope
 from memvaultd.sync.high_water import HighWater, HighWaterFile
+from memvaultd.sync.pending_setup import PendingSetupFile
 from memvaultd.sync.remotes import open_remote, redact
 from memvaultd.sync.remotes.base import Remote
 from memvaultd.sync.snapshots import latest_snapshot
@@ -167,27 +168,45 @@ class Syncing:
         empty remote at `url`; returns the remote, the envelope and the
         recovery key's text."""
         vault = self.vault
-        vault_id = vault.info.vault_id_bytes
+        vault_id, key = vault.info.vault_id_bytes, vault.vault_key
+        envelope = Envelope(key, vault_id)
+        pending = PendingSetupFile(vault.data_dir, key, vault_id)
         with reaching(url):
             remote = self._open(url, token, vault.info.vault_id, setting_up=True,
                                 allow_cleartext_token=allow_cleartext_token)
             try:
-                if remote.head() or remote.list_objects("keys/"):
-                    raise InvalidArgument(f"remote: {redact(url)} already holds this vault; "
-                                          "use join")
-                text, secret = recovery.new_recovery_key(vault_id)
-                key = vault.vault_key
-                envelope = Envelope(key, vault_id)
+                text = self._claim(remote, url, pending)
+                _, secret = recovery.parse_recovery_key(text)
                 description = json.dumps({"model": vault.info.model,
                                           "dimension": vault.info.dimension}).encode()
                 remote.put_object(DESCRIPTION_OBJECT, envelope.seal(DESCRIPTION, description))
                 if not remote.put_object(recovery.OBJECT, recovery.wrap(key, secret, vault_id)):
-                    raise InvalidArgument(f"remote: {redact(url)} already has a recovery key "
-                                          "for this vault")
+                    # There already: this device's own setup cut short (the
+                    # key opens with the recovery key it recorded), or not.
+                    try:
+                        recovery.unwrap(remote.get_object(recovery.OBJECT), secret, vault_id)
+                    except (IntegrityError, Locked):
+                        raise InvalidArgument(f"remote: {redact(url)} already has a recovery "
+                                              "key for this vault; use join") from None
             except BaseException:
                 remote.close()
                 raise
         return remote, envelope, text
+
+    def _claim(self, remote: Remote, url: str, pending: PendingSetupFile) -> str:
+        """The recovery key to set the vault up under on `remote`: the one
+        of this device's setup there that was cut short, else a new one,
+        recorded before the remote sees it (`pending_setup.py`)."""
+        if remote.head():
+            raise InvalidArgument(f"remote: {redact(url)} already holds this vault; use join")
+        text = pending.recovery_key_for(url)
+        if text is None:
+            if remote.list_objects("keys/"):
+                raise InvalidArgument(f"remote: {redact(url)} already holds this vault; "
+                                      "use join")
+            text, _ = recovery.new_recovery_key(self.vault.info.vault_id_bytes)
+            pending.save(url, text)
+        return text
 
     def _begin(self, url: str, token: str | None, remote: Remote, envelope: Envelope) -> None:
         """Sync to `remote`, where `_create` put the vault, from its first version."""
@@ -197,6 +216,7 @@ class Syncing:
         water_file = self._water_file()
         high_water = HighWater(url, token, pushed_seq=before)
         water_file.save(high_water)
+        PendingSetupFile(vault.data_dir, vault.vault_key, vault.info.vault_id_bytes).remove()
         worker = self._start(remote, remote, water_file, high_water, envelope)
         # Push before answering, so that a `join` started as soon as `init`
         # returns finds this device's memories on the remote. Left to the
