@@ -15,6 +15,13 @@ joins the newest chain.
 
 repair: once the user confirmed, moves a stopped vault to a fresh chain on
 the same remote (`SyncWorker.repair`); the other devices follow.
+
+leave: stops the worker and removes `sync.state` (the commit point); the
+vault stays whole and the remote keeps what it holds. move: `init` on
+another, empty remote, with `sync.state` replaced in one rename (the commit
+point); the old remote hears nothing, and other devices leave and join
+(docs/decisions/0008-sync-leave-and-move.md). A setup cut short is finished
+by asking again (`pending_setup.py`).
 """
 
 from __future__ import annotations
@@ -125,7 +132,7 @@ class Syncing:
              ) -> tuple[str, str]:
         """Sync to another, empty remote from now on: the vault starts a
         fresh chain there, carrying every memory; the old remote keeps what
-        it holds and hears nothing (docs/decisions/0007-sync-leave-and-move.md).
+        it holds and hears nothing (docs/decisions/0008-sync-leave-and-move.md).
         Returns (vault id, the new remote's recovery key)."""
         with self._setting_up:
             worker = self._synced("move")
