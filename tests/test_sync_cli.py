@@ -52,6 +52,11 @@ def test_sync_now_with_the_server_down_names_the_remote_not_the_daemon(
         tmp_path: Path, server: ServerProcess) -> None:
     with DaemonProcess(tmp_path / "a").start() as daemon:
         home = daemon.home
+        dead = "grpc://127.0.0.1:1"  # nothing listens on port 1
+        done = memvault(home, "init", "--remote", dead, "--token", "t")
+        assert done.returncode == 3, done.stderr
+        assert f"the sync remote {dead} is unreachable" in done.stderr, done.stderr
+        assert not json.loads(memvault(home, "sync", "status", "--json").stdout)["configured"]
         remote, _ = _init(home, server)
         server.stop()
         done = memvault(home, "sync", "now")
