@@ -107,7 +107,8 @@ class Syncing:
         with self._setting_up:
             if self.worker is None:
                 raise InvalidArgument("sync is not set up: there is nothing to repair")
-            self.worker.repair()
+            with reaching(self.worker.status.remote):
+                self.worker.repair()
             try:  # as `init`: the first push before answering, else the worker's
                 self.worker.sync_once(publish=False)
             except Exception as exc:
