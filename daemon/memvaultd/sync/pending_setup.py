@@ -11,8 +11,8 @@ vault's key once (`keys/recovery` is put-if-absent and no device deletes),
 so a setup cut short (a crash, a remote gone between two puts) would leave
 that remote holding the key under a recovery key nobody was shown, and
 every later setup there refused. Asked again to set up on the same remote,
-`Syncing` finds here the recovery key the remote's copy opens with, and
-finishes the setup with it.
+`vault_keys.place` finds here the recovery key the remote's copy opens
+with, and finishes the setup with it.
 
 The recovery key only unwraps the vault key, and this file is sealed under
 the vault key: whoever can open it holds what the key would give already.
@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 class PendingSetupFile:
     def __init__(self, data_dir: Path, vault_key: bytes, vault_id: bytes) -> None:
         self.path = data_dir / FILE_NAME
+        self.vault_id = vault_id
         self._key = derive_key(vault_key, purpose="sync/setup/v1")
         self._aad = b"memvault/sync-setup" + bytes([FORMAT]) + vault_id
 

@@ -29,11 +29,9 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import replace
 
-from memvault_base.errors import IntegrityError, InvalidArgument, Locked, Unavailable
+from memvault_base.errors import InvalidArgument
 from memvaultd.storage.crash_points import reached
 from memvaultd.storage.snapshot_body import decode_body
 from memvaultd.sync import moves, recovery
@@ -43,28 +41,17 @@ from memvaultd.sync.pending_setup import PendingSetupFile
 from memvaultd.sync.remotes import open_remote, redact
 from memvaultd.sync.remotes.base import Remote
 from memvaultd.sync.snapshots import latest_snapshot
+from memvaultd.sync.vault_keys import DESCRIPTION_OBJECT, place, reaching
 from memvaultd.sync.vault_side import SyncedVault
 from memvaultd.sync.worker import SyncStatus, SyncWorker
 
-DESCRIPTION_OBJECT = "keys/description"
+__all__ = ["DESCRIPTION_OBJECT", "AlreadyConfigured", "Syncing"]
 
 log = logging.getLogger(__name__)
 
 
 class AlreadyConfigured(InvalidArgument):
     """Sync is already set up for this vault."""
-
-
-@contextmanager
-def reaching(url: str) -> Iterator[None]:
-    """A remote that cannot be reached, named as such to whoever asked: the
-    daemon answering "unavailable" with only the transport's words read as
-    the daemon itself being down (`memvault sync now` said "memvault daemon
-    is not running" while the daemon served and `sync status` said offline)."""
-    try:
-        yield
-    except Unavailable as exc:
-        raise Unavailable(f"the sync remote {redact(url)} is unreachable: {exc}") from exc
 
 
 class Syncing:
@@ -172,49 +159,18 @@ class Syncing:
 
     def _create(self, url: str, token: str | None, allow_cleartext_token: bool
                 ) -> tuple[Remote, Envelope, str]:
-        """The vault's key (under a new recovery key) and description on the
-        empty remote at `url`; returns the remote, the envelope and the
-        recovery key's text."""
+        """The vault placed on the empty remote at `url` (`vault_keys.place`);
+        returns the remote, the envelope and the recovery key's text."""
         vault = self.vault
-        vault_id, key = vault.info.vault_id_bytes, vault.vault_key
-        envelope = Envelope(key, vault_id)
-        pending = PendingSetupFile(vault.data_dir, key, vault_id)
         with reaching(url):
             remote = self._open(url, token, vault.info.vault_id, setting_up=True,
                                 allow_cleartext_token=allow_cleartext_token)
             try:
-                text = self._claim(remote, url, pending)
-                _, secret = recovery.parse_recovery_key(text)
-                description = json.dumps({"model": vault.info.model,
-                                          "dimension": vault.info.dimension}).encode()
-                remote.put_object(DESCRIPTION_OBJECT, envelope.seal(DESCRIPTION, description))
-                if not remote.put_object(recovery.OBJECT, recovery.wrap(key, secret, vault_id)):
-                    # There already: this device's own setup cut short (the
-                    # key opens with the recovery key it recorded), or not.
-                    try:
-                        recovery.unwrap(remote.get_object(recovery.OBJECT), secret, vault_id)
-                    except (IntegrityError, Locked):
-                        raise InvalidArgument(f"remote: {redact(url)} already has a recovery "
-                                              "key for this vault; use join") from None
+                envelope, text = place(remote, url, vault)
             except BaseException:
                 remote.close()
                 raise
         return remote, envelope, text
-
-    def _claim(self, remote: Remote, url: str, pending: PendingSetupFile) -> str:
-        """The recovery key to set the vault up under on `remote`: the one
-        of this device's setup there that was cut short, else a new one,
-        recorded before the remote sees it (`pending_setup.py`)."""
-        if remote.head():
-            raise InvalidArgument(f"remote: {redact(url)} already holds this vault; use join")
-        text = pending.recovery_key_for(url)
-        if text is None:
-            if remote.list_objects("keys/"):
-                raise InvalidArgument(f"remote: {redact(url)} already holds this vault; "
-                                      "use join")
-            text, _ = recovery.new_recovery_key(self.vault.info.vault_id_bytes)
-            pending.save(url, text)
-        return text
 
     def _begin(self, url: str, token: str | None, remote: Remote, envelope: Envelope) -> None:
         """Sync to `remote`, where `_create` put the vault, from its first version."""
