@@ -122,13 +122,12 @@ def leave(as_json: bool) -> None:
     if as_json:
         output.echo_json(result.to_dict())
         return
-    click.echo(f"this vault no longer syncs to {result.remote}; every memory stays here, "
-               "and the remote keeps what it holds")
+    click.echo(f"left {result.remote}: this vault no longer syncs there.")
+    click.echo("Every memory stays here; the remote keeps what it holds.")
     if result.pending:
-        click.echo(f"{output.plural(result.pending, 'operation', 'operations')} of this "
-                   "device never reached the remote; they stay here only")
-    click.echo("`memvault init` starts syncing to an empty remote, `memvault join` joins a "
-               "vault")
+        click.echo(f"{output.plural(result.pending, 'operation', 'operations')} of this device "
+                   "never reached it; they stay here only.")
+    click.echo("`memvault init` syncs to an empty remote; `memvault join` joins a vault.")
 
 
 @sync.command("move")
@@ -146,8 +145,10 @@ def move(remote: str, token: str | None, allow_cleartext_token: bool, as_json: b
                                  allow_cleartext_token=allow_cleartext_token)
     _show_recovery(result, remote, as_json)
     if not as_json:
-        click.echo("Other devices still sync to the old remote: on each, run "
-                   "`memvault sync leave`, then `memvault join --remote URL` with this key.")
+        click.echo("Other devices still sync to the old remote. On each of them run")
+        click.echo("  memvault sync leave")
+        click.echo(f"  memvault join --remote {remote}")
+        click.echo("and give this recovery key.")
 
 
 def _show(info: SyncInfo, as_json: bool) -> None:
