@@ -38,6 +38,7 @@ from memvault_base.errors import (
     ResourceExhausted,
     Unavailable,
 )
+from memvault_base.rpc import ANSWERED
 from memvault_base.v1 import memory_pb2 as pb
 from memvault_base.v1 import memory_pb2_grpc as pb_grpc
 
@@ -87,6 +88,11 @@ TURN_HIT = pb.TurnHit(
 )  # fmt: skip
 
 
+REMOTE_DOWN = ("the sync remote grpc://127.0.0.1:7443 is unreachable: memvault-server: "
+               "failed to connect to all addresses; last error: UNKNOWN: "
+               "ipv4:127.0.0.1:7443: Connection refused")
+
+
 @dataclass
 class FakeMemory(pb_grpc.MemoryServicer):  # type: ignore[misc]
     """Answers like the daemon would, from canned data; records what it was sent."""
@@ -110,6 +116,10 @@ class FakeMemory(pb_grpc.MemoryServicer):  # type: ignore[misc]
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, "vault is locked")
         if text.startswith("slow"):
             time.sleep(1.0)
+        if text.startswith("remote down"):  # a sync remote's failure, in the transport's words
+            if text.endswith("answered"):
+                context.set_trailing_metadata((ANSWERED,))
+            context.abort(grpc.StatusCode.UNAVAILABLE, REMOTE_DOWN)
         if text.startswith("old daemon, again"):  # a daemon that predates `outcome`
             return pb.RememberReply(id="m-1", txid=41, reinforced=True)
         if text.startswith("again"):
@@ -1089,6 +1099,20 @@ def test_a_daemon_slow_to_answer_a_new_connection_is_waited_for(
     _slow_relay(relay, fake_daemon.socket, delay=0.5)
     with Client(relay, timeout=5.0) as c:
         assert c.status().ready
+
+
+def test_the_daemons_own_unavailable_is_its_words_whatever_they_quote(
+        fake_daemon: FakeDaemon) -> None:
+    """A sync remote that is down is reported as the remote, though the
+    daemon's message quotes gRPC's "Connection refused": the daemon marks
+    what it answers (`ANSWERED`). Unmarked, the same words are taken for the
+    client's own transport failing: a daemon that is not running."""
+    with Client(fake_daemon.socket) as c:
+        with pytest.raises(Unavailable) as info:
+            c.remember("remote down, answered")
+        assert str(info.value) == REMOTE_DOWN
+        with pytest.raises(Unavailable, match="daemon is not running"):
+            c.remember("remote down, not marked")
 
 
 def test_client_finds_socket_from_home(short_dir: Path) -> None:

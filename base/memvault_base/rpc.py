@@ -14,13 +14,28 @@ import grpc
 from memvault_base.errors import MemvaultError, code_of, error_of
 from memvault_base.limits import MAX_MESSAGE
 
-__all__ = ["MESSAGE_OPTIONS", "error_from_status", "status_code", "status_of"]
+__all__ = ["ANSWERED", "MESSAGE_OPTIONS", "answered", "error_from_status", "status_code",
+           "status_of"]
 
 _CODES: dict[int, grpc.StatusCode] = {code.value[0]: code for code in grpc.StatusCode}
 
 # A grpc server's channel options for MAX_MESSAGE, both ways.
 MESSAGE_OPTIONS = [("grpc.max_receive_message_length", MAX_MESSAGE),
                    ("grpc.max_send_message_length", MAX_MESSAGE)]
+
+
+# The trailing metadata a daemon sends with every error it answers. A client
+# tells by it "the daemon said UNAVAILABLE" (a sync remote is down; the
+# daemon is stopping) from "the connection to the daemon failed", whose
+# status gRPC makes up on the client's side, without it; the words alone
+# cannot tell them apart, since the daemon may quote a transport's own
+# ("the sync remote ... is unreachable: ... Connection refused").
+ANSWERED = ("memvault-answered", "memvaultd")
+
+
+def answered(err: grpc.Call) -> bool:
+    """Whether the daemon sent the status of the failed call `err`."""
+    return ANSWERED in tuple(err.trailing_metadata() or ())
 
 
 def status_code(number: int) -> grpc.StatusCode:

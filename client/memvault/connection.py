@@ -22,7 +22,7 @@ from google.protobuf.message import Message
 from memvault_base import paths
 from memvault_base.errors import MemvaultError, Unavailable
 from memvault_base.limits import MAX_MESSAGE
-from memvault_base.rpc import error_from_status
+from memvault_base.rpc import answered, error_from_status
 
 __all__ = ["CONNECT_TIMEOUT_S", "START_HINT", "Connection"]
 
@@ -51,7 +51,8 @@ _CHANNEL_OPTIONS: list[tuple[str, Any]] = [
 ]
 
 # What gRPC core says when the transport, not the daemon, failed. A daemon's
-# own UNAVAILABLE ("model still loading") carries the daemon's words instead.
+# own UNAVAILABLE ("model still loading", "the sync remote ... is
+# unreachable: ... Connection refused") carries `memvault_base.rpc.ANSWERED`.
 _TRANSPORT_FAILURES = (
     "failed to connect",
     "connection refused",
@@ -173,7 +174,7 @@ class Connection:
         if not isinstance(err, grpc.Call):  # every RpcError gRPC raises is also a Call
             return MemvaultError(str(err))
         code, details = err.code(), err.details() or ""
-        if code == grpc.StatusCode.UNAVAILABLE and any(
+        if code == grpc.StatusCode.UNAVAILABLE and not answered(err) and any(
             marker in details.lower() for marker in _TRANSPORT_FAILURES
         ):
             why = "no socket at" if not self.socket.exists() else "connection lost to"

@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 from memvault.connection import Connection
-from memvault.types import InitResult, JoinResult, SyncInfo
+from memvault.types import InitResult, JoinResult, LeaveResult, SyncInfo
 from memvault_base.v1 import memory_pb2 as pb
 
 __all__ = ["SyncCalls"]
@@ -22,6 +22,8 @@ class SyncCalls(Connection):
         self._sync_now = self._unary("SyncNow", pb.SyncStatusRequest, pb.SyncStatusReply)
         self._sync_status = self._unary("SyncStatus", pb.SyncStatusRequest, pb.SyncStatusReply)
         self._sync_repair = self._unary("SyncRepair", pb.SyncRepairRequest, pb.SyncStatusReply)
+        self._sync_leave = self._unary("SyncLeave", pb.SyncLeaveRequest, pb.SyncLeaveReply)
+        self._sync_move = self._unary("SyncMove", pb.InitSyncRequest, pb.InitSyncReply)
 
     def init_sync(self, remote: str, *, token: str | None = None,
                   allow_cleartext_token: bool = False) -> InitResult:
@@ -55,6 +57,24 @@ class SyncCalls(Connection):
         agreed (docs/cli.md, `memvault sync repair`)."""
         return _sync_info(self._call(self._sync_repair, pb.SyncRepairRequest(confirm=confirm),
                                      timeout=600.0))
+
+    def leave_sync(self) -> LeaveResult:
+        """Stop syncing: the vault stays whole here (every memory, its key),
+        the remote keeps what it holds. `init` or `join` may follow."""
+        # A round in progress ends first: up to the remote's 60 s deadline.
+        reply = self._call(self._sync_leave, pb.SyncLeaveRequest(), timeout=120.0)
+        return LeaveResult(reply.remote, reply.pending)
+
+    def move_sync(self, remote: str, *, token: str | None = None,
+                  allow_cleartext_token: bool = False) -> InitResult:
+        """Sync to another, empty remote from now on: the vault starts a
+        fresh chain there with every memory; returns its recovery key, once.
+        The old remote keeps its data; other devices `sync leave`, then
+        `join` the new one. `allow_cleartext_token` as for `init_sync`."""
+        reply = self._call(self._sync_move, pb.InitSyncRequest(
+            remote=remote, token=token or "", allow_cleartext_token=allow_cleartext_token),
+            timeout=600.0)
+        return InitResult(reply.vault_id, reply.recovery_key)
 
 
 def _sync_info(reply: pb.SyncStatusReply) -> SyncInfo:

@@ -1,7 +1,7 @@
 """What the writes return: the write's txid, and what it made or changed.
 
-Sync's `init` and `join` are here too: they write the vault's description and
-its memories to the remote, and return what to keep of that.
+Sync's `init`, `join`, `sync move` and `sync leave` are here too: they
+change where the vault syncs, and return what to keep of that.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ __all__ = [
     "ImportResult",
     "InitResult",
     "JoinResult",
+    "LeaveResult",
     "ReinforceResult",
     "RememberResult",
     "UpdateResult",
@@ -142,3 +143,15 @@ class JoinResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {"vault_id": self.vault_id, "memory_count": self.memory_count}
+
+
+@dataclass(frozen=True)
+class LeaveResult:
+    """What `sync leave` returns: the remote left, and how many of this
+    device's operations it never received (they stay here)."""
+
+    remote: str
+    pending: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"remote": self.remote, "pending": self.pending}

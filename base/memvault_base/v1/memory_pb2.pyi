@@ -687,6 +687,18 @@ class SyncRepairRequest(_message.Message):
     confirm: bool
     def __init__(self, confirm: _Optional[bool] = ...) -> None: ...
 
+class SyncLeaveRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class SyncLeaveReply(_message.Message):
+    __slots__ = ("remote", "pending")
+    REMOTE_FIELD_NUMBER: _ClassVar[int]
+    PENDING_FIELD_NUMBER: _ClassVar[int]
+    remote: str
+    pending: int
+    def __init__(self, remote: _Optional[str] = ..., pending: _Optional[int] = ...) -> None: ...
+
 class CheckRequest(_message.Message):
     __slots__ = ("skip_remote",)
     SKIP_REMOTE_FIELD_NUMBER: _ClassVar[int]

@@ -144,6 +144,16 @@ class MemoryStub:
                 request_serializer=memvault__base_dot_v1_dot_memory__pb2.SyncRepairRequest.SerializeToString,
                 response_deserializer=memvault__base_dot_v1_dot_memory__pb2.SyncStatusReply.FromString,
                 _registered_method=True)
+        self.SyncLeave = channel.unary_unary(
+                '/memvault.v1.Memory/SyncLeave',
+                request_serializer=memvault__base_dot_v1_dot_memory__pb2.SyncLeaveRequest.SerializeToString,
+                response_deserializer=memvault__base_dot_v1_dot_memory__pb2.SyncLeaveReply.FromString,
+                _registered_method=True)
+        self.SyncMove = channel.unary_unary(
+                '/memvault.v1.Memory/SyncMove',
+                request_serializer=memvault__base_dot_v1_dot_memory__pb2.InitSyncRequest.SerializeToString,
+                response_deserializer=memvault__base_dot_v1_dot_memory__pb2.InitSyncReply.FromString,
+                _registered_method=True)
         self.Status = channel.unary_unary(
                 '/memvault.v1.Memory/Status',
                 request_serializer=memvault__base_dot_v1_dot_memory__pb2.StatusRequest.SerializeToString,
@@ -311,6 +321,24 @@ class MemoryServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SyncLeave(self, request, context):
+        """Stop syncing; the vault stays whole here and the remote keeps its data.
+        INVALID_ARGUMENT when sync is not set up.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SyncMove(self, request, context):
+        """Sync to another, empty remote from now on (a fresh chain there, every
+        memory carried); returns the new remote's recovery key. The old remote
+        keeps its data; other devices join the new one. INVALID_ARGUMENT when
+        sync is not set up, or the remote is the current one or not empty.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Status(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -456,6 +484,16 @@ def add_MemoryServicer_to_server(servicer, server):
                     servicer.SyncRepair,
                     request_deserializer=memvault__base_dot_v1_dot_memory__pb2.SyncRepairRequest.FromString,
                     response_serializer=memvault__base_dot_v1_dot_memory__pb2.SyncStatusReply.SerializeToString,
+            ),
+            'SyncLeave': grpc.unary_unary_rpc_method_handler(
+                    servicer.SyncLeave,
+                    request_deserializer=memvault__base_dot_v1_dot_memory__pb2.SyncLeaveRequest.FromString,
+                    response_serializer=memvault__base_dot_v1_dot_memory__pb2.SyncLeaveReply.SerializeToString,
+            ),
+            'SyncMove': grpc.unary_unary_rpc_method_handler(
+                    servicer.SyncMove,
+                    request_deserializer=memvault__base_dot_v1_dot_memory__pb2.InitSyncRequest.FromString,
+                    response_serializer=memvault__base_dot_v1_dot_memory__pb2.InitSyncReply.SerializeToString,
             ),
             'Status': grpc.unary_unary_rpc_method_handler(
                     servicer.Status,
@@ -1077,6 +1115,60 @@ class Memory:
             '/memvault.v1.Memory/SyncRepair',
             memvault__base_dot_v1_dot_memory__pb2.SyncRepairRequest.SerializeToString,
             memvault__base_dot_v1_dot_memory__pb2.SyncStatusReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SyncLeave(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.v1.Memory/SyncLeave',
+            memvault__base_dot_v1_dot_memory__pb2.SyncLeaveRequest.SerializeToString,
+            memvault__base_dot_v1_dot_memory__pb2.SyncLeaveReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SyncMove(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.v1.Memory/SyncMove',
+            memvault__base_dot_v1_dot_memory__pb2.InitSyncRequest.SerializeToString,
+            memvault__base_dot_v1_dot_memory__pb2.InitSyncReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -62,7 +62,8 @@ Exit codes:
   1  the daemon reported an error (one line on stderr, "memvault: ...")
   2  usage error or bad input (the daemon's INVALID_ARGUMENT, an id prefix
      that begins several ids)
-  3  the daemon is not running or not reachable
+  3  the daemon is not running or not reachable, or the sync remote it
+     was asked to reach is not (the message names which)
   4  no memory with that id (or whose id begins with that prefix)
 """
 

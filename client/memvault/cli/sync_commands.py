@@ -1,6 +1,6 @@
-"""`memvault init`, `memvault join`, `memvault sync now|status|repair`: set
-up, watch and repair end-to-end encrypted sync. The daemon does the work;
-these commands ask it to and print what it says."""
+"""`memvault init`, `memvault join`, `memvault sync now|status|repair|leave|move`:
+set up, watch, repair, leave and move end-to-end encrypted sync. The daemon
+does the work; these commands ask it to and print what it says."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ import click
 from memvault.cli import output
 from memvault.cli.context import current_client
 from memvault.cli.input import secret
+from memvault.cli.sync_output import sync_table
+from memvault.types import InitResult, SyncInfo
 
 RECOVERY_ENV = "MEMVAULT_RECOVERY_KEY"
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
@@ -35,6 +37,10 @@ def init(remote: str, token: str | None, allow_cleartext_token: bool, as_json: b
     """Start syncing this vault to an empty remote; prints the recovery key once."""
     result = _client().init_sync(remote, token=token,
                                  allow_cleartext_token=allow_cleartext_token)
+    _show_recovery(result, remote, as_json)
+
+
+def _show_recovery(result: InitResult, remote: str, as_json: bool) -> None:
     if as_json:
         output.echo_json(result.to_dict())
         return
@@ -73,7 +79,7 @@ def sync() -> None:
 @json_option
 def now(as_json: bool) -> None:
     """Pull and push at once."""
-    _show(_client().sync_now().to_dict(), as_json)
+    _show(_client().sync_now(), as_json)
 
 
 @sync.command("status")
@@ -81,7 +87,7 @@ def now(as_json: bool) -> None:
 def status(as_json: bool) -> None:
     """Remote, head, last push and pull, pending operations, errors."""
     info = _client().sync_status()
-    _show(info.to_dict(), as_json)
+    _show(info, as_json)
     if not as_json and info.state == "stopped":
         click.echo("Sync is stopped; `memvault sync repair` moves the vault to a fresh chain "
                    "(every memory kept).")
@@ -107,15 +113,51 @@ def repair(yes: bool, as_json: bool) -> None:
                    "the next time it syncs and puts its own there, so nothing is lost (each "
                    "uploads its vault once). The old chain stays on the remote, unused.")
         click.confirm("Move this vault to a fresh chain?", abort=True)
-    _show(client.sync_repair(confirm=True).to_dict(), as_json)
+    _show(client.sync_repair(confirm=True), as_json)
 
 
-def _show(info: dict[str, object], as_json: bool) -> None:
+@sync.command("leave")
+@json_option
+def leave(as_json: bool) -> None:
+    """Stop syncing; every memory and the key stay here, the remote keeps its data."""
+    result = _client().leave_sync()
     if as_json:
-        output.echo_json(info)
+        output.echo_json(result.to_dict())
         return
-    for key, value in info.items():
-        click.echo(f"{key:12} {value}")
+    click.echo(f"left {result.remote}: this vault no longer syncs there.")
+    click.echo("Every memory stays here; the remote keeps what it holds.")
+    if result.pending:
+        click.echo(f"{output.plural(result.pending, 'operation', 'operations')} of this device "
+                   "never reached it; they stay here only.")
+    click.echo("`memvault init` syncs to an empty remote; `memvault join` joins a vault.")
+
+
+@sync.command("move")
+@remote_option
+@token_option
+@cleartext_option
+@json_option
+def move(remote: str, token: str | None, allow_cleartext_token: bool, as_json: bool) -> None:
+    """Sync to another, empty remote from now on; prints its recovery key once.
+
+    Every memory of this device goes there, as a fresh chain. The old remote
+    keeps its data and hears nothing: on every other device run
+    `memvault sync leave`, then `memvault join` with the new remote and key."""
+    result = _client().move_sync(remote, token=token,
+                                 allow_cleartext_token=allow_cleartext_token)
+    _show_recovery(result, remote, as_json)
+    if not as_json:
+        click.echo("Other devices still sync to the old remote. On each of them run")
+        click.echo("  memvault sync leave")
+        click.echo(f"  memvault join --remote {remote}")
+        click.echo("and give this recovery key.")
+
+
+def _show(info: SyncInfo, as_json: bool) -> None:
+    if as_json:
+        output.echo_json(info.to_dict())
+        return
+    output.show(sync_table(info))
 
 
 COMMANDS = (init, join, sync)

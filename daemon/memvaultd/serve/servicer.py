@@ -301,6 +301,15 @@ class MemoryServicer:
         self.syncing.repair(confirmed=request.confirm)
         return self._sync_status()
 
+    def SyncLeave(self, request: pb.SyncLeaveRequest) -> pb.SyncLeaveReply:
+        remote, pending = self.syncing.leave()
+        return pb.SyncLeaveReply(remote=remote, pending=pending)
+
+    def SyncMove(self, request: pb.InitSyncRequest) -> pb.InitSyncReply:
+        vault_id, recovery_key = self.syncing.move(request.remote, request.token or None,
+                                                   request.allow_cleartext_token)
+        return pb.InitSyncReply(vault_id=vault_id, recovery_key=recovery_key)
+
     def _sync_status(self) -> pb.SyncStatusReply:
         status = self.syncing.status
         if status is None:

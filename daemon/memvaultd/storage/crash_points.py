@@ -15,10 +15,15 @@ the environment. The steps, where they are reached:
     join:moving          the old log moved out and the new one in, the rest not
     join:moved           every file in place, the old ones not yet removed
     join:done            the join complete on disk, sync not started
+    leave:stopped        `sync leave`: the worker stopped, `sync.state` still there
+    leave:done           `sync leave`: `sync.state` removed
+    move:stopped         `sync move`: the vault set up on the new remote, the
+                         old remote's worker stopped, `sync.state` not replaced
     snapshot:captured    a background snapshot has cut the state and let the
                          write lock go, and has not written it yet
 
-tests/test_join_crash.py kills the daemon at each step and starts it again.
+tests/test_join_crash.py and tests/test_leave_crash.py kill the daemon at
+each step and start it again.
 """
 
 from __future__ import annotations

@@ -89,6 +89,12 @@ class HighWaterFile:
             raise IntegrityError(f"{self.path}: does not authenticate") from exc
         return HighWater(**doc)
 
+    def remove(self) -> None:
+        """Forget the remote (`memvault sync leave`), durably: once this
+        returns, the next start does not resume sync."""
+        self.path.unlink(missing_ok=True)
+        sync_dir(self.path.parent)
+
     def save(self, mark: HighWater) -> None:
         blob = MAGIC + bytes([FORMAT]) + seal(self._key, json.dumps(asdict(mark)).encode(),
                                              aad=self._aad)

@@ -15,26 +15,37 @@ joins the newest chain.
 
 repair: once the user confirmed, moves a stopped vault to a fresh chain on
 the same remote (`SyncWorker.repair`); the other devices follow.
+
+leave: stops the worker and removes `sync.state` (the commit point); the
+vault stays whole and the remote keeps what it holds. move: `init` on
+another, empty remote, with `sync.state` replaced in one rename (the commit
+point); the old remote hears nothing, and other devices leave and join
+(docs/decisions/0008-sync-leave-and-move.md). A setup cut short is finished
+by asking again (`pending_setup.py`).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import threading
 from dataclasses import replace
 
 from memvault_base.errors import InvalidArgument
+from memvaultd.storage.crash_points import reached
 from memvaultd.storage.snapshot_body import decode_body
 from memvaultd.sync import moves, recovery
 from memvaultd.sync.envelope import DESCRIPTION, Envelope
 from memvaultd.sync.high_water import HighWater, HighWaterFile
-from memvaultd.sync.remotes import open_remote
+from memvaultd.sync.pending_setup import PendingSetupFile
+from memvaultd.sync.remotes import open_remote, redact
 from memvaultd.sync.remotes.base import Remote
 from memvaultd.sync.snapshots import latest_snapshot
+from memvaultd.sync.vault_keys import DESCRIPTION_OBJECT, place, reaching
 from memvaultd.sync.vault_side import SyncedVault
 from memvaultd.sync.worker import SyncStatus, SyncWorker
 
-DESCRIPTION_OBJECT = "keys/description"
+__all__ = ["DESCRIPTION_OBJECT", "AlreadyConfigured", "Syncing"]
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +63,9 @@ class Syncing:
         self.vault = vault
         self.worker: SyncWorker | None = None
         self._resumable: HighWater | None = None
+        # init, join, move, leave and repair one at a time: each replaces
+        # the worker, and two at once would leave one running unowned.
+        self._setting_up = threading.Lock()
 
     @property
     def status(self) -> SyncStatus | None:
@@ -66,8 +80,10 @@ class Syncing:
 
     def sync_now(self) -> None:
         """One round now, if sync is set up; its failure is raised."""
-        if self.worker is not None:
-            self.worker.sync_once()
+        worker = self.worker
+        if worker is not None:
+            with reaching(worker.status.remote):
+                worker.sync_once()
 
     def repair(self, confirmed: bool) -> None:
         """Move a stopped vault to a fresh chain on its remote, keeping every
@@ -75,14 +91,16 @@ class Syncing:
         if not confirmed:
             raise InvalidArgument("sync repair: needs the user's confirmation (confirm=true; "
                                   "`memvault sync repair --yes`)")
-        if self.worker is None:
-            raise InvalidArgument("sync is not set up: there is nothing to repair")
-        self.worker.repair()
-        try:  # as `init`: the first push before answering, else the worker's
-            self.worker.sync_once(publish=False)
-        except Exception as exc:
-            log.warning("first push on the new chain failed (%s); the sync worker retries it",
-                        exc)
+        with self._setting_up:
+            if self.worker is None:
+                raise InvalidArgument("sync is not set up: there is nothing to repair")
+            with reaching(self.worker.status.remote):
+                self.worker.repair()
+            try:  # as `init`: the first push before answering, else the worker's
+                self.worker.sync_once(publish=False)
+            except Exception as exc:
+                log.warning("first push on the new chain failed (%s); the sync worker "
+                            "retries it", exc)
 
     def stop(self) -> None:
         if self.worker is not None:
@@ -92,31 +110,77 @@ class Syncing:
     def init(self, url: str, token: str | None, allow_cleartext_token: bool = False
              ) -> tuple[str, str]:
         """Create the vault on an empty remote; returns (vault id, recovery key)."""
-        self._refuse_twice()
+        with self._setting_up:
+            self._refuse_twice()
+            remote, envelope, text = self._create(url, token, allow_cleartext_token)
+            self._begin(url, token, remote, envelope)
+            return self.vault.info.vault_id, text
+
+    def move(self, url: str, token: str | None, allow_cleartext_token: bool = False
+             ) -> tuple[str, str]:
+        """Sync to another, empty remote from now on: the vault starts a
+        fresh chain there, carrying every memory; the old remote keeps what
+        it holds and hears nothing (docs/decisions/0008-sync-leave-and-move.md).
+        Returns (vault id, the new remote's recovery key)."""
+        with self._setting_up:
+            worker = self._synced("move")
+            if redact(url) == worker.status.remote:
+                raise InvalidArgument(f"sync move: this vault already syncs to {redact(url)}")
+            remote, envelope, text = self._create(url, token, allow_cleartext_token)
+            self._retire(worker)
+            reached("move:stopped")
+            # Replacing `sync.state` in one rename is the move's commit
+            # point: before it the vault syncs to the old remote, after it
+            # to the new one.
+            self._begin(url, token, remote, envelope)
+            return self.vault.info.vault_id, text
+
+    def leave(self) -> tuple[str, int]:
+        """Stop syncing: the vault stays whole here, key and every memory;
+        the remote keeps what it holds. Returns (the remote left, how many
+        of this device's operations it never received)."""
+        with self._setting_up:
+            worker = self._synced("leave")
+            self._retire(worker)
+            reached("leave:stopped")
+            unpushed = self.vault.local_ops_after(worker.high_water.pushed_seq)
+            pending = len(unpushed[0]) if unpushed else worker.status.pending
+            # Removing `sync.state` is the leave's commit point: with it the
+            # next start resumes sync, without it the vault is on its own.
+            self._water_file().remove()
+            self.vault.keep_log_from(None)
+            reached("leave:done")
+            return worker.status.remote, pending
+
+    def _retire(self, worker: SyncWorker) -> None:
+        self.vault.on_local_commit(None)
+        worker.stop(wait_round=True)
+        self.worker = None
+
+    def _create(self, url: str, token: str | None, allow_cleartext_token: bool
+                ) -> tuple[Remote, Envelope, str]:
+        """The vault placed on the empty remote at `url` (`vault_keys.place`);
+        returns the remote, the envelope and the recovery key's text."""
         vault = self.vault
-        vault_id = vault.info.vault_id_bytes
-        remote = self._open(url, token, vault.info.vault_id, setting_up=True,
-                            allow_cleartext_token=allow_cleartext_token)
-        try:
-            if remote.head() or remote.list_objects("keys/"):
-                raise InvalidArgument(f"remote: {url} already holds this vault; use join")
-            text, secret = recovery.new_recovery_key(vault_id)
-            key = vault.vault_key
-            envelope = Envelope(key, vault_id)
-            description = json.dumps({"model": vault.info.model,
-                                      "dimension": vault.info.dimension}).encode()
-            remote.put_object(DESCRIPTION_OBJECT, envelope.seal(DESCRIPTION, description))
-            if not remote.put_object(recovery.OBJECT, recovery.wrap(key, secret, vault_id)):
-                raise InvalidArgument(f"remote: {url} already has a recovery key for this "
-                                      "vault")
-        except BaseException:
-            remote.close()
-            raise
+        with reaching(url):
+            remote = self._open(url, token, vault.info.vault_id, setting_up=True,
+                                allow_cleartext_token=allow_cleartext_token)
+            try:
+                envelope, text = place(remote, url, vault)
+            except BaseException:
+                remote.close()
+                raise
+        return remote, envelope, text
+
+    def _begin(self, url: str, token: str | None, remote: Remote, envelope: Envelope) -> None:
+        """Sync to `remote`, where `_create` put the vault, from its first version."""
+        vault = self.vault
         vault.keep_log_from(0)  # nothing is pushed yet: keep every log record
         before = vault.genesis()
-        water_file = HighWaterFile(vault.data_dir, key, vault_id)
+        water_file = self._water_file()
         high_water = HighWater(url, token, pushed_seq=before)
         water_file.save(high_water)
+        PendingSetupFile(vault.data_dir, vault.vault_key, vault.info.vault_id_bytes).remove()
         worker = self._start(remote, remote, water_file, high_water, envelope)
         # Push before answering, so that a `join` started as soon as `init`
         # returns finds this device's memories on the remote. Left to the
@@ -128,12 +192,20 @@ class Syncing:
             worker.sync_once(publish=False)
         except Exception as exc:
             log.warning("first push failed (%s); the sync worker retries it", exc)
-        return vault.info.vault_id, text
+
+    def _water_file(self) -> HighWaterFile:
+        vault = self.vault
+        return HighWaterFile(vault.data_dir, vault.vault_key, vault.info.vault_id_bytes)
 
     def join(self, url: str, token: str | None, recovery_key: str,
              allow_cleartext_token: bool = False) -> str:
         """Join the vault the recovery key names; returns its id."""
-        self._refuse_twice()
+        with self._setting_up, reaching(url):
+            self._refuse_twice()
+            return self._join(url, token, recovery_key, allow_cleartext_token)
+
+    def _join(self, url: str, token: str | None, recovery_key: str,
+              allow_cleartext_token: bool) -> str:
         vault = self.vault
         vault_id, secret = recovery.parse_recovery_key(recovery_key)
         base = remote = self._open(url, token, vault_id.hex(), setting_up=True,
@@ -235,4 +307,11 @@ class Syncing:
     def _refuse_twice(self) -> None:
         if self.worker is not None:
             raise AlreadyConfigured(f"sync is already set up (remote "
-                                    f"{self.worker.status.remote})")
+                                    f"{self.worker.status.remote}); `memvault sync leave` "
+                                    "stops it, `memvault sync move` changes the remote")
+
+    def _synced(self, what: str) -> SyncWorker:
+        if self.worker is None:
+            raise InvalidArgument(f"sync {what}: sync is not set up for this vault (nothing "
+                                  "was changed); `memvault init` or `memvault join` sets it up")
+        return self.worker

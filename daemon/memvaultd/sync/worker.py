@@ -237,15 +237,21 @@ class SyncWorker:
             self._threads.append(thread)
         self.poke()
 
-    def stop(self) -> None:
+    def stop(self, *, wait_round: bool = False) -> None:
         """Finish the round in progress; the watch thread (blocked on the
-        remote for up to 20 s, a daemon thread) is not waited for."""
+        remote for up to 20 s, a daemon thread) is not waited for.
+        `wait_round`: return only once no round runs, not even one the 10 s
+        wait gave up on (its calls fail as the remotes close), so that
+        nothing it saves follows (`sync leave` removes the state it saves)."""
         self._stop.set()
         self._wake.set()
         self._threads[0].join(timeout=10)
         self.remote.close()
         if self.base is not self.remote:
             self.base.close()
+        if wait_round:
+            with self._lock:
+                pass
 
     def poke(self) -> None:
         self._wake.set()

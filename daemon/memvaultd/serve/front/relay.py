@@ -39,7 +39,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc  # type: ignore[i
 from grpc_reflection.v1alpha import reflection  # type: ignore[import-untyped]
 
 from memvault_base.errors import Status
-from memvault_base.rpc import MESSAGE_OPTIONS, status_code
+from memvault_base.rpc import ANSWERED, MESSAGE_OPTIONS, status_code
 from memvault_base.v1 import memory_pb2
 from memvaultd.serve.front.link import READY, LinkClient, State
 from memvaultd.serve.front.peer_gate import PeerGate
@@ -74,9 +74,10 @@ def _linked(link: LinkClient, method: str) -> Callable[[bytes, Any], Awaitable[b
         try:
             status, payload = await link.call(method, request)
         except ConnectionError:
-            await context.abort(grpc.StatusCode.UNAVAILABLE, _STOPPING)
+            await context.abort(grpc.StatusCode.UNAVAILABLE, _STOPPING, (ANSWERED,))
         if status != Status.OK:
-            await context.abort(status_code(status), payload.decode("utf-8", "replace"))
+            await context.abort(status_code(status), payload.decode("utf-8", "replace"),
+                                (ANSWERED,))
         return payload
     return handle
 
@@ -86,17 +87,17 @@ def _streamed(link: LinkClient, method: str) -> Callable[[bytes, Any], AsyncIter
         try:
             streamed = link.stream(method, request)
         except ConnectionError:
-            await context.abort(grpc.StatusCode.UNAVAILABLE, _STOPPING)
+            await context.abort(grpc.StatusCode.UNAVAILABLE, _STOPPING, (ANSWERED,))
         try:
             async for item in streamed:
                 yield item
         except ConnectionError:
-            await context.abort(grpc.StatusCode.UNAVAILABLE, _STOPPING)
+            await context.abort(grpc.StatusCode.UNAVAILABLE, _STOPPING, (ANSWERED,))
         finally:
             streamed.close()  # the client went away: so does the core's stream
         assert streamed.status is not None  # the items end with the stream
         if streamed.status != Status.OK:
-            await context.abort(status_code(streamed.status), streamed.details)
+            await context.abort(status_code(streamed.status), streamed.details, (ANSWERED,))
     return handle
 
 

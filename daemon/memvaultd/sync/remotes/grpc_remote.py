@@ -183,7 +183,11 @@ def _error(exc: grpc.RpcError, url: str) -> Exception:
     code: grpc.StatusCode = exc.code()
     details: str = exc.details() or code.name
     if code == grpc.StatusCode.UNAVAILABLE:
-        return Unavailable(f"memvault-server at {url} is unreachable: {details}")
+        # `Syncing` names the remote to whoever asked (`the sync remote URL
+        # is unreachable: ...`); the status shows it beside this message.
+        return Unavailable(f"memvault-server: {details}")
+    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return Unavailable(f"memvault-server: no answer within {CALL_TIMEOUT:g} s")
     if code == grpc.StatusCode.RESOURCE_EXHAUSTED and f"vs. {MAX_REPLY})" in details:
         # gRPC's own words for a reply over this channel's receive limit.
         return IntegrityError(f"memvault-server at {url} sent a reply over {MAX_REPLY} bytes, "
