@@ -235,8 +235,9 @@ def _daemon(ctx: _Context) -> Check:
     if status is None:
         return Check("daemon", FAIL, ctx.error,
                      "start it: `memvaultd`, or `memvault service install` to run it at login")
-    detail = (f"memvaultd {status.version}: {status.memory_count} memories, model "
-              f"{status.model_state}, key in {status.key_storage}")
+    held = output.plural(status.memory_count, "memory", "memories")
+    detail = (f"memvaultd {status.version}: {held}, model {status.model_state}, "
+              f"key in {status.key_storage}")
     if status.model_state == "failed":
         return Check("daemon", FAIL, detail, "the model failed to load: see the daemon's log")
     return Check("daemon", OK, detail)

@@ -67,7 +67,8 @@ def join(remote: str, token: str | None, allow_cleartext_token: bool,
     if as_json:
         output.echo_json(result.to_dict())
     else:
-        click.echo(f"joined vault {result.vault_id}: {result.memory_count} memories")
+        click.echo(f"joined vault {result.vault_id}: "
+                   f"{output.plural(result.memory_count, 'memory', 'memories')}")
 
 
 @click.group("sync")
@@ -108,8 +109,9 @@ def repair(yes: bool, as_json: bool) -> None:
     if not yes:
         memories = client.status().memory_count
         click.echo(f"Sync stopped: {info.last_error}")
+        held = output.plural(memories, "memory", "memories")
         click.echo(f"Repair moves this vault to a fresh chain on {info.remote}. This device "
-                   f"puts all its {memories} memories there; every other device moves too "
+                   f"puts all its {held} there; every other device moves too "
                    "the next time it syncs and puts its own there, so nothing is lost (each "
                    "uploads its vault once). The old chain stays on the remote, unused.")
         click.confirm("Move this vault to a fresh chain?", abort=True)
