@@ -1,0 +1,89 @@
+"""The browser's server: the pages behind the guard, on 127.0.0.1 and a free
+port (or the one asked for), until Ctrl-C."""
+
+from __future__ import annotations
+
+import socket
+import webbrowser
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+import uvicorn
+from jinja2 import Environment, PackageLoader, StrictUndefined
+from starlette.applications import Starlette
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from memvault.client import Client
+from memvault.ui.actions import Actions
+from memvault.ui.guard import Guard, Sessions
+from memvault.ui.pages import Pages
+from memvault.ui.recent import RecentEvents
+
+__all__ = ["HOST", "Browser", "make_app"]
+
+HOST = "127.0.0.1"
+
+
+def templates() -> Environment:
+    # Autoescape everything: memory text is whatever an agent wrote.
+    env = Environment(loader=PackageLoader("memvault.ui", "templates"), autoescape=True,
+                      undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env.filters["when"] = _when
+    env.filters["short"] = lambda memory_id: memory_id[:8]
+    return env
+
+
+def make_app(client: Client, sessions: Sessions, port: int, recent: RecentEvents) -> Guard:
+    pages = Pages(client, templates(), recent)
+    actions = Actions(client, pages)
+    routes = [
+        Route("/", pages.home), Route("/search", pages.search), Route("/browse", pages.browse),
+        Route("/memory/{memory_id}", pages.memory), Route("/trash", pages.trash),
+        Route("/upkeep", pages.upkeep), Route("/vault", pages.vault),
+        Route("/memory/{memory_id}/edit", actions.edit, methods=["POST"]),
+        Route("/memory/{memory_id}/supersede", actions.supersede, methods=["POST"]),
+        Route("/memory/{memory_id}/pin", actions.pin, methods=["POST"]),
+        Route("/memory/{memory_id}/forget", actions.forget, methods=["POST"]),
+        Route("/memory/{memory_id}/restore", actions.restore, methods=["POST"]),
+        Route("/upkeep/sweep", actions.sweep, methods=["POST"]),
+        Route("/upkeep/consolidate", actions.consolidate, methods=["POST"]),
+        Mount("/static", StaticFiles(packages=[("memvault.ui", "static")]), name="static"),
+    ]
+    return Guard(Starlette(routes=routes), sessions, HOST, port)
+
+
+@dataclass
+class Browser:
+    """`memvault ui`: serve until interrupted; `announce` is told the URL."""
+
+    client: Client
+    port: int = 0
+    open_browser: bool = True
+
+    def run(self, announce: Callable[[str], None]) -> None:
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind((HOST, self.port))
+        port = listener.getsockname()[1]
+        sessions = Sessions()
+        recent = RecentEvents(self.client)
+        recent.start()
+        url = f"http://{HOST}:{port}/?token={sessions.token}"
+        config = uvicorn.Config(make_app(self.client, sessions, port, recent),
+                                log_level="warning", access_log=False, server_header=False,
+                                lifespan="off")
+        server = uvicorn.Server(config)
+        announce(url)
+        if self.open_browser:
+            webbrowser.open(url)
+        try:
+            server.run(sockets=[listener])
+        finally:
+            recent.stop()
+            listener.close()
+
+
+def _when(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch).isoformat(sep=" ", timespec="seconds") if epoch else ""
