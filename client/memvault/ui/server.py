@@ -66,6 +66,8 @@ class Browser:
         listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         listener.bind((HOST, self.port))
+        # Listening before the URL is told: a browser that opens it at once connects.
+        listener.listen(128)
         port = listener.getsockname()[1]
         sessions = Sessions()
         recent = RecentEvents(self.client)

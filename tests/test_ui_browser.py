@@ -1,0 +1,339 @@
+"""`memvault ui` as a person uses it: the real daemon, the real server (a
+subprocess, as typed), and headless Chromium driven through its pages.
+
+Also the attacks a local web server invites (docs/threat-model.md): a
+foreign Host (DNS rebinding), a cross-origin POST (CSRF), a missing or
+wrong token, and memory text that carries HTML and script. The browser
+tests write the screenshots of docs/ui.md (docs/ui/*.png) as they go.
+"""
+
+from __future__ import annotations
+
+import http.client
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+import memvault
+
+from .daemon_process import DaemonProcess
+
+pytestmark = pytest.mark.slow
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+SHOTS = Path(__file__).resolve().parent.parent / "docs" / "ui"
+HOSTILE = '<script>document.title="owned"</script><b>bold</b> & <img src=x onerror=alert(1)>'
+
+
+@pytest.fixture(scope="module")
+def vault(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonProcess]:
+    with DaemonProcess(tmp_path_factory.mktemp("ui") / "home").start() as proc:
+        with memvault.Client(proc.socket) as mv:
+            mv.remember("The user prefers pytest over unittest for every Python project",
+                        topic="user.preferences.testing", tags=["python", "testing"],
+                        entity="user", source="claude-code", session="s-1")
+            mv.remember("The Q3 report is due on March 3", topic="work.deadlines",
+                        entity="q3-report", source="assistant", session="s-2", importance=0.8)
+            mv.remember("Deploys go out on Tuesdays after the 10:00 stand-up",
+                        topic="work.process", tags=["deploy"], source="cursor", type="procedural")
+            mv.remember("The staging database is called orchid", topic="work.infra",
+                        entity="staging", source="claude-code", tags=["database"])
+            mv.remember(HOSTILE, topic="attack.html", source="mallory")
+        yield proc
+        proc.stop()
+
+
+class Server:
+    """`memvault ui --no-browser` in a subprocess: its URL, and its origin."""
+
+    def __init__(self, home: Path) -> None:
+        env = dict(os.environ, MEMVAULT_HOME=str(home))
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "memvault.cli.main", "ui", "--no-browser"], env=env,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert self.proc.stdout is not None and self.proc.stderr is not None
+        self.url = self.proc.stdout.readline().strip()
+        assert self.url.startswith("http://127.0.0.1:"), self.proc.stderr.read()
+        parts = urlsplit(self.url)
+        self.authority = parts.netloc
+        self.origin = f"http://{parts.netloc}"
+        self.token = parts.query.removeprefix("token=")
+
+    def stop(self) -> None:
+        self.proc.send_signal(2)  # Ctrl-C
+        self.proc.wait(timeout=15)
+
+
+@pytest.fixture(scope="module")
+def server(vault: DaemonProcess) -> Iterator[Server]:
+    running = Server(vault.home)
+    yield running
+    running.stop()
+    assert running.proc.returncode == 0
+
+
+def _request(server: Server, method: str, path: str, headers: dict[str, str] | None = None,
+             body: str = "") -> http.client.HTTPResponse:
+    host, port = server.authority.split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=10)
+    sent = {"Host": server.authority, **(headers or {})}
+    if body:
+        sent.setdefault("Content-Type", "application/x-www-form-urlencoded")
+    connection.request(method, path, body=body or None, headers=sent)
+    response = connection.getresponse()
+    response.read()
+    return response
+
+
+# -- hostile requests, over plain HTTP ------------------------------------------
+
+
+def test_without_a_session_or_with_a_wrong_token_everything_is_refused(server: Server) -> None:
+    for path in ("/", "/browse", "/search?q=pytest", "/vault", "/static/style.css"):
+        assert _request(server, "GET", path).status == 403
+    assert _request(server, "GET", "/?token=" + "A" * 43).status == 403
+    assert _request(server, "GET", "/?token=").status == 403
+
+
+def test_a_foreign_host_is_refused_even_with_the_token(server: Server) -> None:
+    # DNS rebinding: the attacker's name, re-pointed at 127.0.0.1, in Host.
+    for host in ("evil.example:" + server.authority.split(":")[1], "localhost", "127.0.0.1"):
+        response = _request(server, "GET", f"/?token={server.token}", {"Host": host})
+        assert response.status == 421
+        assert response.getheader("access-control-allow-origin") is None
+
+
+def _session(server: Server) -> str:
+    """Spend the server's one-time token; the session cookie it gives."""
+    response = _request(server, "GET", f"/browse?token={server.token}")
+    assert response.status == 303
+    assert response.getheader("location") == "/browse"
+    cookie = response.getheader("set-cookie") or ""
+    assert "httponly" in cookie.lower() and "samesite=strict" in cookie.lower()
+    again = _request(server, "GET", f"/browse?token={server.token}")
+    assert again.status == 403, "the token works once"
+    return cookie.split(";")[0]
+
+
+def test_the_token_works_once_and_a_change_needs_the_session_and_our_origin(
+        vault: DaemonProcess) -> None:
+    own = Server(vault.home)
+    try:
+        cookie = _session(own)
+        page = _request(own, "GET", "/browse", {"Cookie": cookie})
+        assert page.status == 200
+        assert "'self'" in (page.getheader("content-security-policy") or "")
+        assert page.getheader("x-frame-options") == "DENY"
+        assert page.getheader("access-control-allow-origin") is None
+        with memvault.Client(vault.socket) as mv:
+            target = mv.remember("a memory a foreign page tries to forget", new=True).id
+            forget = f"/memory/{target}/forget"
+            # CSRF: another site's form posts with its own Origin (or none).
+            for origin in ({"Origin": "http://evil.example"}, {"Origin": "null"}, {}):
+                refused = _request(own, "POST", forget, {"Cookie": cookie, **origin}, "x=1")
+                assert refused.status == 403
+            assert _request(own, "POST", forget, {"Origin": own.origin}, "x=1").status == 403
+            assert mv.get(target).text.startswith("a memory a foreign")
+            done = _request(own, "POST", forget, {"Cookie": cookie, "Origin": own.origin}, "x=1")
+            assert done.status == 303
+            with pytest.raises(memvault.NotFound):
+                mv.get(target)
+    finally:
+        own.stop()
+
+
+# -- a person in Chromium -------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def browser(server: Server) -> Iterator[object]:
+    if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
+        pytest.skip("Chromium and chromedriver are not installed (scripts/setup --system)")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    profile = tempfile.mkdtemp(prefix="memvault-ui-chromium-")
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    # As root and headless on a machine without a network: no sandbox, no
+    # GPU, and none of the background connections a first run makes.
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                 "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
+                 "--window-size=1280,900", f"--user-data-dir={profile}"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(options=options, service=Service(str(CHROMEDRIVER)))
+    driver.implicitly_wait(5)
+    try:
+        driver.get(server.url)
+        yield driver
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+def _shot(driver: object, name: str) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    driver.save_screenshot(str(SHOTS / f"{name}.png"))  # type: ignore[attr-defined]
+
+
+def _press(driver: object, name: str) -> None:
+    """Click the button named `name` and wait for the page it leads to."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.wait import WebDriverWait
+
+    page = driver.find_element(By.TAG_NAME, "html")  # type: ignore[attr-defined]
+    driver.find_element(By.NAME, name).click()  # type: ignore[attr-defined]
+    WebDriverWait(driver, 10).until(expected_conditions.staleness_of(page))  # type: ignore[arg-type]
+
+
+def _text(driver: object) -> str:
+    from selenium.webdriver.common.by import By
+
+    return str(driver.find_element(By.TAG_NAME, "body").text)  # type: ignore[attr-defined]
+
+
+def test_opening_the_url_lands_on_browse_without_the_token(browser: object,
+                                                          server: Server) -> None:
+    url = browser.current_url  # type: ignore[attr-defined]
+    assert url == f"{server.origin}/browse", "the token left the address bar"
+    body = _text(browser)
+    assert "pytest over unittest" in body and "5 memories" in body
+    from selenium.webdriver.common.by import By
+
+    facets = browser.find_element(By.CLASS_NAME, "facets").text  # type: ignore[attr-defined]
+    assert "claude-code" in facets and "work.deadlines" in facets
+    _shot(browser, "browse")
+
+
+def test_browse_sorts_and_narrows_by_a_facet(browser: object, server: Server) -> None:
+    from selenium.webdriver.common.by import By
+
+    browser.get(f"{server.origin}/browse?sort=importance")  # type: ignore[attr-defined]
+    first = browser.find_element(By.CSS_SELECTOR, "tbody tr")  # type: ignore[attr-defined]
+    assert "March 3" in first.text
+    browser.find_element(By.LINK_TEXT, "claude-code").click()  # type: ignore[attr-defined]
+    body = _text(browser)
+    assert "2 memories" in body and "orchid" in body and "March 3" not in body
+
+
+def test_search_shows_channels_reasons_and_the_score_parts(browser: object,
+                                                           server: Server) -> None:
+    from selenium.webdriver.common.by import By
+
+    browser.get(f"{server.origin}/search")  # type: ignore[attr-defined]
+    box = browser.find_element(By.NAME, "q")  # type: ignore[attr-defined]
+    box.send_keys("which test runner does the user like?")
+    page = browser.find_element(By.TAG_NAME, "html")  # type: ignore[attr-defined]
+    box.submit()
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.wait import WebDriverWait
+
+    WebDriverWait(browser, 10).until(expected_conditions.staleness_of(page))  # type: ignore[arg-type]
+    hit = browser.find_element(By.CSS_SELECTOR, ".hit")  # type: ignore[attr-defined]
+    assert "pytest over unittest" in hit.text
+    assert "vector" in hit.text and "similarity" in hit.text and "decay" in hit.text
+    _shot(browser, "search")
+
+
+def test_memory_text_with_html_and_script_is_shown_as_text(browser: object,
+                                                           server: Server) -> None:
+    from selenium.webdriver.common.by import By
+
+    browser.get(f"{server.origin}/browse?source=mallory")  # type: ignore[attr-defined]
+    assert browser.title != "owned"  # type: ignore[attr-defined]
+    row = browser.find_element(By.CSS_SELECTOR, "tbody tr")  # type: ignore[attr-defined]
+    assert '<script>document.title="owned"</script>' in row.text
+    assert not browser.find_elements(By.CSS_SELECTOR, "td b, td img")  # type: ignore[attr-defined]
+    row.find_element(By.CLASS_NAME, "memory-link").click()
+    assert browser.title != "owned"  # type: ignore[attr-defined]
+    assert "<b>bold</b> & <img src=x onerror=alert(1)>" in _text(browser)
+
+
+def test_edit_pin_forget_and_restore_a_memory(browser: object, server: Server,
+                                              vault: DaemonProcess) -> None:
+    from selenium.webdriver.common.by import By
+
+    with memvault.Client(vault.socket) as mv:
+        target = mv.list_memories(topic="work.infra").memories[0].memory.id
+    browser.get(f"{server.origin}/memory/{target[:8]}")  # type: ignore[attr-defined]
+    assert "orchid" in _text(browser)
+    _shot(browser, "memory")
+    text = browser.find_element(By.CSS_SELECTOR, "form.edit textarea[name=text]")  # type: ignore[attr-defined]
+    text.clear()
+    text.send_keys("The staging database is called lotus")
+    tags = browser.find_element(By.NAME, "tags")  # type: ignore[attr-defined]
+    tags.clear()
+    tags.send_keys("database, renamed")
+    _press(browser, "save")
+    body = _text(browser)
+    assert "Saved." in body and "lotus" in body and "renamed" in body
+    _press(browser, "pin")
+    assert "pinned" in _text(browser)
+    with memvault.Client(vault.socket) as mv:
+        stored = mv.get(target)
+        assert stored.text == "The staging database is called lotus"
+        assert stored.tags == ("database", "renamed") and stored.importance == 0.9
+
+    _press(browser, "forget")
+    body = _text(browser)
+    assert "Moved to the trash." in body and "in the trash" in body
+    browser.get(f"{server.origin}/trash")  # type: ignore[attr-defined]
+    assert "lotus" in _text(browser)
+    _shot(browser, "trash")
+    browser.get(f"{server.origin}/browse")  # type: ignore[attr-defined]
+    assert "lotus" not in _text(browser)
+    browser.get(f"{server.origin}/trash")  # type: ignore[attr-defined]
+    _press(browser, "restore")
+    assert "Restored from the trash." in _text(browser)
+    browser.get(f"{server.origin}/browse")  # type: ignore[attr-defined]
+    assert "lotus" in _text(browser)
+
+
+def test_supersede_keeps_the_chain(browser: object, server: Server,
+                                   vault: DaemonProcess) -> None:
+    from selenium.webdriver.common.by import By
+
+    with memvault.Client(vault.socket) as mv:
+        old = mv.list_memories(topic="work.deadlines").memories[0].memory.id
+    browser.get(f"{server.origin}/memory/{old}")  # type: ignore[attr-defined]
+    box = browser.find_element(  # type: ignore[attr-defined]
+        By.CSS_SELECTOR, "form[action$=supersede] textarea")
+    box.send_keys("The Q3 report is due on April 14")
+    _press(browser, "supersede")
+    body = _text(browser)
+    assert "Stored as a new version" in body and "Supersession chain" in body
+    assert "March 3" in body and "April 14" in body
+    assert old[:8] not in browser.current_url  # type: ignore[attr-defined]
+
+
+def test_upkeep_and_vault_pages(browser: object, server: Server) -> None:
+    from selenium.webdriver.common.by import By
+
+    browser.get(f"{server.origin}/upkeep")  # type: ignore[attr-defined]
+    body = _text(browser)
+    assert "Forgetting sweep" in body and "would go to the trash now" in body
+    assert "Consolidation" in body and "candidates" in body
+    _shot(browser, "upkeep")
+    browser.get(f"{server.origin}/vault")  # type: ignore[attr-defined]
+    deadline = time.monotonic() + 5
+    while "forget" not in _text(browser) and time.monotonic() < deadline:
+        time.sleep(0.2)
+        browser.refresh()  # type: ignore[attr-defined]
+    body = _text(browser)
+    count = browser.find_element(By.ID, "memory-count").text  # type: ignore[attr-defined]
+    assert re.fullmatch(r"\d+", count) and int(count) >= 5
+    assert "hot" in body and "Not synced" in body
+    assert "forget" in body and "restore" in body, "recent activity"
+    _shot(browser, "vault")
