@@ -75,9 +75,11 @@ def main() -> None:
                 for batch in batches(args.memories, np.random.default_rng(SEED)):
                     client.remember_batch(batch)
                 print(f"loaded {args.memories} memories in {time.perf_counter() - started:.1f} s")
-                far = client.list_memories(offset=50 * 99, limit=1).memories[0]
-                assert far is not None
-                token = client.list_memories(limit=50 * 99).next_page_token
+                # The token of page 100 of 50: nine pages of 500, then nine of 50
+                # (a token names a place in the order, whatever the page size).
+                token = ""
+                for limit in [500] * 9 + [50] * 9:
+                    token = client.list_memories(limit=limit, page_token=token).next_page_token
                 cases: dict[str, Callable[[], MemoryPage]] = {
                     "first page, newest first": lambda: client.list_memories(),
                     "first page + facets": lambda: client.list_memories(facets=True),
