@@ -13,7 +13,7 @@ import pytest
 from memvault_base.errors import InvalidArgument
 from memvaultd.index.layer import Layer
 from memvaultd.model.commands import ListQuery
-from memvaultd.model.heat import HeatSettings
+from memvaultd.model.heat import HeatSettings, band, bands_of, heat, heats
 from memvaultd.model.memory import Memory
 from memvaultd.vault import listing
 
@@ -64,11 +64,23 @@ def test_pages_cover_every_match_once_in_key_then_id_order(sort: str, ascending:
     assert [len(p) for p in pages] == [40] * 5 + [30]
     ids = [i for page in pages for i in page]
     assert len(set(ids)) == 230
-    key = listing._KEYS[sort]
-    listed = [listing.Listed(m, listing.heat(m, NOW, HEAT.half_life_days))
-              for m in layer.memories()]
-    expected = sorted(listed, key=lambda x: (key(x), x.memory.id), reverse=not ascending)
-    assert ids == [x.memory.id for x in expected]
+    memories = list(layer.memories())
+    keys = listing._keys(sort, memories, heats(memories, NOW))
+    expected = sorted(range(230), key=lambda i: (keys[i], memories[i].id), reverse=not ascending)
+    assert ids == [memories[i].id for i in expected]
+
+
+def test_heats_are_heat_for_many_memories_at_once() -> None:
+    memories = list(_vault(500).memories())
+    for memory in memories[::7]:
+        memory.reinforce_count, memory.last_reinforced_at = 3, NOW - DAY * 2.5
+    for memory in memories[1::11]:  # untouched for two months: frozen
+        memory.created_at, memory.last_accessed_at, memory.reinforce_count = NOW - 60 * DAY, 0, 0
+    at_once = heats(memories, NOW)
+    one_by_one = [heat(m, NOW) for m in memories]
+    assert np.allclose(at_once, one_by_one, rtol=1e-12, atol=0)
+    assert bands_of(at_once).tolist() == [band(h) for h in one_by_one]
+    assert len(set(bands_of(at_once).tolist())) == 4
 
 
 def test_a_memory_added_between_pages_shifts_nothing() -> None:
@@ -115,7 +127,7 @@ def test_filters_narrow_as_recall_does_and_facets_count_the_matches() -> None:
         m.id for m in every if m.importance >= 0.9}
     hot = ids(band="hot")
     assert hot and hot == {m.id for m in every
-                           if listing.heat(m, NOW, HEAT.half_life_days) >= 0.5}
+                           if heat(m, NOW, HEAT.half_life_days) >= 0.5}
 
     page = listing.list_page(layer, ListQuery(entity="alice", include_facets=True), NOW, HEAT)
     alice = [m for m in every if m.entity == "alice"]

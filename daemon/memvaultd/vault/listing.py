@@ -25,16 +25,26 @@ import heapq
 import json
 import math
 from collections import Counter
-from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from itertools import chain
+from operator import attrgetter
 
 import numpy as np
+import numpy.typing as npt
 
 from memvault_base.errors import InvalidArgument
 from memvaultd.index.layer import Layer
 from memvaultd.model import memory as m
 from memvaultd.model.commands import ListQuery, RecallQuery
-from memvaultd.model.heat import HeatSettings, band, check_band, heat, last_use
+from memvaultd.model.heat import (
+    HeatSettings,
+    band,
+    bands_of,
+    check_band,
+    heat,
+    heats,
+    last_use,
+)
 from memvaultd.model.memory import Memory
 from memvaultd.recall.visibility import Visibility
 
@@ -49,6 +59,9 @@ TOKEN_VERSION = 1
 CREATED, LAST_USED, HEAT, IMPORTANCE = "created", "last_used", "heat", "importance"
 SORTS = (CREATED, LAST_USED, HEAT, IMPORTANCE)
 FACETS = ("topic", "entity", "tag", "type", "source", "session", "band", "tier")
+
+Floats = npt.NDArray[np.float64]
+Places = npt.NDArray[np.intp]
 
 
 @dataclass(frozen=True)
@@ -99,41 +112,43 @@ def check(query: ListQuery) -> None:
 
 def list_page(layer: Layer, query: ListQuery, now: float,
               heat_settings: HeatSettings) -> ListPage:
-    """The page of `layer`'s memories that `query` asks for (`check` it first)."""
+    """The page of `layer`'s memories that `query` asks for (`check` it first).
+
+    The keys are arrays over every match (`heats` for heat); only the page's
+    memories, and the ties at its edge, are then ordered one by one.
+    """
     sort = query.sort or CREATED
     cursor = _read_token(query.page_token, sort, query.ascending) if query.page_token else None
     if cursor is not None:
         now = cursor.now
-    half_life = heat_settings.half_life_days
-    matched = [Listed(memory, heat(memory, now, half_life))
-               for memory in _matching(layer, query, now, heat_settings)]
+    memories = _matching(layer, query, now, heat_settings)
+    warmth = None
+    if sort == HEAT or query.band or query.include_facets:
+        warmth = heats(memories, now, heat_settings.half_life_days)
     if query.band:
-        matched = [listed for listed in matched if listed.band == query.band]
-    key = _KEYS[sort]
-    limit = query.limit or DEFAULT_PAGE
-    after = matched
+        assert warmth is not None
+        keep = np.flatnonzero(bands_of(warmth) == query.band)
+        memories, warmth = [memories[i] for i in keep.tolist()], warmth[keep]
+    keys = _keys(sort, memories, warmth)
+    ids = [memory.id for memory in memories]
+    places = np.arange(len(memories))
     if cursor is not None:
-        after = [listed for listed in matched
-                 if _beyond((key(listed), listed.memory.id), cursor, query.ascending)]
+        places = _beyond(keys, ids, cursor, query.ascending)
     skip = 0 if cursor is not None else query.offset
+    limit = query.limit or DEFAULT_PAGE
     # The page and one more (is there a next page?), without sorting the rest.
-    want = skip + limit + 1
-
-    def order(listed: Listed) -> tuple[float, str]:
-        return key(listed), listed.memory.id
-
-    best = (heapq.nsmallest(want, after, key=order) if query.ascending
-            else heapq.nlargest(want, after, key=order))
+    best = _first(places, keys, ids, skip + limit + 1, query.ascending)
     page = best[skip:skip + limit]
-    more = len(best) > skip + limit
-    token = _write_token(sort, query.ascending, key(page[-1]), page[-1].memory.id,
-                         now) if more and page else ""
-    facets = _facets(matched) if query.include_facets else {}
-    return ListPage(page, len(matched), token, facets)
+    token = (_write_token(sort, query.ascending, float(keys[page[-1]]), ids[page[-1]], now)
+             if len(best) > skip + limit and page else "")
+    half_life = heat_settings.half_life_days
+    listed = [Listed(memories[i], heat(memories[i], now, half_life)) for i in page]
+    facets = _facets(memories, warmth) if query.include_facets else {}
+    return ListPage(listed, len(memories), token, facets)
 
 
 def _matching(layer: Layer, query: ListQuery, now: float,
-              heat_settings: HeatSettings) -> Iterable[Memory]:
+              heat_settings: HeatSettings) -> list[Memory]:
     """The memories recall's visibility rule lets through (over the index's
     columns), then those of the asked entity and tag."""
     seen = Visibility.of(RecallQuery(
@@ -142,55 +157,70 @@ def _matching(layer: Layer, query: ListQuery, now: float,
         filter_json=query.filter_json), now, heat_settings)
     index = layer.index
     view = index.view()
-    rows = np.arange(view.count)
-    ok = seen.mask(index, view, rows)
+    ok = seen.mask(index, view, np.arange(view.count))
     ids = view.ids
-    for row in np.flatnonzero(ok).tolist():
-        memory = index.get(ids[row])
-        if memory is None:
-            continue
-        if query.entity and memory.entity != query.entity:
-            continue
-        if query.tag and query.tag not in memory.tags:
-            continue
-        yield memory
+    # A memory removed since the view was taken reads as None.
+    memories = [memory for memory in map(index.get, [ids[row] for row in
+                                                      np.flatnonzero(ok).tolist()])
+                if memory is not None]
+    if query.entity:
+        memories = [memory for memory in memories if memory.entity == query.entity]
+    if query.tag:
+        memories = [memory for memory in memories if query.tag in memory.tags]
+    return memories
 
 
-_KEYS: dict[str, Callable[[Listed], float]] = {
-    CREATED: lambda listed: listed.memory.created_at,
-    LAST_USED: lambda listed: last_use(listed.memory),
-    HEAT: lambda listed: listed.heat,
-    IMPORTANCE: lambda listed: listed.memory.importance,
-}
+def _keys(sort: str, memories: list[Memory], warmth: Floats | None) -> Floats:
+    count = len(memories)
+    if sort == HEAT:
+        assert warmth is not None
+        return warmth
+    if sort == LAST_USED:
+        return np.fromiter(map(last_use, memories), dtype=np.float64, count=count)
+    field_of = attrgetter("importance" if sort == IMPORTANCE else "created_at")
+    return np.fromiter(map(field_of, memories), dtype=np.float64, count=count)
 
 
-def _beyond(position: tuple[float, str], cursor: _Cursor, ascending: bool) -> bool:
-    mark = (cursor.key, cursor.id)
-    return position > mark if ascending else position < mark
+def _beyond(keys: Floats, ids: list[str], cursor: _Cursor, ascending: bool) -> Places:
+    """The places past the cursor in the order: a greater (ascending) or
+    smaller key, or the same key and an id past the cursor's."""
+    past = keys > cursor.key if ascending else keys < cursor.key
+    tied = np.flatnonzero(keys == cursor.key).tolist()
+    later = [i for i in tied if (ids[i] > cursor.id if ascending else ids[i] < cursor.id)]
+    return np.union1d(np.flatnonzero(past), np.array(later, dtype=np.intp))
 
 
-def _facets(matched: list[Listed]) -> dict[str, FacetCount]:
-    counters: dict[str, Counter[str]] = {name: Counter() for name in FACETS}
-    topic, entity, tag = counters["topic"], counters["entity"], counters["tag"]
-    kind, source, session = counters["type"], counters["source"], counters["session"]
-    bands, tier = counters["band"], counters["tier"]
-    for listed in matched:
-        memory = listed.memory
-        if memory.topic_key:
-            topic[memory.topic_key] += 1
-        if memory.entity:
-            entity[memory.entity] += 1
-        tag.update(memory.tags)
-        kind[memory.type] += 1
-        if memory.source:
-            source[memory.source] += 1
-        if memory.session_id:
-            session[memory.session_id] += 1
-        bands[listed.band] += 1
-        tier[memory.tier] += 1
-    return {name: FacetCount(sorted(counter.items(), key=lambda kv: (-kv[1], kv[0]))
-                             [:FACET_VALUES], len(counter))
-            for name, counter in counters.items()}
+def _first(places: Places, keys: Floats, ids: list[str], want: int,
+           ascending: bool) -> list[int]:
+    """The first `want` of `places` in the order (key, then id; both reversed
+    when descending): the keys past the want-th by a partition, the ties at
+    the edge by id, and only those sorted."""
+    if len(places) > want:
+        signed = keys[places] if ascending else -keys[places]
+        edge = np.partition(signed, want - 1)[want - 1]
+        inside = places[signed < edge].tolist()
+        tied = places[signed == edge].tolist()
+        pick = heapq.nsmallest if ascending else heapq.nlargest
+        chosen = inside + pick(want - len(inside), tied, key=ids.__getitem__)
+    else:
+        chosen = places.tolist()
+    return sorted(chosen, key=lambda i: (keys[i], ids[i]), reverse=not ascending)
+
+
+def _facets(memories: list[Memory], warmth: Floats | None) -> dict[str, FacetCount]:
+    """Counts per value of each field (an empty value is not counted)."""
+    assert warmth is not None
+    fields = {"topic": "topic_key", "entity": "entity", "type": "type", "source": "source",
+              "session": "session_id", "tier": "tier"}
+    counters = {name: Counter(map(attrgetter(field), memories))
+                for name, field in fields.items()}
+    counters["tag"] = Counter(chain.from_iterable(map(attrgetter("tags"), memories)))
+    counters["band"] = Counter(bands_of(warmth).tolist())
+    for counter in counters.values():
+        counter.pop("", None)
+    return {name: FacetCount(sorted(counters[name].items(), key=lambda kv: (-kv[1], kv[0]))
+                             [:FACET_VALUES], len(counters[name]))
+            for name in FACETS}
 
 
 def _write_token(sort: str, ascending: bool, key: float, memory_id: str, now: float) -> str:
