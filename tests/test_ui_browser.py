@@ -13,6 +13,7 @@ import http.client
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -56,10 +57,10 @@ def vault(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonProcess]:
 class Server:
     """`memvault ui --no-browser` in a subprocess: its URL, and its origin."""
 
-    def __init__(self, home: Path) -> None:
+    def __init__(self, home: Path, *args: str) -> None:
         env = dict(os.environ, MEMVAULT_HOME=str(home))
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "memvault.cli.main", "ui", "--no-browser"], env=env,
+            [sys.executable, "-m", "memvault.cli.main", "ui", "--no-browser", *args], env=env,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         assert self.proc.stdout is not None and self.proc.stderr is not None
         self.url = self.proc.stdout.readline().strip()
@@ -125,9 +126,17 @@ def _session(server: Server) -> str:
     return cookie.split(";")[0]
 
 
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
 def test_the_token_works_once_and_a_change_needs_the_session_and_our_origin(
         vault: DaemonProcess) -> None:
-    own = Server(vault.home)
+    port = _free_port()
+    own = Server(vault.home, "--port", str(port))
+    assert own.authority == f"127.0.0.1:{port}"
     try:
         cookie = _session(own)
         page = _request(own, "GET", "/browse", {"Cookie": cookie})
@@ -150,6 +159,14 @@ def test_the_token_works_once_and_a_change_needs_the_session_and_our_origin(
                 mv.get(target)
     finally:
         own.stop()
+
+
+def test_without_a_daemon_it_says_how_to_start_one(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "memvault.cli.main", "ui", "--no-browser"],
+                          env=dict(os.environ, MEMVAULT_HOME=str(tmp_path)),
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 3 and done.stdout == ""
+    assert "memvault: memvault daemon is not running" in done.stderr
 
 
 # -- a person in Chromium -------------------------------------------------------
@@ -190,11 +207,18 @@ def _shot(driver: object, name: str) -> None:
 def _press(driver: object, name: str) -> None:
     """Click the button named `name` and wait for the page it leads to."""
     from selenium.webdriver.common.by import By
+
+    _follow(driver, driver.find_element(By.NAME, name))  # type: ignore[attr-defined]
+
+
+def _follow(driver: object, element: object) -> None:
+    """Click `element` (a button or a link) and wait for the page it leads to."""
+    from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions
     from selenium.webdriver.support.wait import WebDriverWait
 
     page = driver.find_element(By.TAG_NAME, "html")  # type: ignore[attr-defined]
-    driver.find_element(By.NAME, name).click()  # type: ignore[attr-defined]
+    element.click()  # type: ignore[attr-defined]
     WebDriverWait(driver, 10).until(expected_conditions.staleness_of(page))  # type: ignore[arg-type]
 
 
@@ -223,7 +247,7 @@ def test_browse_sorts_and_narrows_by_a_facet(browser: object, server: Server) ->
     browser.get(f"{server.origin}/browse?sort=importance")  # type: ignore[attr-defined]
     first = browser.find_element(By.CSS_SELECTOR, "tbody tr")  # type: ignore[attr-defined]
     assert "March 3" in first.text
-    browser.find_element(By.LINK_TEXT, "claude-code").click()  # type: ignore[attr-defined]
+    _follow(browser, browser.find_element(By.LINK_TEXT, "claude-code"))  # type: ignore[attr-defined]
     body = _text(browser)
     assert "2 memories" in body and "orchid" in body and "March 3" not in body
 
@@ -256,7 +280,7 @@ def test_memory_text_with_html_and_script_is_shown_as_text(browser: object,
     row = browser.find_element(By.CSS_SELECTOR, "tbody tr")  # type: ignore[attr-defined]
     assert '<script>document.title="owned"</script>' in row.text
     assert not browser.find_elements(By.CSS_SELECTOR, "td b, td img")  # type: ignore[attr-defined]
-    row.find_element(By.CLASS_NAME, "memory-link").click()
+    _follow(browser, row.find_element(By.CLASS_NAME, "memory-link"))
     assert browser.title != "owned"  # type: ignore[attr-defined]
     assert "<b>bold</b> & <img src=x onerror=alert(1)>" in _text(browser)
 

@@ -31,6 +31,7 @@ def templates() -> Environment:
     env = Environment(loader=PackageLoader("memvault.ui", "templates"), autoescape=True,
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters["when"] = _when
+    env.filters["day"] = _day
     env.filters["short"] = lambda memory_id: memory_id[:8]
     return env
 
@@ -89,3 +90,8 @@ class Browser:
 
 def _when(epoch: float) -> str:
     return datetime.fromtimestamp(epoch).isoformat(sep=" ", timespec="seconds") if epoch else ""
+
+
+def _day(epoch: float) -> str:
+    """A table's time: the date (the whole time is in its title)."""
+    return datetime.fromtimestamp(epoch).strftime("%Y-%m-%d") if epoch else ""
