@@ -50,6 +50,12 @@ def vault(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonProcess]:
             mv.remember("The staging database is called orchid", topic="work.infra",
                         entity="staging", source="claude-code", tags=["database"])
             mv.remember(HOSTILE, topic="attack.html", source="mallory")
+            # Untouched for 200 days and minor: what the forgetting sweep takes.
+            long_ago = time.time() - 200 * 86_400
+            mv.import_memories([{"id": "5" * 32, "text": "An old note about a retired printer",
+                                 "topic_key": "archive.office", "source": "old-notes",
+                                 "importance": 0.1, "created_at": long_ago,
+                                 "last_reinforced_at": long_ago}])
         yield proc
         proc.stop()
 
@@ -233,7 +239,7 @@ def test_opening_the_url_lands_on_browse_without_the_token(browser: object,
     url = browser.current_url  # type: ignore[attr-defined]
     assert url == f"{server.origin}/browse", "the token left the address bar"
     body = _text(browser)
-    assert "pytest over unittest" in body and "5 memories" in body
+    assert "pytest over unittest" in body and "6 memories" in body
     from selenium.webdriver.common.by import By
 
     facets = browser.find_element(By.CLASS_NAME, "facets").text  # type: ignore[attr-defined]
@@ -347,7 +353,8 @@ def test_upkeep_and_vault_pages(browser: object, server: Server) -> None:
 
     browser.get(f"{server.origin}/upkeep")  # type: ignore[attr-defined]
     body = _text(browser)
-    assert "Forgetting sweep" in body and "would go to the trash now" in body
+    assert "Forgetting sweep" in body and "1 would go to the trash now" in body
+    assert "retired printer" in body and "unused for" in body
     assert "Consolidation" in body and "candidates" in body
     _shot(browser, "upkeep")
     browser.get(f"{server.origin}/vault")  # type: ignore[attr-defined]
@@ -361,3 +368,18 @@ def test_upkeep_and_vault_pages(browser: object, server: Server) -> None:
     assert "hot" in body and "Not synced" in body
     assert "forget" in body and "restore" in body, "recent activity"
     _shot(browser, "vault")
+
+
+def test_the_sweep_runs_only_once_confirmed(browser: object, server: Server,
+                                            vault: DaemonProcess) -> None:
+    browser.get(f"{server.origin}/upkeep")  # type: ignore[attr-defined]
+    _press(browser, "sweep")
+    body = _text(browser)
+    assert "This moves 1 memories to the trash now" in body and "retired printer" in body
+    with memvault.Client(vault.socket) as mv:
+        assert mv.get("5" * 32).text.startswith("An old note"), "nothing ran before the yes"
+    _press(browser, "confirm_run")
+    assert "1 memories moved to the trash" in _text(browser)
+    with memvault.Client(vault.socket) as mv:
+        newest = mv.trash()[0]
+        assert newest.memory.id == "5" * 32 and newest.trashed_by == "sweep"
