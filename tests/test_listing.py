@@ -9,6 +9,8 @@ import time
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from memvault_base.errors import InvalidArgument
 from memvaultd.index.layer import Layer
@@ -68,6 +70,22 @@ def test_pages_cover_every_match_once_in_key_then_id_order(sort: str, ascending:
     keys = listing._keys(sort, memories, heats(memories, NOW))
     expected = sorted(range(230), key=lambda i: (keys[i], memories[i].id), reverse=not ascending)
     assert ids == [memories[i].id for i in expected]
+
+
+@settings(max_examples=60, deadline=None)
+@given(count=st.integers(0, 60), limit=st.integers(1, 25), sort=st.sampled_from(listing.SORTS),
+       ascending=st.booleans(), seed=st.integers(0, 2**16))
+def test_any_page_size_pages_a_tie_heavy_vault_exactly_once(
+        count: int, limit: int, sort: str, ascending: bool, seed: int) -> None:
+    # _vault's keys take a few values each: most page edges fall inside a tie.
+    layer = _vault(count, seed)
+    flat = [i for page in _pages(layer, sort=sort, ascending=ascending, limit=limit)
+            for i in page]
+    memories = list(layer.memories())
+    keys = listing._keys(sort, memories, heats(memories, NOW))
+    expected = sorted(range(count), key=lambda i: (keys[i], memories[i].id),
+                      reverse=not ascending)
+    assert flat == [memories[i].id for i in expected]
 
 
 def test_heats_are_heat_for_many_memories_at_once() -> None:
