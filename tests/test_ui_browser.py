@@ -167,6 +167,37 @@ def test_the_token_works_once_and_a_change_needs_the_session_and_our_origin(
         own.stop()
 
 
+def test_the_browser_is_opened_at_a_private_page_not_at_the_token(
+        vault: DaemonProcess, tmp_path: Path) -> None:
+    # Every local user reads command lines: the token must not be on one.
+    opened = tmp_path / "opened"
+    opener = tmp_path / "opener"
+    opener.write_text(f'#!/bin/sh\necho "$1" > {opened}\n')
+    opener.chmod(0o700)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "memvault.cli.main", "ui"],
+        env=dict(os.environ, MEMVAULT_HOME=str(vault.home), BROWSER=str(opener)),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        url = proc.stderr.readline().strip().removeprefix("memvault ui: opening ")
+        assert url.startswith("http://127.0.0.1:") and "token=" in url
+        deadline = time.monotonic() + 15
+        while not (opened.exists() and opened.read_text().strip()):
+            assert time.monotonic() < deadline, "the browser was never opened"
+            time.sleep(0.1)
+        argument = opened.read_text().strip()
+        assert argument.startswith("file://") and "token" not in argument
+        page = Path(urlsplit(argument).path)
+        assert page.stat().st_mode & 0o777 == 0o600
+        assert page.parent.stat().st_mode & 0o777 == 0o700
+        assert f'url={url}"' in page.read_text()
+    finally:
+        proc.send_signal(2)
+        proc.wait(timeout=15)
+    assert proc.returncode == 0 and not page.exists()
+
+
 def test_without_a_daemon_it_says_how_to_start_one(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-m", "memvault.cli.main", "ui", "--no-browser"],
                           env=dict(os.environ, MEMVAULT_HOME=str(tmp_path)),

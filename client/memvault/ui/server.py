@@ -3,11 +3,14 @@ port (or the one asked for), until Ctrl-C."""
 
 from __future__ import annotations
 
+import os
 import socket
+import tempfile
 import webbrowser
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 
 import uvicorn
 from jinja2 import Environment, PackageLoader, StrictUndefined
@@ -79,13 +82,29 @@ class Browser:
                                 lifespan="off")
         server = uvicorn.Server(config)
         announce(url)
-        if self.open_browser:
-            webbrowser.open(url)
-        try:
-            server.run(sockets=[listener])
-        finally:
-            recent.stop()
-            listener.close()
+        with tempfile.TemporaryDirectory(prefix="memvault-ui-") as private:
+            if self.open_browser:
+                webbrowser.open(_launch_page(Path(private), url).as_uri())
+            try:
+                server.run(sockets=[listener])
+            finally:
+                recent.stop()
+                listener.close()
+
+
+def _launch_page(private: Path, url: str) -> Path:
+    """A page that sends the browser on to `url`, readable by this user alone.
+
+    The browser is opened at this file, not at `url`: a command line (the
+    browser's, or the opener's) is readable by every local user in the
+    process list, and whoever spent the token first would hold the session.
+    """
+    page = private / "open.html"
+    fd = os.open(page, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(f'<!doctype html><meta http-equiv="refresh" content="0;url={url}">'
+                  f'<a href="{url}">memvault</a>\n')
+    return page
 
 
 def _when(epoch: float) -> str:
