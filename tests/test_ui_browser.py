@@ -308,6 +308,17 @@ def test_search_shows_channels_reasons_and_the_score_parts(browser: object,
     _shot(browser, "search")
 
 
+def test_a_bad_filter_is_shown_as_the_daemon_words_it(browser: object, server: Server) -> None:
+    from selenium.webdriver.common.by import By
+
+    browser.get(f"{server.origin}/search?q=anything&"  # type: ignore[attr-defined]
+                "filter=%7B%22tags%22%3A+%7B%22like%22%3A+%22x%22%7D%7D")
+    alert = browser.find_element(By.CSS_SELECTOR, "[role=alert]")  # type: ignore[attr-defined]
+    assert "like" in alert.text
+    browser.get(f"{server.origin}/memory/{'0' * 32}")  # type: ignore[attr-defined]
+    assert "no memory" in _text(browser).lower()
+
+
 def test_memory_text_with_html_and_script_is_shown_as_text(browser: object,
                                                            server: Server) -> None:
     from selenium.webdriver.common.by import By
