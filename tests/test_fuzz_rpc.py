@@ -15,6 +15,7 @@ EmptyTrash is called for real: the canary is never forgotten, so never in it.
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 import os
@@ -253,6 +254,28 @@ def test_update_and_supersede(target: Target, memory_id: str, memory: pb.MemoryI
 def test_list_topics_and_entities(target: Target, filter_json: str) -> None:
     _check(target.code("ListTopics", pb.ListRequest(filter_json=filter_json)), "ListTopics")
     _check(target.code("ListEntities", pb.ListRequest(filter_json=filter_json)), "ListEntities")
+
+
+# Page tokens: base64 of JSON that is not a token, of a token's shape with
+# hostile values, and of nothing at all.
+tokens = st.one_of(strings, json_values.map(lambda v: base64.urlsafe_b64encode(
+    json.dumps(v).encode()).decode()), st.builds(
+    lambda key, now, memory_id: base64.urlsafe_b64encode(json.dumps(
+        {"v": 1, "sort": "created", "asc": False, "key": key, "id": memory_id,
+         "now": now}).encode()).decode(), floats, floats, strings))
+
+
+@FUZZ
+@given(filter_json=filters, sort=names, limit=st.integers(0, 2**32 - 1),
+       offset=st.integers(0, 2**32 - 1), token=tokens, band=names, tiers=st.lists(names),
+       types=st.lists(names), text=strings, facets=st.booleans())
+def test_list_memories(target: Target, filter_json: str, sort: str, limit: int, offset: int,
+                       token: str, band: str, tiers: list[str], types: list[str], text: str,
+                       facets: bool) -> None:
+    _check(target.code("ListMemories", pb.ListMemoriesRequest(
+        filter_json=filter_json, sort=sort, limit=limit, offset=offset, page_token=token,
+        band=band, tiers=tiers, types=types, topic_key=text, entity=text, tag=text,
+        source=text, session_id=text, include_facets=facets)), "ListMemories")
 
 
 @FUZZ

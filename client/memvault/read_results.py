@@ -1,6 +1,7 @@
 """What the reads return: a recall's `Hits` (each a `Hit` with its
-`ScoreBreakdown`, and the matching transcript turns as `TurnHit`s) and the
-`Facet`s of `list_topics` / `list_entities`."""
+`ScoreBreakdown`, and the matching transcript turns as `TurnHit`s), the
+`Facet`s of `list_topics` / `list_entities`, and a `MemoryPage` of
+`list_memories` (each a `ListedMemory`, with `FacetCounts` per field)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,10 @@ from typing import Any
 
 from memvault.memory import Memory
 
-__all__ = ["Facet", "Hit", "Hits", "ScoreBreakdown", "TurnHit"]
+__all__ = [
+    "Facet", "FacetCounts", "Hit", "Hits", "ListedMemory", "MemoryPage", "ScoreBreakdown",
+    "TurnHit",
+]
 
 
 @dataclass(frozen=True)
@@ -138,3 +142,50 @@ class Facet:
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "count": self.count, "last_activity": self.last_activity}
+
+
+@dataclass(frozen=True)
+class ListedMemory:
+    """A memory of a `list_memories` page, with its heat (0..1) and band now,
+    and when it was last used (created, reinforced or recalled)."""
+
+    memory: Memory
+    heat: float = 0.0
+    band: str = ""
+    last_used: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.memory.to_dict(), "heat": self.heat, "band": self.band,
+                "last_used": self.last_used}
+
+
+@dataclass(frozen=True)
+class FacetCounts:
+    """How many of the matching memories have each value of one field: the
+    most frequent values first (at most 25), and how many distinct values
+    there are in all."""
+
+    values: tuple[tuple[str, int], ...] = ()
+    distinct: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"values": [{"value": v, "count": c} for v, c in self.values],
+                "distinct": self.distinct}
+
+
+@dataclass(frozen=True)
+class MemoryPage:
+    """A page of `list_memories`: its memories in order, how many match in
+    all, the token of the next page ("" on the last) and, when asked, the
+    facet counts by field ("topic", "entity", "tag", "type", "source",
+    "session", "band", "tier")."""
+
+    memories: tuple[ListedMemory, ...] = ()
+    total: int = 0
+    next_page_token: str = ""
+    facets: dict[str, FacetCounts] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"memories": [listed.to_dict() for listed in self.memories],
+                "total": self.total, "next_page_token": self.next_page_token,
+                "facets": {name: counts.to_dict() for name, counts in self.facets.items()}}

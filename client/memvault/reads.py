@@ -1,7 +1,7 @@
 """The client's reads: `recall` (the memories that best answer a query), `get`
 and `history` (one memory, and its supersession chain), `resolve_id` (the
 memory an id prefix names), `list_topics` and `list_entities` (what the vault
-holds, counted).
+holds, counted), `list_memories` (every memory, a page at a time).
 
 `Client` inherits these; the writes are in `memvault.writes`.
 """
@@ -13,7 +13,7 @@ from typing import Any
 
 from memvault import wire
 from memvault.connection import Connection
-from memvault.types import Facet, Hits, Memory
+from memvault.types import Facet, Hits, Memory, MemoryPage
 from memvault_base.v1 import memory_pb2 as pb
 
 __all__ = ["ReadCalls"]
@@ -28,6 +28,8 @@ class ReadCalls(Connection):
         self._resolve_id = self._unary("ResolveId", pb.ResolveIdRequest, pb.ResolveIdReply)
         self._list_topics = self._unary("ListTopics", pb.ListRequest, pb.ListReply)
         self._list_entities = self._unary("ListEntities", pb.ListRequest, pb.ListReply)
+        self._list_memories = self._unary("ListMemories", pb.ListMemoriesRequest,
+                                          pb.ListMemoriesReply)
 
     def recall(
         self,
@@ -131,3 +133,43 @@ class ReadCalls(Connection):
         """The entities of the memories (the filter matches), with counts and last activity."""
         request = pb.ListRequest(filter_json=wire.filter_json(filter))
         return wire.facets(self._call(self._list_entities, request))
+
+    def list_memories(
+        self,
+        *,
+        sort: str = "created",
+        ascending: bool = False,
+        limit: int = 0,
+        offset: int = 0,
+        page_token: str = "",
+        filter: Mapping[str, Any] | str | None = None,
+        types: Sequence[str] = (),
+        topic: str = "",
+        entity: str = "",
+        tag: str = "",
+        source: str = "",
+        session: str = "",
+        band: str = "",
+        tiers: Sequence[str] = (),
+        include_superseded: bool = False,
+        facets: bool = False,
+    ) -> MemoryPage:
+        """A page of every memory that matches, in a stable order; no query, no ranking.
+
+        `sort` is "created" (the default), "last_used", "heat" or
+        "importance", newest (hottest, most important) first unless
+        `ascending`; ties go by id. `limit` is 1..500 (0: 50). The next page:
+        pass the page's `next_page_token` (empty on the last page), or an
+        `offset`. `topic` keeps that topic and the topics below it; `types`,
+        `entity`, `tag`, `source`, `session`, `band`, `tiers` (default
+        working + long_term) and `filter` (as recall's) narrow further.
+        `facets=True` also counts the matching memories per value of each
+        field (the page's `facets`).
+        """
+        request = pb.ListMemoriesRequest(
+            sort=sort, ascending=ascending, limit=limit, offset=offset, page_token=page_token,
+            filter_json=wire.filter_json(filter), types=wire.strings(types), topic_key=topic,
+            entity=entity, tag=tag, source=source, session_id=session, band=band,
+            tiers=wire.strings(tiers), include_superseded=include_superseded,
+            include_facets=facets)
+        return wire.memory_page(self._call(self._list_memories, request))

@@ -16,7 +16,16 @@ place. Translation from and to the wire messages lives in `memvault.wire`.
 from __future__ import annotations
 
 from memvault.memory import Memory
-from memvault.read_results import Facet, Hit, Hits, ScoreBreakdown, TurnHit
+from memvault.read_results import (
+    Facet,
+    FacetCounts,
+    Hit,
+    Hits,
+    ListedMemory,
+    MemoryPage,
+    ScoreBreakdown,
+    TurnHit,
+)
 from memvault.status import Event, Status
 from memvault.status import SyncInfo as SyncInfo
 from memvault.write_results import (
@@ -35,11 +44,14 @@ __all__ = [
     "AppendResult",
     "Event",
     "Facet",
+    "FacetCounts",
     "ForgetResult",
     "Hit",
     "Hits",
     "ImportResult",
+    "ListedMemory",
     "Memory",
+    "MemoryPage",
     "ReinforceResult",
     "RememberResult",
     "ScoreBreakdown",

@@ -12,6 +12,7 @@ the messages' field names.
     message                    ->  value
     MemoryRecord                   Memory (payload_json decoded to a dict)
     Hit, TurnHit, RecallReply      Hit, TurnHit, Hits
+    ListMemoriesReply              MemoryPage
     Facet, StatusReply, Event, *Reply   Facet, Status, Event, *Result
 
 Nothing here does I/O; bad input raises InvalidArgument before anything is sent.
@@ -26,9 +27,12 @@ from typing import Any
 from memvault.types import (
     Event,
     Facet,
+    FacetCounts,
     Hit,
     Hits,
+    ListedMemory,
     Memory,
+    MemoryPage,
     RememberResult,
     ScoreBreakdown,
     Status,
@@ -395,6 +399,15 @@ def hits(reply: pb.RecallReply) -> Hits:
 
 def facets(reply: pb.ListReply) -> list[Facet]:
     return [Facet(f.name, f.count, f.last_activity) for f in reply.items]
+
+
+def memory_page(reply: pb.ListMemoriesReply) -> MemoryPage:
+    return MemoryPage(
+        tuple(ListedMemory(memory(m.memory), m.heat, m.band, m.last_used)
+              for m in reply.memories),
+        reply.total, reply.next_page_token,
+        {name: FacetCounts(tuple((v.value, v.count) for v in counts.values), counts.distinct)
+         for name, counts in sorted(reply.facets.items())})
 
 
 def remember_result(reply: pb.RememberReply) -> RememberResult:

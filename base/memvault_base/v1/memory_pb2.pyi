@@ -420,6 +420,89 @@ class ListReply(_message.Message):
     items: _containers.RepeatedCompositeFieldContainer[Facet]
     def __init__(self, items: _Optional[_Iterable[_Union[Facet, _Mapping]]] = ...) -> None: ...
 
+class ListMemoriesRequest(_message.Message):
+    __slots__ = ("sort", "ascending", "limit", "offset", "page_token", "filter_json", "types", "topic_key", "entity", "tag", "source", "session_id", "band", "tiers", "include_superseded", "include_facets")
+    SORT_FIELD_NUMBER: _ClassVar[int]
+    ASCENDING_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    FILTER_JSON_FIELD_NUMBER: _ClassVar[int]
+    TYPES_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_KEY_FIELD_NUMBER: _ClassVar[int]
+    ENTITY_FIELD_NUMBER: _ClassVar[int]
+    TAG_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    BAND_FIELD_NUMBER: _ClassVar[int]
+    TIERS_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_SUPERSEDED_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_FACETS_FIELD_NUMBER: _ClassVar[int]
+    sort: str
+    ascending: bool
+    limit: int
+    offset: int
+    page_token: str
+    filter_json: str
+    types: _containers.RepeatedScalarFieldContainer[str]
+    topic_key: str
+    entity: str
+    tag: str
+    source: str
+    session_id: str
+    band: str
+    tiers: _containers.RepeatedScalarFieldContainer[str]
+    include_superseded: bool
+    include_facets: bool
+    def __init__(self, sort: _Optional[str] = ..., ascending: _Optional[bool] = ..., limit: _Optional[int] = ..., offset: _Optional[int] = ..., page_token: _Optional[str] = ..., filter_json: _Optional[str] = ..., types: _Optional[_Iterable[str]] = ..., topic_key: _Optional[str] = ..., entity: _Optional[str] = ..., tag: _Optional[str] = ..., source: _Optional[str] = ..., session_id: _Optional[str] = ..., band: _Optional[str] = ..., tiers: _Optional[_Iterable[str]] = ..., include_superseded: _Optional[bool] = ..., include_facets: _Optional[bool] = ...) -> None: ...
+
+class FacetValue(_message.Message):
+    __slots__ = ("value", "count")
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    value: str
+    count: int
+    def __init__(self, value: _Optional[str] = ..., count: _Optional[int] = ...) -> None: ...
+
+class FacetCounts(_message.Message):
+    __slots__ = ("values", "distinct")
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    DISTINCT_FIELD_NUMBER: _ClassVar[int]
+    values: _containers.RepeatedCompositeFieldContainer[FacetValue]
+    distinct: int
+    def __init__(self, values: _Optional[_Iterable[_Union[FacetValue, _Mapping]]] = ..., distinct: _Optional[int] = ...) -> None: ...
+
+class ListedMemory(_message.Message):
+    __slots__ = ("memory", "heat", "band", "last_used")
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    HEAT_FIELD_NUMBER: _ClassVar[int]
+    BAND_FIELD_NUMBER: _ClassVar[int]
+    LAST_USED_FIELD_NUMBER: _ClassVar[int]
+    memory: MemoryRecord
+    heat: float
+    band: str
+    last_used: float
+    def __init__(self, memory: _Optional[_Union[MemoryRecord, _Mapping]] = ..., heat: _Optional[float] = ..., band: _Optional[str] = ..., last_used: _Optional[float] = ...) -> None: ...
+
+class ListMemoriesReply(_message.Message):
+    __slots__ = ("memories", "total", "next_page_token", "facets")
+    class FacetsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: FacetCounts
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[FacetCounts, _Mapping]] = ...) -> None: ...
+    MEMORIES_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    FACETS_FIELD_NUMBER: _ClassVar[int]
+    memories: _containers.RepeatedCompositeFieldContainer[ListedMemory]
+    total: int
+    next_page_token: str
+    facets: _containers.MessageMap[str, FacetCounts]
+    def __init__(self, memories: _Optional[_Iterable[_Union[ListedMemory, _Mapping]]] = ..., total: _Optional[int] = ..., next_page_token: _Optional[str] = ..., facets: _Optional[_Mapping[str, FacetCounts]] = ...) -> None: ...
+
 class AppendTurnsRequest(_message.Message):
     __slots__ = ("session_id", "turns")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]

@@ -104,6 +104,11 @@ class MemoryStub:
                 request_serializer=memvault__base_dot_v1_dot_memory__pb2.ListRequest.SerializeToString,
                 response_deserializer=memvault__base_dot_v1_dot_memory__pb2.ListReply.FromString,
                 _registered_method=True)
+        self.ListMemories = channel.unary_unary(
+                '/memvault.v1.Memory/ListMemories',
+                request_serializer=memvault__base_dot_v1_dot_memory__pb2.ListMemoriesRequest.SerializeToString,
+                response_deserializer=memvault__base_dot_v1_dot_memory__pb2.ListMemoriesReply.FromString,
+                _registered_method=True)
         self.AppendTurns = channel.unary_unary(
                 '/memvault.v1.Memory/AppendTurns',
                 request_serializer=memvault__base_dot_v1_dot_memory__pb2.AppendTurnsRequest.SerializeToString,
@@ -266,6 +271,13 @@ class MemoryServicer:
 
     def ListEntities(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListMemories(self, request, context):
+        """Every memory a filter matches, a page at a time, with facet counts.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -444,6 +456,11 @@ def add_MemoryServicer_to_server(servicer, server):
                     servicer.ListEntities,
                     request_deserializer=memvault__base_dot_v1_dot_memory__pb2.ListRequest.FromString,
                     response_serializer=memvault__base_dot_v1_dot_memory__pb2.ListReply.SerializeToString,
+            ),
+            'ListMemories': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListMemories,
+                    request_deserializer=memvault__base_dot_v1_dot_memory__pb2.ListMemoriesRequest.FromString,
+                    response_serializer=memvault__base_dot_v1_dot_memory__pb2.ListMemoriesReply.SerializeToString,
             ),
             'AppendTurns': grpc.unary_unary_rpc_method_handler(
                     servicer.AppendTurns,
@@ -899,6 +916,33 @@ class Memory:
             '/memvault.v1.Memory/ListEntities',
             memvault__base_dot_v1_dot_memory__pb2.ListRequest.SerializeToString,
             memvault__base_dot_v1_dot_memory__pb2.ListReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListMemories(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.v1.Memory/ListMemories',
+            memvault__base_dot_v1_dot_memory__pb2.ListMemoriesRequest.SerializeToString,
+            memvault__base_dot_v1_dot_memory__pb2.ListMemoriesReply.FromString,
             options,
             channel_credentials,
             insecure,

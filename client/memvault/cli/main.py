@@ -1,8 +1,8 @@
 """The `memvault` command: every call of `memvault.Client` from a shell.
 
-remember, supersede, update, reinforce, recall, get, forget (and forget --sweep),
+remember, supersede, update, reinforce, recall, get, list, forget (and forget --sweep),
 trash (restore, empty), consolidate, topics, entities, turns append, export,
-import, status, events, doctor, check. Every command that prints data
+import, status, events, doctor, check, ui. Every command that prints data
 takes `--json` for output a program can parse. Failures print one line,
 prefixed "memvault: ", to stderr and exit with a code that says what kind of
 failure it was (the table is in EXIT_CODES_HELP and docs/cli.md); a
@@ -11,7 +11,7 @@ MemvaultError or a connection failure never prints a traceback.
 This module is the group and that error handling; the commands live in
 modules of their own (`write_commands`, `read_commands`, `status_commands`,
 `turns_commands`, `transfer_commands`, `upkeep_commands`, `trash_commands`,
-`sync_commands`,
+`sync_commands`, `list_command`, `ui_commands`,
 `check_command`, `service`, `mcp_bridge`, `doctor`), which never import this one (see
 `cli_context`).
 """
@@ -28,6 +28,7 @@ from memvault import __version__
 from memvault.cli.check_command import check
 from memvault.cli.context import LazyClient
 from memvault.cli.doctor import doctor
+from memvault.cli.list_command import list_
 from memvault.cli.mcp_bridge import mcp
 from memvault.cli.options import filter_option as filter_option
 from memvault.cli.options import json_option as json_option
@@ -40,6 +41,7 @@ from memvault.cli.transfer_commands import export, import_
 from memvault.cli.trash_commands import trash
 from memvault.cli.turns_commands import append_turns as append_turns
 from memvault.cli.turns_commands import turns
+from memvault.cli.ui_commands import ui
 from memvault.cli.upkeep_commands import consolidate
 from memvault.cli.write_commands import forget, reinforce, remember, supersede, update
 from memvault_base.errors import InvalidArgument, MemvaultError, NotFound, Unavailable
@@ -118,8 +120,8 @@ def cli(ctx: click.Context, home: str | None, socket: str | None, timeout: float
 
 
 for command in (
-    remember, recall, get, forget, trash, supersede, update, reinforce, topics, entities,
-    status, events, turns, export, import_, consolidate, service, mcp, doctor, check,
+    remember, recall, get, list_, forget, trash, supersede, update, reinforce, topics, entities,
+    status, events, turns, export, import_, consolidate, service, mcp, doctor, check, ui,
     *SYNC_COMMANDS,
 ):
     cli.add_command(command)

@@ -22,7 +22,7 @@ from rich.table import Table
 
 from memvault.check import CheckReport, SeqRange
 from memvault.trash import TrashedMemory
-from memvault.types import Facet, Hit, Memory, Status, SyncInfo, TurnHit
+from memvault.types import Facet, Hit, ListedMemory, Memory, Status, SyncInfo, TurnHit
 from memvault.upkeep import Consolidation, SweptMemory
 
 __all__ = [
@@ -34,6 +34,7 @@ __all__ = [
     "echo_json",
     "facets_table",
     "hits_table",
+    "listing_table",
     "memory_table",
     "outcome_line",
     "plural",
@@ -111,6 +112,25 @@ def hits_table(hits: Sequence[Hit], *, first: int = 1) -> Table:
                         _Column("score", numeric=True), _Column("channels", gives_way=2),
                         _Column("type", gives_way=1), _Column("topic", shrinks=True),
                         _Column("text", fill=True)), rows)
+
+
+# `memvault list`'s order, and the column that shows it: (header, cell).
+_LISTING_KEYS: dict[str, tuple[str, Callable[[ListedMemory], str]]] = {
+    "created": ("created", lambda m: _when(m.memory.created_at)),
+    "last_used": ("last used", lambda m: _when(m.last_used)),
+    "heat": ("heat", lambda m: f"{m.heat:.2f}"),
+    "importance": ("importance", lambda m: f"{m.memory.importance:.2f}"),
+}
+
+
+def listing_table(memories: Sequence[ListedMemory], sort: str) -> Table:
+    """`memvault list`: a page of memories, with the column it is sorted by."""
+    header, cell = _LISTING_KEYS[sort]
+    rows = [(short_id(m.memory.id), cell(m), m.band, m.memory.type, m.memory.topic_key,
+             _preview(m.memory.text)) for m in memories]
+    return _rows_table((_Column("id"), _Column(header, numeric=sort in ("heat", "importance")),
+                        _Column("band", gives_way=1), _Column("type", gives_way=2),
+                        _Column("topic", shrinks=True), _Column("text", fill=True)), rows)
 
 
 def swept_table(swept: Sequence[SweptMemory]) -> Table:

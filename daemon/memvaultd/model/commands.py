@@ -57,6 +57,28 @@ class RecallQuery:
 
 
 @dataclass(frozen=True)
+class ListQuery:
+    """A page of the memories a filter matches, in a stable order (`vault/listing.py`)."""
+
+    sort: str = ""
+    ascending: bool = False
+    limit: int = 0
+    offset: int = 0
+    page_token: str = ""
+    filter_json: str = ""
+    types: Sequence[str] = ()
+    topic_key: str = ""
+    entity: str = ""
+    tag: str = ""
+    source: str = ""
+    session_id: str = ""
+    band: str = ""
+    tiers: Sequence[str] = ()
+    include_superseded: bool = False
+    include_facets: bool = False
+
+
+@dataclass(frozen=True)
 class TurnDraft:
     speaker: str
     text: str

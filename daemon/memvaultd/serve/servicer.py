@@ -21,12 +21,13 @@ from memvault_base.v1 import memory_pb2 as pb
 from memvaultd import __version__
 from memvaultd.model.commands import (
     ImportedRecord,
+    ListQuery,
     MemoryDraft,
     RecallQuery,
     RememberOutcome,
     TurnDraft,
 )
-from memvaultd.model.heat import band
+from memvaultd.model.heat import band, last_use
 from memvaultd.model.memory import Memory
 from memvaultd.model.vector import Vector
 from memvaultd.recall.engine import Hit
@@ -36,7 +37,7 @@ from memvaultd.upkeep.sweep import Swept
 from memvaultd.vault.check import CheckReport
 from memvaultd.vault.events import EventBus
 from memvaultd.vault.reads import PreparedRecall
-from memvaultd.vault.vault import Facet, Recalled, Vault
+from memvaultd.vault.vault import Facet, ListPage, Recalled, Vault
 
 
 class Liveness(Protocol):
@@ -140,6 +141,27 @@ def turn_hit_of(hit: Hit) -> pb.TurnHit:
 def facets_of(items: list[Facet]) -> pb.ListReply:
     return pb.ListReply(items=[pb.Facet(name=f.name, count=f.count,
                                         last_activity=f.last_activity) for f in items])
+
+
+def list_query_from(msg: pb.ListMemoriesRequest) -> ListQuery:
+    return ListQuery(
+        sort=msg.sort, ascending=msg.ascending, limit=msg.limit, offset=msg.offset,
+        page_token=msg.page_token, filter_json=msg.filter_json, types=list(msg.types),
+        topic_key=msg.topic_key, entity=msg.entity, tag=msg.tag, source=msg.source,
+        session_id=msg.session_id, band=msg.band, tiers=list(msg.tiers),
+        include_superseded=msg.include_superseded, include_facets=msg.include_facets)
+
+
+def list_reply(page: ListPage) -> pb.ListMemoriesReply:
+    return pb.ListMemoriesReply(
+        memories=[pb.ListedMemory(memory=record_of(listed.memory), heat=listed.heat,
+                                  band=listed.band, last_used=last_use(listed.memory))
+                  for listed in page.memories],
+        total=page.total, next_page_token=page.next_token,
+        facets={name: pb.FacetCounts(values=[pb.FacetValue(value=v, count=c)
+                                             for v, c in counts.values],
+                                     distinct=counts.distinct)
+                for name, counts in page.facets.items()})
 
 
 def seq_ranges(ranges: Sequence[tuple[int, int | None]]) -> list[pb.SeqRange]:
@@ -265,6 +287,9 @@ class MemoryServicer:
 
     def ListEntities(self, request: pb.ListRequest) -> pb.ListReply:
         return facets_of(self.vault.facets("entity", request.filter_json))
+
+    def ListMemories(self, request: pb.ListMemoriesRequest) -> pb.ListMemoriesReply:
+        return list_reply(self.vault.list_memories(list_query_from(request)))
 
     def AppendTurns(self, request: pb.AppendTurnsRequest) -> pb.AppendTurnsReply:
         turns = [TurnDraft(t.speaker, t.text, t.at, t.payload_json) for t in request.turns]

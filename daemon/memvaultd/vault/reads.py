@@ -1,5 +1,6 @@
-"""Reads: recall, get, chains, facets, export, the heat band counts, the
-trash's list, and which memory an id prefix names. Every read but the last
+"""Reads: recall, get, chains, facets, a page of the listing
+(`listing.py`), export, the heat band counts, the trash's list, and which
+memory an id prefix names. Every read but the last
 two goes through the memories layer, which never holds a trashed memory
 (`state.py`)."""
 
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 from memvault_base.errors import InvalidArgument
 from memvaultd.model import drafts, id_prefix
 from memvaultd.model import memory as m
-from memvaultd.model.commands import RecallQuery
+from memvaultd.model.commands import ListQuery, RecallQuery
 from memvaultd.model.heat import BANDS, band, heat
 from memvaultd.model.memory import Memory
 from memvaultd.model.operations import TURNS
@@ -21,6 +22,7 @@ from memvaultd.model.vector import Vector
 from memvaultd.recall import engine
 from memvaultd.recall.filter.parse import parse_filter
 from memvaultd.upkeep import trash as trashing
+from memvaultd.vault import listing
 from memvaultd.vault.access import AccessMarks
 from memvaultd.vault.core import VaultCore, visible
 
@@ -205,6 +207,12 @@ class Reads:
                 entry[1] = max(entry[1], memory.created_at, memory.last_reinforced_at)
         return sorted((Facet(n, int(c), t) for n, (c, t) in counts.items()),
                       key=lambda f: (-f.count, f.name))
+
+    def list_memories(self, query: ListQuery) -> listing.ListPage:
+        """A page of the memories `query` matches, in its order (`listing.py`)."""
+        listing.check(query)
+        self.core.await_loaded()
+        return listing.list_page(self.core.memories, query, time.time(), self.core.config.heat)
 
     def export(self) -> Iterator[tuple[Memory, Vector]]:
         self.core.await_loaded()

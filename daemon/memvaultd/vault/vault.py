@@ -33,6 +33,7 @@ from memvaultd.embedding.embedder import Embedder
 from memvaultd.index.layer import Layer
 from memvaultd.model.commands import (
     ImportedRecord,
+    ListQuery,
     MemoryDraft,
     RecallQuery,
     RememberOutcome,
@@ -53,6 +54,7 @@ from memvaultd.vault.access import AccessMarks
 from memvaultd.vault.check import REPAIR_HINT, refuse_unfinished_repair
 from memvaultd.vault.core import MAX_BATCH, VaultCore
 from memvaultd.vault.events import EventBus
+from memvaultd.vault.listing import ListPage
 from memvaultd.vault.reads import Facet, PreparedRecall, Reads, Recalled
 from memvaultd.vault.replication import Replication
 from memvaultd.vault.snapshots import Snapshots, newest_usable, restore
@@ -61,7 +63,7 @@ from memvaultd.vault.writes import Writes
 
 log = logging.getLogger("memvaultd.vault")
 
-__all__ = ["MAX_BATCH", "Facet", "PreparedRecall", "Recalled", "Vault"]
+__all__ = ["MAX_BATCH", "Facet", "ListPage", "PreparedRecall", "Recalled", "Vault"]
 
 
 class Vault:
@@ -306,6 +308,9 @@ class Vault:
 
     def facets(self, field: str, filter_json: str = "") -> list[Facet]:
         return self.reads.facets(field, filter_json)
+
+    def list_memories(self, query: ListQuery) -> ListPage:
+        return self.reads.list_memories(query)
 
     def export(self) -> Iterator[tuple[Memory, Vector]]:
         return self.reads.export()
