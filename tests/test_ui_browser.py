@@ -4,7 +4,10 @@ subprocess, as typed), and headless Chromium driven through its pages.
 Also the attacks a local web server invites (docs/threat-model.md): a
 foreign Host (DNS rebinding), a cross-origin POST (CSRF), a missing or
 wrong token, and memory text that carries HTML and script. The browser
-tests write the screenshots of docs/ui.md (docs/ui/*.png) as they go.
+tests take the screenshots of docs/ui.md as they go: into the test's own
+temporary directory, and into docs/ui/ when MEMVAULT_UPDATE_SCREENSHOTS=1
+(ids and times differ on every run: written always, they would leave the
+tree changed after every test run).
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ pytestmark = pytest.mark.slow
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
-SHOTS = Path(__file__).resolve().parent.parent / "docs" / "ui"
+DOCS_SHOTS = Path(__file__).resolve().parent.parent / "docs" / "ui"
 HOSTILE = '<script>document.title="owned"</script><b>bold</b> & <img src=x onerror=alert(1)>'
 
 
@@ -210,7 +213,7 @@ def test_without_a_daemon_it_says_how_to_start_one(tmp_path: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def browser(server: Server) -> Iterator[object]:
+def browser(server: Server, tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
         # scripts/test sets MEMVAULT_REQUIRE_CHROMIUM: there a missing browser fails.
         give_up = pytest.fail if os.environ.get("MEMVAULT_REQUIRE_CHROMIUM") == "1" else pytest.skip
@@ -229,6 +232,8 @@ def browser(server: Server) -> Iterator[object]:
                  "--window-size=1280,900", f"--user-data-dir={profile}"):
         options.add_argument(flag)
     driver = webdriver.Chrome(options=options, service=Service(str(CHROMEDRIVER)))
+    driver.shots = (DOCS_SHOTS if os.environ.get("MEMVAULT_UPDATE_SCREENSHOTS") == "1"
+                    else tmp_path_factory.mktemp("screenshots"))
     driver.implicitly_wait(5)
     try:
         driver.get(server.url)
@@ -239,8 +244,9 @@ def browser(server: Server) -> Iterator[object]:
 
 
 def _shot(driver: object, name: str) -> None:
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    driver.save_screenshot(str(SHOTS / f"{name}.png"))  # type: ignore[attr-defined]
+    shots: Path = driver.shots  # type: ignore[attr-defined]
+    shots.mkdir(parents=True, exist_ok=True)
+    driver.save_screenshot(str(shots / f"{name}.png"))  # type: ignore[attr-defined]
 
 
 def _press(driver: object, name: str) -> None:
