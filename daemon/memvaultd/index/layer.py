@@ -18,9 +18,15 @@ from memvaultd.model.vector import Vector
 
 
 def keyword_fields(memory: Memory) -> tuple[str, ...]:
-    """What the keyword channel reads: the text, the topic's words, the tags
-    and the entity (a speaker's name, a project)."""
-    return (memory.text, memory.topic_key.replace(".", " ").replace("_", " "), *memory.tags,
+    """What the keyword channel reads: the text, the last part of the topic,
+    the tags and the entity (a speaker's name, a project).
+
+    Only the topic's last part: its parents are shared by whole families of
+    memories ("user" in user.preferences.testing and user.home) and say
+    nothing about this one, so "where does the user live" matched a testing
+    preference on "user". A topic asked for, or written in the query, is the
+    topic channel's."""
+    return (memory.text, memory.topic_key.rpartition(".")[2].replace("_", " "), *memory.tags,
             memory.entity)
 
 
