@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 
-from memvaultd.index.keyword import KeywordIndex
+from memvaultd.index.keyword import WORD, KeywordIndex
 from memvaultd.index.memory_index import MemoryIndex
 from memvaultd.model.memory import Memory
 from memvaultd.model.vector import Vector
@@ -72,11 +72,52 @@ class SessionOrder:
         return tuple(n for n in link if n) if link else ()
 
 
+def entity_words(entity: str) -> tuple[str, ...]:
+    """The lower-cased words of an entity's name ("Ada Lovelace" -> ada, lovelace)."""
+    return tuple(WORD.findall(entity.lower()))
+
+
+class EntityNames:
+    """The entities the layer's memories name, findable by any of their words."""
+
+    def __init__(self) -> None:
+        self._count: dict[tuple[str, ...], int] = {}
+        self._by_word: dict[str, set[tuple[str, ...]]] = {}
+
+    def add(self, entity: str) -> None:
+        name = entity_words(entity)
+        if not name:
+            return
+        self._count[name] = self._count.get(name, 0) + 1
+        for word in name:
+            self._by_word.setdefault(word, set()).add(name)
+
+    def discard(self, entity: str) -> None:
+        name = entity_words(entity)
+        left = self._count.get(name, 0) - 1
+        if left > 0:
+            self._count[name] = left
+            return
+        self._count.pop(name, None)
+        for word in name:
+            names = self._by_word.get(word)
+            if names is not None:
+                names.discard(name)
+                if not names:
+                    del self._by_word[word]
+
+    def named_in(self, words: frozenset[str]) -> list[tuple[str, ...]]:
+        """The entities every word of which is among `words`."""
+        seen = set().union(*(self._by_word.get(w, ()) for w in words))
+        return [name for name in seen if all(w in words for w in name)]
+
+
 class Layer:
     def __init__(self, dimension: int) -> None:
         self.index = MemoryIndex(dimension)
         self.keywords = KeywordIndex()
         self.sessions = SessionOrder()
+        self.entities = EntityNames()
         self._topics: dict[str, set[str]] = {}
 
     def __len__(self) -> int:
@@ -109,6 +150,7 @@ class Layer:
         for memory in memories:
             if memory.session_id:
                 self.sessions.append(memory.id, memory.session_id)
+            self.entities.add(memory.entity)
             topic = topics.get(memory.topic_key)
             if topic is None:
                 topics[memory.topic_key] = {memory.id}
@@ -139,6 +181,7 @@ class Layer:
         if memory is not None:
             self.keywords.remove(memory_id)
             self.sessions.remove(memory_id, memory.session_id)
+            self.entities.discard(memory.entity)
             self._untopic(memory)
         return memory
 
@@ -152,6 +195,10 @@ class Layer:
     def _reindex(self, old: Memory | None, new: Memory) -> None:
         if old is None or keyword_fields(old) != keyword_fields(new):
             self.keywords.put(new.id, keyword_fields(new))
+        if old is None or old.entity != new.entity:
+            if old is not None:
+                self.entities.discard(old.entity)
+            self.entities.add(new.entity)
         if old is not None and old.topic_key != new.topic_key:
             self._untopic(old)
         self._topics.setdefault(new.topic_key, set()).add(new.id)

@@ -130,7 +130,7 @@ def _channels(layer: Layer, view: View, text: str, vector: Vector, seen: Visibil
     bm25 = KeywordHits.empty()
     keyword_rows: list[int] = []
     if mode in (HYBRID, KEYWORD) and text:
-        bm25 = layer.keywords.search(text)
+        bm25 = layer.keywords.search(text, hybrid.unmatched_names(text, layer))
         keyword_rows = _keyword_rows(index, view, bm25, depth, visible)
     topics = hybrid.asked_topics(text, topic_key, layer) if mode == HYBRID else set()
     on_topic = [i for topic in topics for i in layer.with_topic(topic)]
