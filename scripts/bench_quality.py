@@ -541,7 +541,7 @@ def table(result: dict[str, Any], per_cat: dict[str, dict[int, float]],
             own = [result["any_at_5_by_category"][name], per_cat["memvault"][category]]
             own += ([result["loco_any_at_5_by_category"][name],
                      result["loco_any_at_10_by_category"][name]] if loco else [math.nan] * 2)
-            cells = " | ".join(f"{v:.3f}" for v in own + [
+            cells = " | ".join("-" if math.isnan(v) else f"{v:.3f}" for v in own + [
                 per_cat[m][category] for m in ("dense", "bm25", "rrf")])
             lines.append(f"| {category} {name} | {counts[category]} | {cells} |")
     lines += [
@@ -711,8 +711,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--reuse", metavar="DIR",
                         help="keep the daemon's MEMVAULT_HOME in DIR; a later run with the "
                         "same DIR loads the stored turns (no embedding) and the baselines "
-                        "instead of computing them again (the turns' text and the code that "
-                        "embeds them must be unchanged)")
+                        "instead of computing them again (the turns, their topics and the code "
+                        "that embeds them must be unchanged)")
     parser.add_argument("--misses", metavar="FILE",
                         help="write memvault's misses at k=10 as JSON lines to FILE")
     args = parser.parse_args(argv)
