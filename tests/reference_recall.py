@@ -34,8 +34,8 @@ from memvaultd.recall.hybrid import (
     Neighbours,
     asked_topics,
     fusion_weights,
+    left_to_entities,
     names,
-    unmatched_names,
     words,
 )
 from memvaultd.recall.ranking import MAX_TOP_K, OVERFETCH, similarity
@@ -94,7 +94,7 @@ def candidates(layer: Layer, *, text: str, vector: Vector, keep: Callable[[Memor
     bm25 = KeywordHits.empty()
     keyword_rank: dict[str, int] = {}
     if mode in (HYBRID, KEYWORD) and text:
-        bm25 = layer.keywords.search(text, unmatched_names(text, layer))
+        bm25 = layer.keywords.search(text, left_to_entities(text, layer, settings, mode))
         for memory_id in ranked(bm25):
             hit = layer.get(memory_id)
             if hit is not None and keep(hit):

@@ -8,7 +8,13 @@ import numpy as np
 
 from memvaultd.index.layer import Layer
 from memvaultd.model.memory import Memory
-from memvaultd.recall.hybrid import unmatched_names
+from memvaultd.recall.hybrid import (
+    HYBRID,
+    KEYWORD,
+    FusionSettings,
+    left_to_entities,
+    unmatched_names,
+)
 
 DIM = 8
 
@@ -58,3 +64,13 @@ def test_a_restored_layer_knows_its_entities() -> None:
     layer.restore([Memory(id="a", text="prefers tea", entity="Linus"),
                    Memory(id="b", text="prefers coffee", entity="Linus")], list(vectors))
     assert unmatched_names("what does Linus drink", layer) == {"linus"}
+
+
+def test_the_name_stays_a_keyword_where_no_entity_signal_stands_in() -> None:
+    layer = Layer(DIM)
+    _put(layer, "a", "prefers tea", "Linus")
+    text = "what does Linus drink"
+    assert left_to_entities(text, layer, FusionSettings(), HYBRID) == {"linus"}
+    assert left_to_entities(text, layer, FusionSettings(), KEYWORD) == frozenset()
+    assert left_to_entities(text, layer, FusionSettings(method="rrf"), HYBRID) == frozenset()
+    assert left_to_entities(text, layer, FusionSettings(entity=0.0), HYBRID) == frozenset()

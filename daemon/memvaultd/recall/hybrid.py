@@ -132,6 +132,16 @@ def unmatched_names(text: str, layer: Layer) -> frozenset[str]:
     return name_terms if any(t not in name_terms for t in tokens(text)) else frozenset()
 
 
+def left_to_entities(text: str, layer: Layer, settings: FusionSettings, mode: str
+                     ) -> frozenset[str]:
+    """`unmatched_names` where the fusion rewards a named entity (hybrid mode,
+    the score fusion, an entity weight above 0); elsewhere nothing would
+    stand in for the name, and it stays a keyword."""
+    if mode != HYBRID or settings.method != "score" or not settings.entity:
+        return frozenset()
+    return unmatched_names(text, layer)
+
+
 def asked_topics(text: str, topic_key: str, layer: Layer) -> set[str]:
     asked = {topic_key} if topic_key else set()
     asked |= {t for t in _TOPIC_IN_QUERY.findall(text) if layer.topic_size(t)}
