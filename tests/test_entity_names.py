@@ -74,3 +74,19 @@ def test_the_name_stays_a_keyword_where_no_entity_signal_stands_in() -> None:
     assert left_to_entities(text, layer, FusionSettings(), KEYWORD) == frozenset()
     assert left_to_entities(text, layer, FusionSettings(method="rrf"), HYBRID) == frozenset()
     assert left_to_entities(text, layer, FusionSettings(entity=0.0), HYBRID) == frozenset()
+
+
+def test_names_that_share_words_are_told_apart() -> None:
+    layer = Layer(DIM)
+    _put(layer, "a", "wrote notes", "Ada Lovelace")
+    _put(layer, "b", "wrote code", "Ada Smith")
+    _put(layer, "c", "wrote songs", "Smith")
+    _put(layer, "d", "wrote poems", "Mary Mary Quite")
+    assert unmatched_names("what did Ada Smith write", layer) == {"ada", "smith"}
+    assert unmatched_names("what did Lovelace Ada write", layer) == {"ada", "lovelac"}
+    assert unmatched_names("what did quite mary write", layer) == {"mari", "quit"}
+    layer.remove("b")
+    assert unmatched_names("what did Ada Smith write", layer) == {"smith"}
+    layer.remove("c")
+    assert unmatched_names("what did Ada Smith write", layer) == frozenset()
+    assert unmatched_names("what did Ada Lovelace write", layer) == {"ada", "lovelac"}

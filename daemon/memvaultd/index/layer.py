@@ -78,19 +78,26 @@ def entity_words(entity: str) -> tuple[str, ...]:
 
 
 class EntityNames:
-    """The entities the layer's memories name, findable by any of their words."""
+    """The entities the layer's memories name, found from a query's words.
+
+    Each name is filed under its first two distinct words in sorted order
+    (or its one word), so a query finds the names it holds by looking up
+    the words and word pairs it has that some name starts with: filed
+    under each of its words, a name whose words are common to many
+    ("Smith", "project") would be checked for every one of them (1.7 ms
+    for a query naming one of 1,000 Smiths, against microseconds)."""
 
     def __init__(self) -> None:
         self._count: dict[tuple[str, ...], int] = {}
-        self._by_word: dict[str, set[tuple[str, ...]]] = {}
+        self._single: dict[str, set[tuple[str, ...]]] = {}
+        self._pairs: dict[str, dict[str, set[tuple[str, ...]]]] = {}
 
     def add(self, entity: str) -> None:
         name = entity_words(entity)
         if not name:
             return
         self._count[name] = self._count.get(name, 0) + 1
-        for word in name:
-            self._by_word.setdefault(word, set()).add(name)
+        self._filed(name).add(name)
 
     def discard(self, entity: str) -> None:
         name = entity_words(entity)
@@ -98,18 +105,37 @@ class EntityNames:
         if left > 0:
             self._count[name] = left
             return
-        self._count.pop(name, None)
-        for word in name:
-            names = self._by_word.get(word)
-            if names is not None:
-                names.discard(name)
-                if not names:
-                    del self._by_word[word]
+        if self._count.pop(name, None) is None:
+            return
+        names = self._filed(name)
+        names.discard(name)
+        if names:
+            return
+        first, *second = sorted(set(name))[:2]
+        if not second:
+            del self._single[first]
+            return
+        pairs = self._pairs[first]
+        del pairs[second[0]]
+        if not pairs:
+            del self._pairs[first]
 
     def named_in(self, words: frozenset[str]) -> list[tuple[str, ...]]:
         """The entities every word of which is among `words`."""
-        seen = set().union(*(self._by_word.get(w, ()) for w in words))
-        return [name for name in seen if all(w in words for w in name)]
+        found = [name for word in words & self._single.keys()
+                 for name in self._single.get(word, ())]
+        for first in words & self._pairs.keys():
+            pairs = self._pairs.get(first, {})
+            for second in words & pairs.keys():
+                found += [name for name in pairs.get(second, ())
+                          if all(w in words for w in name)]
+        return found
+
+    def _filed(self, name: tuple[str, ...]) -> set[tuple[str, ...]]:
+        first, *second = sorted(set(name))[:2]
+        if not second:
+            return self._single.setdefault(first, set())
+        return self._pairs.setdefault(first, {}).setdefault(second[0], set())
 
 
 class Layer:
