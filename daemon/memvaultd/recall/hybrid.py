@@ -11,7 +11,9 @@ Channels:
 - vector: the nearest memories by cosine (`index/memory_index.py`: an exact
   scan, or the rows of the nearest IVF lists above 20k memories, scored
   exactly);
-- keyword: BM25 over text, topic words, tags and entity (`index/keyword.py`);
+- keyword: BM25 over text, the topic's last part, tags and entity
+  (`index/keyword.py`), for the query's words but those of an entity it
+  names (`left_to_entities`);
 - topic: memories whose `topic_key` is exactly the requested topic, or a
   dotted topic key written in the query.
 
