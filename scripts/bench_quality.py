@@ -53,6 +53,19 @@ Evidence ids are normalised ("D:11:26" -> "D11:26", "D8:6; D9:17" -> two
 ids); ids that name no turn of the conversation are dropped and counted, and a
 question left with no evidence at all is skipped and counted.
 
+Leave-one-conversation-out (LOCO): the recall settings memvault ships were
+chosen by measuring on these same conversations, so the full-dev figure
+flatters them. After the default run the same daemon answers every question
+again under each point of `GRID` (the fusion weights the defaults were
+chosen among, written to its `config.toml`, which the daemon applies live).
+For each conversation in turn, the point with the best any@5 + any@10 on the
+other four is chosen and scored on it; every question is thus answered with
+settings fitted without its conversation, and the LOCO figures pool them.
+Their gap to the full-dev figures is what the defaults gained from seeing
+the conversations they are scored on. Choices that are not numbers (the
+stop words, the stemmer, which signals exist) cannot be refitted this way;
+only settings that a user can set take part. `--no-loco` skips it.
+
 Output: a table on stdout, then, as the last line, one JSON object with every
 figure. Phases are reported on stderr. `--misses FILE` writes the questions
 memvault missed at k = 10 (with evidence and returned turns) as JSON lines.
@@ -61,7 +74,9 @@ memvault missed at k = 10 (with evidence and returned turns) as JSON lines.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
+import math
 import os
 import platform
 import re
@@ -70,6 +85,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -97,6 +113,15 @@ BATCH = 1000
 # indexes more per turn may be slower. Generous, so a slow batch is not a failure.
 CALL_TIMEOUT_S = 600.0
 START_TIMEOUT_S = 180.0
+# The settings refitted per fold: the fusion weights of docs/recall.md that the
+# defaults were chosen among on these conversations, each around its default.
+# 27 points, each 1,520 recalls of one stored vault (~10-20 s each).
+GRID: dict[str, tuple[float, ...]] = {
+    "keyword": (0.25, 0.5, 1.0),
+    "entity": (0.0, 0.2, 0.4),
+    "context": (0.25, 0.5, 0.75),
+}
+CONFIG_TIMEOUT_S = 30.0
 _WORD = re.compile(r"[a-z0-9]+")
 _EVIDENCE_ID = re.compile(r"D\s*:?\s*(\d+)\s*:\s*(\d+)")
 
@@ -310,6 +335,58 @@ def ask(client: Client, conversations: Sequence[Conversation]) -> DaemonAnswers:
     return answers
 
 
+def apply_settings(client: Client, home: Path, fusion: dict[str, float]) -> None:
+    """Write `fusion` to the daemon's config.toml and wait until it is applied."""
+    stream = client.events(types=["config"])
+    outcome: list[Any] = []
+    reader = threading.Thread(target=lambda: outcome.append(next(stream, None)), daemon=True)
+    reader.start()
+    time.sleep(0.2)  # the subscription is in place before the file changes
+    lines = ["cache_size = 4096", "[fusion]", *(f"{k} = {v!r}" for k, v in fusion.items())]
+    staged = home / "config.toml.tmp"
+    staged.write_text("\n".join(lines) + "\n")
+    staged.replace(home / "config.toml")
+    reader.join(CONFIG_TIMEOUT_S)
+    stream.cancel()
+    if not outcome or outcome[0] is None or outcome[0].id != "applied":
+        raise RuntimeError(f"the daemon did not apply {fusion}: {outcome}")
+
+
+def grid_points() -> list[dict[str, float]]:
+    return [dict(zip(GRID, values, strict=True)) for values in itertools.product(*GRID.values())]
+
+
+# -- leave one conversation out ---------------------------------------------------
+
+
+def hits(rankings: dict[int, list[Ranking]], questions: Sequence[Question]
+         ) -> dict[int, list[bool]]:
+    """Per k, whether each question had an evidence turn among its k hits."""
+    return {k: [bool(q.evidence & set(r[:k])) for r, q in zip(rankings[k], questions,
+                                                               strict=True)]
+            for k in KS}
+
+
+def leave_one_out(conversations: Sequence[Conversation],
+                  by_point: Sequence[dict[int, list[bool]]]
+                  ) -> tuple[dict[int, list[bool]], list[int]]:
+    """Each question's hits under the point chosen without its conversation
+    (best any@5 + any@10 on the other four, the earlier point on a tie), and
+    the point chosen for each conversation."""
+    owner = [c for c, conv in enumerate(conversations) for _ in conv.questions]
+    chosen, out = [], {k: [False] * len(owner) for k in KS}
+    for held in range(len(conversations)):
+        train = [i for i, c in enumerate(owner) if c != held]
+        best = max(range(len(by_point)),
+                   key=lambda p: (sum(by_point[p][k][i] for k in KS for i in train), -p))
+        chosen.append(best)
+        for k in KS:
+            for i, c in enumerate(owner):
+                if c == held:
+                    out[k][i] = by_point[best][k][i]
+    return out, chosen
+
+
 # -- the baselines (in this process) ---------------------------------------------
 
 
@@ -447,13 +524,25 @@ def table(result: dict[str, Any], per_cat: dict[str, dict[int, float]],
     for label, prefix in names:
         cells = " | ".join(f"{result[prefix + m]:.3f}" for m in metric_keys)
         lines.append(f"| {label} | {cells} |")
-    lines += ["", "any@10 by category:", "",
-              "| category | questions | memvault | dense | BM25 | RRF |",
-              "|---|---|---|---|---|---|"]
+    loco = "loco_any_at_5" in result
+    if loco:
+        lines += ["", f"leave one conversation out: any@5 {result['loco_any_at_5']:.3f}, "
+                  f"any@10 {result['loco_any_at_10']:.3f} (full dev minus LOCO: "
+                  f"{result['any_at_5'] - result['loco_any_at_5']:+.3f} / "
+                  f"{result['any_at_10'] - result['loco_any_at_10']:+.3f}); settings chosen: "
+                  f"{result['loco_chosen']}"]
+    lines += ["", "by category (memvault any@5 / any@10, LOCO any@5 / any@10; the baselines "
+              "any@10):", "",
+              "| category | questions | any@5 | any@10 | LOCO any@5 | LOCO any@10 "
+              "| dense | BM25 | RRF |",
+              "|---|---|---|---|---|---|---|---|---|"]
     for category, name in CATEGORIES.items():
         if category in per_cat["memvault"]:
-            cells = " | ".join(f"{per_cat[m][category]:.3f}"
-                               for m in ("memvault", "dense", "bm25", "rrf"))
+            own = [result["any_at_5_by_category"][name], per_cat["memvault"][category]]
+            own += ([result["loco_any_at_5_by_category"][name],
+                     result["loco_any_at_10_by_category"][name]] if loco else [math.nan] * 2)
+            cells = " | ".join("-" if math.isnan(v) else f"{v:.3f}" for v in own + [
+                per_cat[m][category] for m in ("dense", "bm25", "rrf")])
             lines.append(f"| {category} {name} | {counts[category]} | {cells} |")
     lines += [
         "",
@@ -510,16 +599,31 @@ def timed(call: Callable[[], Any]) -> tuple[Any, float]:
     return value, time.perf_counter() - started
 
 
-def run_daemon(conversations: Sequence[Conversation], home: Path, topics: str
-               ) -> tuple[DaemonAnswers, dict[str, Any]]:
+def run_daemon(conversations: Sequence[Conversation], home: Path, topics: str, loco: bool
+               ) -> tuple[DaemonAnswers, list[dict[int, list[bool]]], dict[str, Any]]:
+    """The default answers, and with `loco` each grid point's hits."""
     daemon = Daemon(home)
+    (home / "config.toml").unlink(missing_ok=True)  # a reused home's last grid point
     phase(f"starting memvaultd on {home}")
     client, ready_s = timed(daemon.start)
     try:
-        phase(f"storing {sum(len(c.turns) for c in conversations)} turns")
-        store_s, outcomes = store(client, conversations, topics)
+        stored = client.status().memory_count
+        if stored:
+            phase(f"reusing the {stored} memories stored in {home}")
+            store_s, outcomes = 0.0, Counter[str]()
+        else:
+            phase(f"storing {sum(len(c.turns) for c in conversations)} turns")
+            store_s, outcomes = store(client, conversations, topics)
         phase(f"asking {sum(len(c.questions) for c in conversations)} questions x {len(KS)}")
         answers = ask(client, conversations)
+        by_point = []
+        if loco:
+            questions = [q for c in conversations for q in c.questions]
+            points = grid_points()
+            for n, point in enumerate(points, start=1):
+                phase(f"grid point {n}/{len(points)}: {point}")
+                apply_settings(client, home, point)
+                by_point.append(hits(ask(client, conversations).rankings, questions))
     finally:
         client.close()
         daemon.stop()
@@ -529,18 +633,23 @@ def run_daemon(conversations: Sequence[Conversation], home: Path, topics: str
                "answer_s": answers.seconds, "recalls": answers.recalls,
                "recall_ms_mean": 1000 * answers.seconds / max(1, answers.recalls),
                "short_answers": answers.short_answers}
-    return answers, figures
+    return answers, by_point, figures
 
 
 def run(args: argparse.Namespace, home: Path) -> dict[str, Any]:
     conversations, evidence = load_conversations(Path(args.data), args.conversations)
     questions = [q for c in conversations for q in c.questions]
-    answers, figures = run_daemon(conversations, home, args.topics)
+    answers, by_point, figures = run_daemon(conversations, home, args.topics, args.loco)
     if args.misses:
         write_misses(Path(args.misses), conversations, answers)
     phase("baselines: dense, BM25, RRF")
     started = time.perf_counter()
-    base = baselines(load_model(), conversations)
+    cached = home / "baselines.json"
+    if args.reuse and cached.is_file():
+        base = json.loads(cached.read_text())
+    else:
+        base = baselines(load_model(), conversations)
+        cached.write_text(json.dumps(base))
     figures["baseline_s"] = time.perf_counter() - started
     result: dict[str, Any] = metrics(answers.rankings, questions)
     for name, rankings in base.items():
@@ -557,9 +666,26 @@ def run(args: argparse.Namespace, home: Path) -> dict[str, Any]:
         repaired_evidence_strings=evidence.repaired_strings,
         machine=machine(), **figures,
     )
+    if by_point:
+        loco_hits, chosen = leave_one_out(conversations, by_point)
+        points = grid_points()
+        for k in KS:
+            result[f"loco_any_at_{k}"] = sum(loco_hits[k]) / len(questions)
+            result[f"loco_any_at_{k}_by_category"] = {
+                name: _mean([h for h, q in zip(loco_hits[k], questions, strict=True)
+                             if q.category == c])
+                for c, name in CATEGORIES.items()}
+        result["loco_chosen"] = {conv.id: points[p] for conv, p in zip(conversations, chosen,
+                                                                       strict=True)}
+    result["any_at_5_by_category"] = {
+        CATEGORIES[c]: v for c, v in per_category(answers.rankings[5], questions, 5).items()}
     result["_per_cat"] = per_cat
     result["_counts"] = Counter(q.category for q in questions)
     return result
+
+
+def _mean(flags: Sequence[bool]) -> float:
+    return sum(flags) / len(flags) if flags else 0.0
 
 
 def rounded(value: Any) -> Any:
@@ -578,18 +704,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json-only", action="store_true", help="print only the JSON line")
     parser.add_argument("--topics", choices=("turn", "conversation"), default="turn",
                         help="one topic per turn (default) or per conversation")
+    parser.add_argument("--no-loco", dest="loco", action="store_false",
+                        help="skip the leave-one-conversation-out refits (a quick run)")
     parser.add_argument("--keep", action="store_true",
                         help="keep the daemon's temporary MEMVAULT_HOME (vault and log)")
+    parser.add_argument("--reuse", metavar="DIR",
+                        help="keep the daemon's MEMVAULT_HOME in DIR; a later run with the "
+                        "same DIR loads the stored turns (no embedding) and the baselines "
+                        "instead of computing them again (the turns, their topics and the code "
+                        "that embeds them must be unchanged)")
     parser.add_argument("--misses", metavar="FILE",
                         help="write memvault's misses at k=10 as JSON lines to FILE")
     args = parser.parse_args(argv)
     if not Path(args.data).is_file():
         parser.error(f"no data file at {args.data}; pass --data PATH")
-    home = Path(tempfile.mkdtemp(prefix="memvault-bench-quality-"))
+    home = Path(args.reuse) if args.reuse else Path(
+        tempfile.mkdtemp(prefix="memvault-bench-quality-"))
+    home.mkdir(parents=True, exist_ok=True)
     try:
         result = run(args, home)
     finally:
-        if args.keep:
+        if args.keep or args.reuse:
             phase(f"kept {home}")
         else:
             shutil.rmtree(home, ignore_errors=True)

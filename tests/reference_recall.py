@@ -34,6 +34,7 @@ from memvaultd.recall.hybrid import (
     Neighbours,
     asked_topics,
     fusion_weights,
+    left_to_entities,
     names,
     words,
 )
@@ -93,7 +94,7 @@ def candidates(layer: Layer, *, text: str, vector: Vector, keep: Callable[[Memor
     bm25 = KeywordHits.empty()
     keyword_rank: dict[str, int] = {}
     if mode in (HYBRID, KEYWORD) and text:
-        bm25 = layer.keywords.search(text)
+        bm25 = layer.keywords.search(text, left_to_entities(text, layer, settings, mode))
         for memory_id in ranked(bm25):
             hit = layer.get(memory_id)
             if hit is not None and keep(hit):

@@ -42,6 +42,28 @@ def test_remembered_memory_is_recalled_first_with_its_payload(client: Client) ->
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
 
 
+def test_generic_words_of_a_topic_key_are_no_keyword_match(client: Client) -> None:
+    """"user" in `user.preferences.testing` is no reason to recall a testing
+    preference for where the user lives: only a topic's last, specific part
+    is matched as a keyword."""
+    scope = {"tags": "topic-words"}
+    # new=True: the shared daemon may hold the same statement under the same
+    # topic already, which a remember would reinforce instead.
+    home = client.remember("moved to Lisbon in March", topic="user.home", tags=["topic-words"],
+                           new=True)
+    client.remember("prefers vitest over jest", topic="user.preferences.testing",
+                    tags=["topic-words"], new=True)
+    client.remember("the standup is at 9:30 every weekday", topic="work.meetings",
+                    tags=["topic-words"], new=True)
+    hits = client.recall("where does the user live now", top_k=3, filter=scope)
+    assert hits[0].memory.id == home.id
+    for hit in hits:
+        assert "keyword" not in hit.channels, (hit.memory.text, hit.match_reasons)
+    (testing,) = client.recall("which testing framework", top_k=1, filter=scope)
+    assert testing.memory.text == "prefers vitest over jest"
+    assert any(reason.startswith("keyword: test") for reason in testing.match_reasons)
+
+
 def test_hits_carry_the_composite_score(client: Client) -> None:
     client.remember("the user's cat is called Miso", type="episodic", topic="user.pets")
     (hit,) = client.recall("what is the cat's name", top_k=1, filter={"topic_key": "user.pets"},

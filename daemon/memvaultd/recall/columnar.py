@@ -72,7 +72,8 @@ def ranked(layer: Layer, query_text: str, vector: Vector, seen: Visibility, *, d
     how many candidates the channels found."""
     index = layer.index
     view = index.view()
-    found = _channels(layer, view, query_text, vector, seen, depth, mode, topic_key)
+    found = _channels(layer, view, query_text, vector, seen, depth, mode, topic_key,
+                      hybrid.left_to_entities(query_text, layer, settings, mode))
     if found is None:
         return [], 0
     ids = [view.ids[row] for row in found.rows.tolist()]
@@ -117,7 +118,7 @@ def ranked(layer: Layer, query_text: str, vector: Vector, seen: Visibility, *, d
 
 
 def _channels(layer: Layer, view: View, text: str, vector: Vector, seen: Visibility,
-              depth: int, mode: str, topic_key: str) -> _Found | None:
+              depth: int, mode: str, topic_key: str, names: frozenset[str]) -> _Found | None:
     index = layer.index
 
     def visible(view: View, rows: Rows) -> npt.NDArray[np.bool_]:
@@ -130,7 +131,7 @@ def _channels(layer: Layer, view: View, text: str, vector: Vector, seen: Visibil
     bm25 = KeywordHits.empty()
     keyword_rows: list[int] = []
     if mode in (HYBRID, KEYWORD) and text:
-        bm25 = layer.keywords.search(text)
+        bm25 = layer.keywords.search(text, names)
         keyword_rows = _keyword_rows(index, view, bm25, depth, visible)
     topics = hybrid.asked_topics(text, topic_key, layer) if mode == HYBRID else set()
     on_topic = [i for topic in topics for i in layer.with_topic(topic)]
