@@ -5,9 +5,9 @@ Also the attacks a local web server invites (docs/threat-model.md): a
 foreign Host (DNS rebinding), a cross-origin POST (CSRF), a missing or
 wrong token, and memory text that carries HTML and script. The browser
 tests take the screenshots of docs/ui.md as they go: into the test's own
-temporary directory, and into docs/ui/ when MEMVAULT_UPDATE_SCREENSHOTS=1
-(ids and times differ on every run: written always, they would leave the
-tree changed after every test run).
+temporary directory, and into docs/ui/ when MEMVAULT_UPDATE_SCREENSHOTS=1,
+which `./scripts/test` sets (ids and times differ on every run: a single
+test file run by hand leaves the tree as it found it).
 """
 
 from __future__ import annotations
