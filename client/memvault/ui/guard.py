@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, urlencode
 
 from starlette.datastructures import Headers, MutableHeaders
+from starlette.requests import HTTPConnection
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -106,7 +107,7 @@ class Guard:
         query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
         if TOKEN_PARAM in query and scope["method"] == "GET":
             return self._exchange(scope, query)
-        if not self.sessions.valid(_cookie(headers)):
+        if not self.sessions.valid(HTTPConnection(scope).cookies.get(COOKIE)):
             return PlainTextResponse(
                 "refused: no session. Open the URL `memvault ui` printed (it works once); "
                 "restart `memvault ui` for a new one", status_code=403)
@@ -126,14 +127,6 @@ class Guard:
                                     status_code=303)
         response.set_cookie(COOKIE, session, httponly=True, samesite="strict", path="/")
         return response
-
-
-def _cookie(headers: Headers) -> str | None:
-    for part in headers.get("cookie", "").split(";"):
-        name, _, value = part.strip().partition("=")
-        if name == COOKIE:
-            return value
-    return None
 
 
 def _secured(response: Response) -> Response:
