@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["sync_dir"]
+__all__ = ["replace_file", "sync_dir"]
 
 
 def sync_dir(path: Path) -> None:
@@ -23,3 +23,21 @@ def sync_dir(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def replace_file(path: Path, blob: bytes) -> None:
+    """Put `blob` at `path` so that a crash leaves the old file or the whole
+    new one: a 0600 temporary file beside it (`.NAME.tmp`, overwritten by the
+    next attempt if a crash leaves it), fsync, rename, fsync of the directory."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.fchmod(fd, 0o600)  # O_CREAT's mode is masked by umask and ignored for an old file
+        view = memoryview(blob)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    sync_dir(path.parent)  # the rename is durable only once the directory entry is

@@ -25,11 +25,10 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import shutil
 from pathlib import Path
 
-from memvault_base.durable import sync_dir
+from memvault_base.durable import replace_file, sync_dir
 from memvault_base.errors import IntegrityError
 from memvaultd.storage.crash_points import reached
 
@@ -75,13 +74,7 @@ class JoinJournal:
         sync_dir(self.staging)
         sync_dir(self.data_dir)
         doc = {"format": FORMAT, "vault_id": vault_id, "replaces": replaces, "staged": staged}
-        tmp = self.path.with_name(f".{JOURNAL}.tmp")
-        with open(tmp, "w") as fh:
-            json.dump(doc, fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, self.path)
-        sync_dir(self.data_dir)
+        replace_file(self.path, json.dumps(doc).encode())
 
     def roll_forward(self) -> None:
         """Put the staged files in place of the current ones; idempotent."""

@@ -32,7 +32,7 @@ import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from memvault_base.durable import sync_dir
+from memvault_base.durable import replace_file
 from memvault_base.errors import IntegrityError, Locked
 from memvaultd.crypto.aead import KEY_SIZE, OVERHEAD, open_sealed, seal
 from memvaultd.crypto.kdf import Argon2Params, passphrase_key
@@ -178,13 +178,4 @@ def write_key_file(path: Path, blob: bytes) -> None:
 
     After a crash the path holds either the old file or the whole new one.
     """
-    tmp = path.with_name(f".{path.name}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.fchmod(fd, 0o600)  # O_CREAT's mode is masked by umask and ignored for an old file
-        os.write(fd, blob)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    sync_dir(path.parent)  # the rename is durable only once the directory entry is
+    replace_file(path, blob)

@@ -24,13 +24,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import secrets
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from memvault_base.durable import sync_dir
+from memvault_base.durable import replace_file
 from memvault_base.errors import IntegrityError, InvalidArgument
 
 FORMAT_VERSION = 1
@@ -121,14 +120,7 @@ class VaultInfo:
         return info
 
     def save(self, data_dir: Path) -> None:
-        path = data_dir / FILE_NAME
-        tmp = path.with_suffix(".tmp")
-        with open(tmp, "w") as fh:
-            json.dump(asdict(self), fh, indent=2)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-        sync_dir(data_dir)
+        replace_file(data_dir / FILE_NAME, json.dumps(asdict(self), indent=2).encode())
 
     def check_model(self, model: str) -> None:
         if model != self.model:

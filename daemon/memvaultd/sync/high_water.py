@@ -29,11 +29,10 @@ they existed) reads as chain 1, no snapshot known.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from memvault_base.durable import sync_dir
+from memvault_base.durable import replace_file, sync_dir
 from memvault_base.errors import IntegrityError
 from memvaultd.crypto.aead import open_sealed, seal
 from memvaultd.crypto.kdf import derive_key
@@ -96,15 +95,8 @@ class HighWaterFile:
         sync_dir(self.path.parent)
 
     def save(self, mark: HighWater) -> None:
-        blob = MAGIC + bytes([FORMAT]) + seal(self._key, json.dumps(asdict(mark)).encode(),
-                                             aad=self._aad)
-        tmp = self.path.with_suffix(".tmp")
-        with open(tmp, "wb") as fh:
-            fh.write(blob)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, self.path)
-        # The rename is durable only once the directory is: without this, a
-        # power cut could bring back the previous mark, and with it versions
-        # this device already applied and operations it already pushed.
-        sync_dir(self.path.parent)
+        # Durable with its directory (`replace_file`): else a power cut could
+        # bring back the previous mark, and with it versions this device
+        # already applied and operations it already pushed.
+        replace_file(self.path, MAGIC + bytes([FORMAT]) + seal(
+            self._key, json.dumps(asdict(mark)).encode(), aad=self._aad))

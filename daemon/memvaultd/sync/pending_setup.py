@@ -22,10 +22,9 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from pathlib import Path
 
-from memvault_base.durable import sync_dir
+from memvault_base.durable import replace_file
 from memvault_base.errors import IntegrityError
 from memvaultd.crypto.aead import open_sealed, seal
 from memvaultd.crypto.kdf import derive_key
@@ -63,14 +62,7 @@ class PendingSetupFile:
 
     def save(self, url: str, recovery_key: str) -> None:
         body = json.dumps({"remote": url, "recovery_key": recovery_key}).encode()
-        blob = MAGIC + bytes([FORMAT]) + seal(self._key, body, aad=self._aad)
-        tmp = self.path.with_name(FILE_NAME + ".tmp")
-        with open(tmp, "wb") as fh:
-            fh.write(blob)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, self.path)
-        sync_dir(self.path.parent)
+        replace_file(self.path, MAGIC + bytes([FORMAT]) + seal(self._key, body, aad=self._aad))
 
     def remove(self) -> None:
         self.path.unlink(missing_ok=True)
