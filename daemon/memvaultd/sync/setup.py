@@ -20,7 +20,7 @@ leave: stops the worker and removes `sync.state` (the commit point); the
 vault stays whole and the remote keeps what it holds. move: `init` on
 another, empty remote, with `sync.state` replaced in one rename (the commit
 point); the old remote hears nothing, and other devices leave and join
-(docs/decisions/0008-sync-leave-and-move.md). A setup cut short is finished
+(docs/decisions/0009-sync-leave-and-move.md). A setup cut short is finished
 by asking again (`pending_setup.py`).
 """
 
@@ -120,7 +120,7 @@ class Syncing:
              ) -> tuple[str, str]:
         """Sync to another, empty remote from now on: the vault starts a
         fresh chain there, carrying every memory; the old remote keeps what
-        it holds and hears nothing (docs/decisions/0008-sync-leave-and-move.md).
+        it holds and hears nothing (docs/decisions/0009-sync-leave-and-move.md).
         Returns (vault id, the new remote's recovery key)."""
         with self._setting_up:
             worker = self._synced("move")
