@@ -1,0 +1,77 @@
+"""`memvault import-from`, against the real daemon, on samples written for
+these tests (tests/data/importers/): for each importer a dry run stores
+nothing and lists what it would store, the import stores the right memories,
+a second import adds nothing, and a bad file stores nothing and exits 2
+naming the file and line."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from .daemon_process import DaemonProcess
+
+DATA = Path(__file__).parent / "data" / "importers"
+
+
+def memvault(home: Path, *args: str, cwd: Path = DATA) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, MEMVAULT_HOME=str(home), COLUMNS="80")
+    return subprocess.run([sys.executable, "-m", "memvault.cli.main", *args], env=env, cwd=cwd,
+                          capture_output=True, text=True, timeout=120)
+
+
+def stored(home: Path) -> list[dict[str, Any]]:
+    done = memvault(home, "export")
+    assert done.returncode == 0, done.stderr
+    return [json.loads(line) for line in done.stdout.splitlines()]
+
+
+def imported(home: Path, *args: str) -> dict[str, int]:
+    done = memvault(home, "import-from", *args, "--json")
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)  # type: ignore[no-any-return]
+
+
+def test_agents_md(home: Path) -> None:
+    with DaemonProcess(home).start() as proc:
+        bad = memvault(home, "import-from", "agents-md", "CLAUDE.md", "AGENTS-not-utf8.md")
+        assert bad.returncode == 2
+        assert bad.stderr == "memvault: AGENTS-not-utf8.md:4: not UTF-8 text (invalid start byte)\n"
+        assert stored(home) == []
+
+        dry = memvault(home, "import-from", "agents-md", "CLAUDE.md", "--dry-run")
+        assert dry.returncode == 0, dry.stderr
+        lines = dry.stdout.splitlines()
+        assert lines[0] == "would remember 6 memories"
+        assert all(len(line) <= 80 for line in lines)
+        assert "CLAUDE.md:7" in dry.stdout and "instructions.project.testing" in dry.stdout
+        listed = json.loads(memvault(home, "import-from", "agents-md", "CLAUDE.md", "--dry-run",
+                                     "--json").stdout)
+        assert listed["count"] == 6 and len(listed["memories"]) == 6
+        assert stored(home) == []
+
+        assert imported(home, "agents-md", "CLAUDE.md") == {
+            "added": 6, "reinforced": 0, "superseded": 0}
+        memories = {m["source"]: m for m in stored(home)}
+        assert {source: (m["type"], m["topic_key"]) for source, m in memories.items()} == {
+            "CLAUDE.md:3": ("procedural", "instructions.project"),
+            "CLAUDE.md:7": ("procedural", "instructions.project.testing"),
+            "CLAUDE.md:9": ("procedural", "instructions.project.testing"),
+            "CLAUDE.md:12": ("procedural", "instructions.project.testing"),
+            "CLAUDE.md:22": ("procedural", "instructions.project.code-style"),
+            "CLAUDE.md:23": ("procedural", "instructions.project.code-style"),
+        }
+        assert memories["CLAUDE.md:7"]["text"] == (
+            "Run the tests before every commit:\nthe whole suite takes about two minutes.")
+        assert memories["CLAUDE.md:12"]["text"].startswith("Run a single test file with:\n```bash")
+        assert "# a comment in the block" in memories["CLAUDE.md:12"]["text"]
+        assert all(m["tags"] == ["claude-md"] for m in memories.values())
+
+        assert imported(home, "agents-md", "CLAUDE.md") == {
+            "added": 0, "reinforced": 6, "superseded": 0}
+        assert len(stored(home)) == 6
+        proc.stop()
