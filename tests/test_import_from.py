@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from memvault.importers.notes import TARGET_CHARS, read_note
+
 from .daemon_process import DaemonProcess
 
 DATA = Path(__file__).parent / "data" / "importers"
@@ -75,3 +77,58 @@ def test_agents_md(home: Path) -> None:
             "added": 0, "reinforced": 6, "superseded": 0}
         assert len(stored(home)) == 6
         proc.stop()
+
+
+def test_notes(home: Path) -> None:
+    with DaemonProcess(home).start() as proc:
+        bad = memvault(home, "import-from", "notes", "notes-bad")
+        assert bad.returncode == 2
+        assert bad.stderr == ("memvault: notes-bad/journal/broken.md:3: "
+                              "front matter line is not `key: value`\n")
+        assert stored(home) == []
+
+        dry = memvault(home, "import-from", "notes", "notes", "--dry-run")
+        assert dry.returncode == 0, dry.stderr
+        lines = dry.stdout.splitlines()
+        assert lines[0] == "would remember 5 memories"
+        assert all(len(line) <= 80 for line in lines)
+        assert "note:garden.md#Watering" in dry.stdout and "notes.projects.alpha" in dry.stdout
+        listed = json.loads(memvault(home, "import-from", "notes", "notes", "--dry-run",
+                                     "--json").stdout)
+        assert listed["count"] == 5
+        assert stored(home) == []
+
+        assert imported(home, "notes", "notes") == {"added": 5, "reinforced": 0, "superseded": 0}
+        memories = {m["source"]: m for m in stored(home)}
+        assert {source: (m["type"], m["topic_key"], m["tags"])
+                for source, m in memories.items()} == {
+            "note:garden.md": ("semantic", "notes", ["garden", "home"]),
+            "note:garden.md#Watering": ("semantic", "notes", ["garden", "home", "plants"]),
+            "note:garden.md#Tools": ("semantic", "notes", ["garden", "home"]),
+            "note:projects/alpha/plan.md#Plan": ("semantic", "notes.projects.alpha", ["release"]),
+            "note:projects/alpha/plan.md#Plan > Storage": ("semantic", "notes.projects.alpha",
+                                                           []),
+        }
+        garden = memories["note:garden.md"]
+        assert garden["text"] == "The garden faces south and gets sun from ten until four."
+        assert garden["payload"] == {"note": "garden.md", "front_matter": {
+            "title": "Garden", "tags": ["garden", "home"], "permalink": "garden"}}
+        storage = memories["note:projects/alpha/plan.md#Plan > Storage"]["text"]
+        assert storage.startswith("## Storage\n") and "# not a heading" in storage
+        assert not any("Obsidian" in m["text"] or "Not Markdown" in m["text"]
+                       for m in memories.values())
+
+        assert imported(home, "notes", "notes") == {"added": 0, "reinforced": 5, "superseded": 0}
+        assert len(stored(home)) == 5
+        proc.stop()
+
+
+def test_a_long_note_section_is_split_at_blank_lines_each_part_headed(tmp_path: Path) -> None:
+    paragraph = "A sentence about the storage layer and its files. " * 10  # ~500 characters
+    note = tmp_path / "long.md"
+    note.write_text("## Storage\n\n" + "\n\n".join([paragraph] * 7) + "\n")
+    parts = read_note(tmp_path, note)
+    assert len(parts) == 3  # cut at the first blank line past 1,500 characters: 3, 3, 1
+    assert all(p.text.startswith("## Storage\n") for p in parts)
+    assert all(len(p.text) <= TARGET_CHARS + len(paragraph) + 20 for p in parts)
+    assert sum(p.text.count(paragraph.strip()) for p in parts) == 7

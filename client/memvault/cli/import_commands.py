@@ -19,6 +19,7 @@ from memvault.cli.context import current_client
 from memvault.cli.options import json_option
 from memvault.importers import Draft
 from memvault.importers.agents_md import read_instructions
+from memvault.importers.notes import note_files, read_note
 from memvault.write_results import ADDED, REINFORCED, SUPERSEDED
 
 __all__ = ["REMEMBER_BATCH_SIZE", "import_from"]
@@ -55,6 +56,28 @@ def agents_md(files: tuple[str, ...], dry_run: bool, as_json: bool) -> None:
     "instructions." and its heading path, its source FILE:LINE.
     """
     drafts = [d for f in files for d in read_instructions(Path(f))]
+    _remember(drafts, dry_run=dry_run, as_json=as_json)
+
+
+@import_from.command("notes")
+@click.argument("folder", type=click.Path(exists=True, file_okay=False))
+@dry_run_option
+@json_option
+def notes(folder: str, dry_run: bool, as_json: bool) -> None:
+    """Each section of the Markdown notes below FOLDER (basic-memory, Obsidian), once.
+
+    A note is split at its headings; topic "notes." and its folder, source
+    "note:PATH#Heading", tags from the front matter and the #tags of the
+    section. Hidden folders (.obsidian, .git) are skipped. `[[watch]]` in
+    the daemon's config keeps a folder in step instead.
+    """
+    root = Path(folder)
+    files = note_files(root)
+    drafts: list[Draft] = []
+    with output.progress("reading notes", len(files)) as advance:
+        for path in files:
+            drafts += read_note(root, path)
+            advance(1)
     _remember(drafts, dry_run=dry_run, as_json=as_json)
 
 
