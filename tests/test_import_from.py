@@ -13,7 +13,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from memvault.importers.notes import TARGET_CHARS, read_note
+from memvault_base.errors import InvalidArgument
 
 from .daemon_process import DaemonProcess
 
@@ -132,3 +135,61 @@ def test_a_long_note_section_is_split_at_blank_lines_each_part_headed(tmp_path: 
     assert all(p.text.startswith("## Storage\n") for p in parts)
     assert all(len(p.text) <= TARGET_CHARS + len(paragraph) + 20 for p in parts)
     assert sum(p.text.count(paragraph.strip()) for p in parts) == 7
+
+
+def test_mem0(home: Path) -> None:
+    with DaemonProcess(home).start() as proc:
+        bad = memvault(home, "import-from", "mem0", "mem0-bad.json")
+        assert bad.returncode == 2
+        assert bad.stderr == 'memvault: mem0-bad.json: memory 2 (id m-2): no text under "memory"\n'
+        (home.parent / "broken.json").write_text('[\n  {"memory": "x"},\n  {"memory": }\n]\n')
+        broken = memvault(home, "import-from", "mem0", str(home.parent / "broken.json"))
+        assert broken.returncode == 2 and broken.stderr.startswith("memvault: ")
+        assert "broken.json:3: not JSON (Expecting value)" in broken.stderr
+        assert stored(home) == []
+
+        dry = memvault(home, "import-from", "mem0", "mem0-export.json", "--dry-run")
+        assert dry.returncode == 0, dry.stderr
+        lines = dry.stdout.splitlines()
+        assert lines[0] == "would remember 3 memories"
+        assert all(len(line) <= 80 for line in lines)
+        assert "Is a vegetarian" in dry.stdout
+        listed = json.loads(memvault(home, "import-from", "mem0", "mem0-export.json",
+                                     "--dry-run", "--json").stdout)
+        assert [m["entity"] for m in listed["memories"]] == ["alice", "alice", "support-bot"]
+        assert stored(home) == []
+
+        assert imported(home, "mem0", "mem0-export.json") == {
+            "added": 3, "reinforced": 0, "superseded": 0}
+        memories = {m["payload"]["mem0"]["id"]: m for m in stored(home)}
+        vegetarian = memories["892db2ae-06d9-49e5-8b3e-585ef9b85b8e"]
+        assert (vegetarian["text"], vegetarian["type"], vegetarian["topic_key"],
+                vegetarian["entity"], vegetarian["source"], vegetarian["tags"]) == (
+            "Is a vegetarian and allergic to peanuts", "semantic", "mem0", "alice",
+            "mem0:892db2ae-06d9-49e5-8b3e-585ef9b85b8e", ["food", "health"])
+        assert vegetarian["payload"]["mem0"] == {
+            "id": "892db2ae-06d9-49e5-8b3e-585ef9b85b8e",
+            "hash": "814a3fc2b8bbd2a3b6c0f7f3a6ed1a2f",
+            "created_at": "2024-07-20T01:30:36.275141-07:00",
+            "updated_at": "2024-07-20T01:30:36.275172-07:00", "user_id": "alice",
+            "metadata": {"source": "onboarding chat"}}
+        bot = memories["a1f0c3d2-7b6e-4f5a-8c9d-0e1f2a3b4c5d"]
+        assert (bot["entity"], bot["payload"]["mem0"]["run_id"]) == ("support-bot", "run-42")
+
+        assert imported(home, "mem0", "mem0-export.json") == {
+            "added": 0, "reinforced": 3, "superseded": 0}
+        assert len(stored(home)) == 3
+        proc.stop()
+
+
+def test_front_matter_in_its_simple_forms(tmp_path: Path) -> None:
+    note = tmp_path / "n.md"
+    note.write_text("---\n# a comment\ntitle: 'Quoted'\ntags:\n  - alpha\n  - \"beta\"\n"
+                    "aliases: [one, two]\nempty:\n---\nText #gamma, not `#code`.\n")
+    [draft] = read_note(tmp_path, note)
+    assert draft.payload["front_matter"] == {"title": "Quoted", "tags": ["alpha", "beta"],
+                                             "aliases": ["one", "two"], "empty": []}
+    assert draft.tags == ("alpha", "beta", "gamma")
+    note.write_text("---\ntitle: never closed\n\nText.\n")
+    with pytest.raises(InvalidArgument, match=r"n\.md:1: front matter has no closing"):
+        read_note(tmp_path, note)

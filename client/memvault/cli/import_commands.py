@@ -19,6 +19,7 @@ from memvault.cli.context import current_client
 from memvault.cli.options import json_option
 from memvault.importers import Draft
 from memvault.importers.agents_md import read_instructions
+from memvault.importers.mem0 import read_mem0
 from memvault.importers.notes import note_files, read_note
 from memvault.write_results import ADDED, REINFORCED, SUPERSEDED
 
@@ -57,6 +58,20 @@ def agents_md(files: tuple[str, ...], dry_run: bool, as_json: bool) -> None:
     """
     drafts = [d for f in files for d in read_instructions(Path(f))]
     _remember(drafts, dry_run=dry_run, as_json=as_json)
+
+
+@import_from.command("mem0")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@dry_run_option
+@json_option
+def mem0(file: str, dry_run: bool, as_json: bool) -> None:
+    """The memories of a mem0 export FILE (`get_all`'s JSON).
+
+    Each a semantic memory: topic "mem0", entity its user (else agent),
+    source "mem0:ID", tags its categories, mem0's fields (id, hash, times,
+    metadata) in the payload under "mem0".
+    """
+    _remember(read_mem0(Path(file)), dry_run=dry_run, as_json=as_json)
 
 
 @import_from.command("notes")

@@ -79,11 +79,12 @@ def _front_matter(text: str, name: str) -> tuple[dict[str, Any], int]:
     lines = text.splitlines()
     if not lines or lines[0].rstrip() != "---":
         return {}, 1
+    end = next((i for i, line in enumerate(lines[1:], 1) if line.rstrip() in ("---", "...")), 0)
+    if not end:
+        raise InvalidArgument(f"{name}:1: front matter has no closing `---` line")
     front: dict[str, Any] = {}
     key = ""
-    for number, line in enumerate(lines[1:], 2):
-        if line.rstrip() in ("---", "..."):
-            return front, number + 1
+    for number, line in enumerate(lines[1:end], 2):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         item = _FRONT_ITEM.match(line)
@@ -95,7 +96,7 @@ def _front_matter(text: str, name: str) -> tuple[dict[str, Any], int]:
             raise InvalidArgument(f"{name}:{number}: front matter line is not `key: value`")
         key, value = match.group(1), match.group(2) or ""
         front[key] = _value(value) if value else []
-    raise InvalidArgument(f"{name}:1: front matter has no closing `---` line")
+    return front, end + 2
 
 
 def _value(text: str) -> Any:
