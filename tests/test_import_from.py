@@ -14,11 +14,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
+from memvault.cli.import_commands import REMEMBER_BATCH_SIZE
+from memvault.cli.main import cli
 from memvault.importers.notes import TARGET_CHARS, read_note
 from memvault_base.errors import InvalidArgument
+from memvault_base.v1 import memory_pb2 as pb
 
 from .daemon_process import DaemonProcess
+from .test_client_unit import running_fake, short_temp_dir
 
 DATA = Path(__file__).parent / "data" / "importers"
 
@@ -193,3 +198,17 @@ def test_front_matter_in_its_simple_forms(tmp_path: Path) -> None:
     note.write_text("---\ntitle: never closed\n\nText.\n")
     with pytest.raises(InvalidArgument, match=r"n\.md:1: front matter has no closing"):
         read_note(tmp_path, note)
+
+
+def test_remembered_in_batches_of_50(tmp_path: Path) -> None:
+    agents = tmp_path / "AGENTS.md"
+    agents.write_text("".join(f"- Rule {i}: keep step {i} before step {i + 1}.\n"
+                              for i in range(120)))
+    with short_temp_dir() as short_dir, running_fake(short_dir) as fake:
+        done = CliRunner().invoke(cli, ["--socket", str(fake.socket), "import-from", "agents-md",
+                                        str(agents)])
+        assert done.exit_code == 0, done.output
+        assert done.stdout == "added 120, reinforced 0, superseded 0\n"
+        batches = [r for r in fake.servicer.requests if isinstance(r, pb.RememberBatchRequest)]
+        assert [len(b.memories) for b in batches] == [REMEMBER_BATCH_SIZE] * 2 + [20]
+        assert batches[0].memories[0].type == "procedural"

@@ -25,10 +25,11 @@ from memvault.write_results import ADDED, REINFORCED, SUPERSEDED
 
 __all__ = ["REMEMBER_BATCH_SIZE", "import_from"]
 
-# Drafts per remember_batch call. The daemon embeds and compares every one
-# with its type and topic before it answers; 100 short texts take ~2 s on
-# 2 cores, well inside the CLI's 30 s default --timeout.
-REMEMBER_BATCH_SIZE = 100
+# Drafts per remember_batch call. The daemon embeds every one and compares it
+# with the memories of its type and topic before it answers: 100 note
+# sections of ~600 characters took 11 s on 2 busy cores (load 2.8), so 50
+# keep a call near 6 s, a fifth of the CLI's 30 s default --timeout.
+REMEMBER_BATCH_SIZE = 50
 
 _client = current_client
 
