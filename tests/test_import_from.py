@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -15,10 +16,13 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import given
+from hypothesis import strategies as st
 
 from memvault.cli.import_commands import REMEMBER_BATCH_SIZE
 from memvault.cli.main import cli
-from memvault.importers.notes import TARGET_CHARS, read_note
+from memvault.importers.agents_md import parse_instructions
+from memvault.importers.notes import TARGET_CHARS, parse_note, read_note
 from memvault_base.errors import InvalidArgument
 from memvault_base.v1 import memory_pb2 as pb
 
@@ -212,3 +216,44 @@ def test_remembered_in_batches_of_50(tmp_path: Path) -> None:
         batches = [r for r in fake.servicer.requests if isinstance(r, pb.RememberBatchRequest)]
         assert [len(b.memories) for b in batches] == [REMEMBER_BATCH_SIZE] * 2 + [20]
         assert batches[0].memories[0].type == "procedural"
+
+
+# Lines of every kind the readers tell apart; "t" lines are text, made unique below.
+_KINDS = ["t", "", "# H1", "## H2", "### H3", "- t", "  - t", "1. t", "```", "~~~", "<!-- c -->",
+          "---", "tags: [a]", "  continued t", "#tag t"]
+
+
+def _markdown(kinds: list[str]) -> tuple[str, list[str]]:
+    """The text of lines of these kinds, and the unique words of its text lines."""
+    words = [f"w{i}" for i, kind in enumerate(kinds) if kind.endswith("t")]
+    lines, numbered = [], iter(words)
+    for kind in kinds:
+        lines.append(kind[:-1] + next(numbered) if kind.endswith("t") else kind)
+    return "\n".join(lines), words
+
+
+@given(st.lists(st.sampled_from(_KINDS), max_size=80))
+def test_every_instruction_line_lands_in_one_memory(kinds: list[str]) -> None:
+    text, words = _markdown(kinds)
+    drafts = parse_instructions(text, "AGENTS.md")
+    starts = [int(d.source.removeprefix("AGENTS.md:")) for d in drafts]
+    assert starts == sorted(set(starts))
+    assert all(d.text.strip() and d.type == "procedural" and d.topic.startswith("instructions")
+               for d in drafts)
+    found = re.findall(r"\bw\d+\b", " ".join(d.text for d in drafts))
+    assert sorted(found) == sorted(words)  # none lost, none twice
+
+
+@given(st.lists(st.sampled_from(_KINDS), max_size=80))
+def test_every_note_line_lands_in_one_memory(kinds: list[str]) -> None:
+    text, words = _markdown(kinds)
+    try:
+        drafts = parse_note(text, "a/b.md", "a/b.md")
+    except InvalidArgument as err:  # a first line "---" opens front matter
+        assert text.startswith("---") and str(err).startswith("a/b.md:")
+        return
+    assert all(d.text.strip() and d.topic == "notes.a" for d in drafts)
+    found = re.findall(r"\bw\d+\b", " ".join(d.text for d in drafts))
+    if text.startswith("---"):  # the front matter's words are in the payload, not the text
+        words = re.findall(r"\bw\d+\b", text.split("\n---", 1)[-1])
+    assert sorted(found) == sorted(words)

@@ -28,7 +28,7 @@ from memvault.importers.drafts import Draft, checked_text, read_text
 from memvault.importers.markdown import Fences, heading, topic_of
 from memvault_base.errors import InvalidArgument
 
-__all__ = ["NOTE_SUFFIXES", "TARGET_CHARS", "TOPIC_PREFIX", "note_files", "read_note"]
+__all__ = ["NOTE_SUFFIXES", "TARGET_CHARS", "TOPIC_PREFIX", "note_files", "parse_note", "read_note"]
 
 NOTE_SUFFIXES = frozenset({".md", ".markdown"})
 TOPIC_PREFIX = "notes"
@@ -56,7 +56,11 @@ def read_note(folder: Path, path: Path, shown: str | None = None) -> list[Draft]
     as `shown` (default: `folder` / its path)."""
     relative = path.relative_to(folder).as_posix()
     name = shown or str(folder / relative)
-    text = read_text(path, name)
+    return parse_note(read_text(path, name), relative, name)
+
+
+def parse_note(text: str, relative: str, name: str) -> list[Draft]:
+    """The memories of a note's `text`, at path `relative` below its folder."""
     front, body_line = _front_matter(text, name)
     lines = text.splitlines()[body_line - 1:]
     payload: dict[str, Any] = {"note": relative}
