@@ -21,6 +21,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from memvault.check import CheckReport, SeqRange
+from memvault.importers import Draft
 from memvault.trash import TrashedMemory
 from memvault.types import Facet, Hit, ListedMemory, Memory, Status, SyncInfo, TurnHit
 from memvault.upkeep import Consolidation, SweptMemory
@@ -186,6 +187,13 @@ def facets_table(facets: Sequence[Facet], noun: str) -> Table:
     rows = [(f.name, str(f.count), _when(f.last_activity)) for f in facets]
     return _rows_table((_Column(noun, fill=True), _Column("memories", numeric=True),
                         _Column("last activity", gives_way=1)), rows)
+
+
+def drafts_table(drafts: Sequence[Draft]) -> Table:
+    """`import-from --dry-run`: each memory an import would remember, where it comes from."""
+    rows = [(d.source, d.type or "semantic", d.topic, _preview(d.text)) for d in drafts]
+    return _rows_table((_Column("source", shrinks=True), _Column("type", gives_way=1),
+                        _Column("topic", shrinks=True), _Column("text", fill=True)), rows)
 
 
 def short_id(memory_id: str) -> str:
