@@ -262,7 +262,8 @@ def test_an_export_that_fails_stops_the_daemon_naming_its_cause(tmp_path: Path) 
     (fake / "torch" / "__init__.py").write_text(
         'raise ImportError("this torch is broken on purpose")\n')
     daemon = DaemonProcess(tmp_path / "home", MEMVAULT_CACHE_DIR=str(tmp_path / "cache"),
-                           PYTHONPATH=os.pathsep.join([str(fake), os.environ["PYTHONPATH"]]))
+                           PYTHONPATH=os.pathsep.join(
+                                 [str(fake), *filter(None, [os.environ.get("PYTHONPATH")])]))
     daemon.start(wait=False)
     assert daemon.proc is not None
     assert daemon.proc.wait(120) == 2
