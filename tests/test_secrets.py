@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import timeit
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,15 @@ CORPUS = Path(__file__).parent / "data" / "secrets_corpus.tsv"
 # AWS's own documentation example: the form of a key id, not a key.
 AWS_KEY = "AKIAIOSFODNN7EXAMPLE"
 WITH_KEY = f"the deploy user's access key is {AWS_KEY}, region eu-west-1"
+
+
+@pytest.fixture(scope="module")
+def vault(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonProcess]:
+    """A daemon of this module's own: the memories stored with --allow-secret
+    stay out of the shared daemon that other tests export whole."""
+    with DaemonProcess(tmp_path_factory.mktemp("secrets") / "home").start() as proc:
+        yield proc
+        proc.stop()
 
 
 def _corpus() -> list[tuple[str, str, str]]:
@@ -100,8 +110,8 @@ def test_a_kilobyte_costs_well_under_a_tenth_of_a_millisecond() -> None:
 
 
 def test_cli_refuses_a_key_naming_its_kind_and_allow_secret_stores_it(
-        daemon: DaemonProcess) -> None:
-    home = daemon.home
+        vault: DaemonProcess) -> None:
+    home = vault.home
     refused = memvault(home, "remember", WITH_KEY)
     assert refused.returncode == 2, refused.stderr
     assert "aws access key" in refused.stderr and AWS_KEY not in refused.stderr
@@ -115,32 +125,32 @@ def test_cli_refuses_a_key_naming_its_kind_and_allow_secret_stores_it(
                     "--allow-secret").returncode == 0
 
 
-def test_import_refuses_a_record_naming_its_line(daemon: DaemonProcess, tmp_path: Path) -> None:
+def test_import_refuses_a_record_naming_its_line(vault: DaemonProcess, tmp_path: Path) -> None:
     lines = [json.dumps({"id": f"secret-import-{i}", "text": text})
              for i, text in enumerate(["a plain note about lunch", WITH_KEY])]
     export = tmp_path / "export.jsonl"
     export.write_text("\n".join(lines) + "\n")
-    refused = memvault(daemon.home, "import", str(export))
+    refused = memvault(vault.home, "import", str(export))
     assert refused.returncode == 2, refused.stderr
     assert f"{export} line 2" in refused.stderr and "aws access key" in refused.stderr
-    with Client(socket=daemon.socket) as client:
+    with Client(socket=vault.socket) as client:
         with pytest.raises(InvalidArgument, match=r"memories\[1\]\.text"):
             client.import_memories([json.loads(line) for line in lines])
         assert client.import_memories([json.loads(line) for line in lines],
                                       allow_secret=True).added == 2
 
 
-def test_mcp_remember_refuses_a_key(daemon: DaemonProcess) -> None:
+def test_mcp_remember_refuses_a_key(vault: DaemonProcess) -> None:
     async def body(session: ClientSession) -> None:
         result = await session.call_tool("remember", {"text": WITH_KEY})
         text = "".join(getattr(block, "text", "") for block in result.content)
         assert result.is_error and "aws access key" in text and AWS_KEY not in text
 
-    _with_bridge(str(daemon.home), body)
+    _with_bridge(str(vault.home), body)
 
 
-def test_a_sessions_turns_are_stored_redacted(daemon: DaemonProcess) -> None:
-    with Client(socket=daemon.socket) as client:
+def test_a_sessions_turns_are_stored_redacted(vault: DaemonProcess) -> None:
+    with Client(socket=vault.socket) as client:
         client.append_turns("secrets-session", [{"speaker": "user", "text": WITH_KEY}])
         hits = client.recall("the deploy user's access key", include_turns=True,
                              session="secrets-session")
