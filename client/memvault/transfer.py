@@ -51,6 +51,7 @@ class TransferCalls(Connection):
         memories: Iterable[Memory | Mapping[str, Any]],
         *,
         batch_size: int = IMPORT_BATCH_SIZE,
+        allow_secret: bool = False,
     ) -> ImportResult:
         """Import whole memories (ids, times, counts, vectors kept), `batch_size` per call.
 
@@ -66,7 +67,8 @@ class TransferCalls(Connection):
         items = enumerate(memories)
         while batch := list(itertools.islice(items, batch_size)):
             records = [wire.import_record(i, m) for i, m in batch]
-            reply = self._call(self._import, pb.ImportRequest(memories=records))
+            reply = self._call(self._import, pb.ImportRequest(memories=records,
+                                                                 allow_secret=allow_secret))
             added += reply.added
             reinforced += reply.reinforced
             txid = reply.txid

@@ -84,6 +84,7 @@ INPUT_KEYS = frozenset(
         "vector",
         "protected",
         "new",
+        "allow_secret",
     }
 )
 # The wire names, accepted too, so a dict shaped like Memory.to_dict() fits.
@@ -131,6 +132,7 @@ def memory_input(
     vector: Sequence[float] | None = None,
     protected: bool | None = None,
     new: bool = False,
+    allow_secret: bool = False,
 ) -> pb.MemoryInput:
     memory = pb.MemoryInput(
         text=text,
@@ -147,6 +149,7 @@ def memory_input(
         supersedes=supersedes,
         vector=list(vector or ()),
         never_merge=new,
+        allow_secret=allow_secret,
     )
     if importance is not None:
         memory.importance = importance
@@ -166,7 +169,8 @@ def batch_input(index: int, mapping: Mapping[str, Any]) -> pb.MemoryInput:
 
 
 def update_request(
-    id: str, changes: Mapping[str, Any], vector: Sequence[float] | None
+    id: str, changes: Mapping[str, Any], vector: Sequence[float] | None,
+    allow_secret: bool = False,
 ) -> pb.UpdateRequest:
     """`changes` maps update()'s keywords to their new values (None = unchanged)."""
     given = {name: value for name, value in changes.items() if value is not None}
@@ -176,7 +180,7 @@ def update_request(
         )
     if vector is not None and "text" not in given:
         raise InvalidArgument(f"update of {id}: a vector goes with a new text; give text too")
-    memory = memory_input(given.pop("text", ""), vector=vector, **given)
+    memory = memory_input(given.pop("text", ""), vector=vector, allow_secret=allow_secret, **given)
     names = [UPDATE_FIELDS[name] for name in changes if changes[name] is not None]
     return pb.UpdateRequest(id=id, memory=memory, fields=names)
 
@@ -196,7 +200,8 @@ INHERITED_FIELDS = {
 
 
 def supersede_request(
-    id: str, text: str, fields: Mapping[str, Any], vector: Sequence[float] | None
+    id: str, text: str, fields: Mapping[str, Any], vector: Sequence[float] | None,
+    allow_secret: bool = False,
 ) -> pb.SupersedeRequest:
     """`fields` maps supersede()'s keywords to values: None inherits the old
     memory's, an empty value ("", [], {}) leaves the field empty."""
@@ -207,7 +212,7 @@ def supersede_request(
         if name in INHERITED_FIELDS and not value
     ]
     kept = {name: value for name, value in given.items() if value or name not in INHERITED_FIELDS}
-    memory = memory_input(text, vector=vector, **kept)
+    memory = memory_input(text, vector=vector, allow_secret=allow_secret, **kept)
     return pb.SupersedeRequest(id=id, memory=memory, cleared=cleared)
 
 

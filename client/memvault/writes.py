@@ -60,6 +60,7 @@ class WriteCalls(Connection):
         vector: Sequence[float] | None = None,
         protected: bool | None = None,
         new: bool = False,
+        allow_secret: bool = False,
     ) -> RememberResult:
         """Store a memory; returns its id, the txid and what the daemon made of it.
 
@@ -74,6 +75,11 @@ class WriteCalls(Connection):
         importance 0.5, tier long_term). `supersedes=ID` replaces that memory,
         as `supersede()` does. `protected=True` keeps it out of the forgetting
         sweep and consolidation.
+
+        A text that holds what looks like a credential (an API key, a private
+        key, a password in a URL, a high-entropy token) is refused with
+        InvalidArgument naming its kind and place; `allow_secret=True`
+        stores it anyway (the same keyword on update, supersede and import).
         """
         memory = wire.memory_input(
             text,
@@ -92,6 +98,7 @@ class WriteCalls(Connection):
             vector=vector,
             protected=protected,
             new=new,
+            allow_secret=allow_secret,
         )
         reply = self._call(self._remember, pb.RememberRequest(memory=memory))
         return wire.remember_result(reply)
@@ -157,6 +164,7 @@ class WriteCalls(Connection):
         expires_at: float | None = None,
         vector: Sequence[float] | None = None,
         protected: bool | None = None,
+        allow_secret: bool = False,
     ) -> UpdateResult:
         """Edit the memory in place (same id); only the keywords given change.
 
@@ -179,7 +187,8 @@ class WriteCalls(Connection):
             "expires_at": expires_at,
             "protected": protected,
         }
-        reply = self._call(self._update, wire.update_request(id, changes, vector))
+        reply = self._call(self._update, wire.update_request(id, changes, vector,
+                                                                allow_secret))
         return UpdateResult(txid=reply.txid, memory=wire.memory(reply.memory))
 
     def supersede(
@@ -200,6 +209,7 @@ class WriteCalls(Connection):
         expires_at: float = 0,
         vector: Sequence[float] | None = None,
         protected: bool | None = None,
+        allow_secret: bool = False,
     ) -> RememberResult:
         """Store `text` as the new version of memory `id`, which recall then hides.
 
@@ -223,7 +233,8 @@ class WriteCalls(Connection):
             "expires_at": expires_at,
             "protected": protected,
         }
-        reply = self._call(self._supersede, wire.supersede_request(id, text, fields, vector))
+        reply = self._call(self._supersede, wire.supersede_request(id, text, fields, vector,
+                                                                     allow_secret))
         return wire.remember_result(reply)
 
     def reinforce(self, id: str) -> ReinforceResult:

@@ -59,7 +59,7 @@ class MemoryRecord(_message.Message):
     def __init__(self, id: _Optional[str] = ..., text: _Optional[str] = ..., type: _Optional[str] = ..., topic_key: _Optional[str] = ..., payload_json: _Optional[str] = ..., entity: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., category: _Optional[str] = ..., importance: _Optional[float] = ..., session_id: _Optional[str] = ..., source: _Optional[str] = ..., tier: _Optional[str] = ..., created_at: _Optional[float] = ..., last_reinforced_at: _Optional[float] = ..., reinforce_count: _Optional[int] = ..., access_count: _Optional[int] = ..., expires_at: _Optional[float] = ..., superseded_by: _Optional[str] = ..., supersedes: _Optional[str] = ..., vector: _Optional[_Iterable[float]] = ..., last_accessed_at: _Optional[float] = ..., protected: _Optional[bool] = ..., consolidated_from: _Optional[_Iterable[str]] = ..., consolidated_into: _Optional[str] = ...) -> None: ...
 
 class MemoryInput(_message.Message):
-    __slots__ = ("text", "type", "topic_key", "payload_json", "entity", "tags", "category", "importance", "session_id", "source", "tier", "expires_at", "supersedes", "vector", "protected", "never_merge")
+    __slots__ = ("text", "type", "topic_key", "payload_json", "entity", "tags", "category", "importance", "session_id", "source", "tier", "expires_at", "supersedes", "vector", "protected", "never_merge", "allow_secret")
     TEXT_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
     TOPIC_KEY_FIELD_NUMBER: _ClassVar[int]
@@ -76,6 +76,7 @@ class MemoryInput(_message.Message):
     VECTOR_FIELD_NUMBER: _ClassVar[int]
     PROTECTED_FIELD_NUMBER: _ClassVar[int]
     NEVER_MERGE_FIELD_NUMBER: _ClassVar[int]
+    ALLOW_SECRET_FIELD_NUMBER: _ClassVar[int]
     text: str
     type: str
     topic_key: str
@@ -92,7 +93,8 @@ class MemoryInput(_message.Message):
     vector: _containers.RepeatedScalarFieldContainer[float]
     protected: bool
     never_merge: bool
-    def __init__(self, text: _Optional[str] = ..., type: _Optional[str] = ..., topic_key: _Optional[str] = ..., payload_json: _Optional[str] = ..., entity: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., category: _Optional[str] = ..., importance: _Optional[float] = ..., session_id: _Optional[str] = ..., source: _Optional[str] = ..., tier: _Optional[str] = ..., expires_at: _Optional[float] = ..., supersedes: _Optional[str] = ..., vector: _Optional[_Iterable[float]] = ..., protected: _Optional[bool] = ..., never_merge: _Optional[bool] = ...) -> None: ...
+    allow_secret: bool
+    def __init__(self, text: _Optional[str] = ..., type: _Optional[str] = ..., topic_key: _Optional[str] = ..., payload_json: _Optional[str] = ..., entity: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., category: _Optional[str] = ..., importance: _Optional[float] = ..., session_id: _Optional[str] = ..., source: _Optional[str] = ..., tier: _Optional[str] = ..., expires_at: _Optional[float] = ..., supersedes: _Optional[str] = ..., vector: _Optional[_Iterable[float]] = ..., protected: _Optional[bool] = ..., never_merge: _Optional[bool] = ..., allow_secret: _Optional[bool] = ...) -> None: ...
 
 class RememberRequest(_message.Message):
     __slots__ = ("memory",)
@@ -526,10 +528,12 @@ class ExportRequest(_message.Message):
     def __init__(self, include_vectors: _Optional[bool] = ...) -> None: ...
 
 class ImportRequest(_message.Message):
-    __slots__ = ("memories",)
+    __slots__ = ("memories", "allow_secret")
     MEMORIES_FIELD_NUMBER: _ClassVar[int]
+    ALLOW_SECRET_FIELD_NUMBER: _ClassVar[int]
     memories: _containers.RepeatedCompositeFieldContainer[MemoryRecord]
-    def __init__(self, memories: _Optional[_Iterable[_Union[MemoryRecord, _Mapping]]] = ...) -> None: ...
+    allow_secret: bool
+    def __init__(self, memories: _Optional[_Iterable[_Union[MemoryRecord, _Mapping]]] = ..., allow_secret: _Optional[bool] = ...) -> None: ...
 
 class ImportReply(_message.Message):
     __slots__ = ("added", "reinforced", "txid")

@@ -46,15 +46,16 @@ def json_lines(lines: Iterable[str], where: str) -> Iterator[tuple[int, dict[str
         yield number, value
 
 
-def read_memories(lines: Iterable[str], where: str) -> Iterator[Memory]:
-    """The memories of export lines; InvalidArgument names a bad line and what is wrong."""
+def read_memories(lines: Iterable[str], where: str) -> Iterator[tuple[int, Memory]]:
+    """The memories of export lines, each with its line number; InvalidArgument
+    names a bad line and what is wrong."""
     for number, value in json_lines(lines, where):
         memory = Memory.from_dict(value, where=f"{where} line {number}")
         if not memory.id:
             # Checked here: the daemon sees a batch, and could not name the line.
             raise InvalidArgument(f"{where} line {number}: no id (import keeps each memory's "
                                   "id, as export wrote it; `memvault remember` stores a new one)")
-        yield memory
+        yield number, memory
 
 
 def line_source(file: str) -> Callable[[], Iterable[str]]:

@@ -10,9 +10,13 @@ import click
 
 from memvault.cli.input import json_object
 
-__all__ = ["filter_option", "json_option", "memory_keywords", "memory_options"]
+__all__ = ["allow_secret_option", "filter_option", "json_option", "memory_keywords",
+           "memory_options"]
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+allow_secret_option = click.option(
+    "--allow-secret", is_flag=True,
+    help="Store a text that holds what looks like a credential instead of refusing it.")
 filter_option = click.option(
     "--filter", "filter_", metavar="JSON", help="A filter expression, passed as is."
 )

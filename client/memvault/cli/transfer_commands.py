@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,8 +18,9 @@ import click
 from memvault.cli import output
 from memvault.cli.context import current_client
 from memvault.cli.input import line_source, read_memories
-from memvault.cli.options import json_option
+from memvault.cli.options import allow_secret_option, json_option
 from memvault.transfer import IMPORT_BATCH_SIZE
+from memvault_base.errors import InvalidArgument
 
 __all__ = ["export", "import_"]
 
@@ -54,8 +56,9 @@ def export(file: str, vectors: bool, as_json: bool) -> None:
 
 @click.command("import")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, allow_dash=True))
+@allow_secret_option
 @json_option
-def import_(file: str, as_json: bool) -> None:
+def import_(file: str, allow_secret: bool, as_json: bool) -> None:
     """Import the memories of FILE (JSON lines, as `export` writes them; "-": stdin).
 
     Ids, times and counts are kept; nothing is duplicated (a restatement of a
@@ -68,7 +71,11 @@ def import_(file: str, as_json: bool) -> None:
     with output.progress("importing", total) as advance:
         memories = read_memories(lines(), file)
         while batch := list(itertools.islice(memories, IMPORT_BATCH_SIZE)):
-            result = client.import_memories(batch, batch_size=len(batch))
+            try:
+                result = client.import_memories([memory for _, memory in batch],
+                                                batch_size=len(batch), allow_secret=allow_secret)
+            except InvalidArgument as exc:
+                raise _at_line(exc, file, [number for number, _ in batch]) from None
             added, reinforced = added + result.added, reinforced + result.reinforced
             txid = result.txid
             advance(len(batch))
@@ -76,6 +83,14 @@ def import_(file: str, as_json: bool) -> None:
         output.echo_json({"added": added, "reinforced": reinforced, "txid": txid})
     else:
         click.echo(f"added {added}, reinforced {reinforced}" + (f" (txid {txid})" if txid else ""))
+
+
+def _at_line(exc: InvalidArgument, file: str, numbers: list[int]) -> InvalidArgument:
+    """The daemon's "memories[3].text: ..." about a batch, as the file's line."""
+    match = re.match(r"memories\[(\d+)\]\.?(.*)", str(exc), re.S)
+    if match is None or int(match.group(1)) >= len(numbers):
+        return exc
+    return InvalidArgument(f"{file} line {numbers[int(match.group(1))]}: {match.group(2)}")
 
 
 @contextmanager

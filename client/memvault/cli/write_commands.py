@@ -11,7 +11,7 @@ import click
 
 from memvault.cli import output
 from memvault.cli.context import current_client, whole_id
-from memvault.cli.options import json_option, memory_keywords, memory_options
+from memvault.cli.options import allow_secret_option, json_option, memory_keywords, memory_options
 from memvault.cli.upkeep_commands import sweep as sweep_command
 from memvault.types import RememberResult
 from memvault_base.errors import MemvaultError
@@ -30,8 +30,10 @@ _client = current_client
 @click.option("--supersedes", default="", metavar="ID", help="The id of a memory this replaces.")
 @click.option("--new", "new", is_flag=True,
               help="Store it as a memory of its own: never a reinforcement nor a new version.")
+@allow_secret_option
 @json_option
-def remember(text: str, supersedes: str, new: bool, as_json: bool, **fields: Any) -> None:
+def remember(text: str, supersedes: str, new: bool, allow_secret: bool, as_json: bool,
+             **fields: Any) -> None:
     """Store TEXT as a memory ("-" reads it from stdin); prints its id.
 
     The same statement as a memory of its type and topic reinforces that
@@ -44,7 +46,7 @@ def remember(text: str, supersedes: str, new: bool, as_json: bool, **fields: Any
     if supersedes:
         supersedes = whole_id(supersedes)
     result = _client().remember(text, supersedes=supersedes, new=new,
-                                **memory_keywords(fields))
+                                allow_secret=allow_secret, **memory_keywords(fields))
     _said(result, as_json)
 
 
@@ -71,8 +73,10 @@ def _text_of(memory_id: str) -> str:
 @click.argument("text")
 @memory_options
 @click.option("--clear-tags", is_flag=True, help="Leave the new version without tags.")
+@allow_secret_option
 @json_option
-def supersede(id: str, text: str, clear_tags: bool, as_json: bool, **fields: Any) -> None:
+def supersede(id: str, text: str, clear_tags: bool, allow_secret: bool, as_json: bool,
+              **fields: Any) -> None:
     """Store TEXT ("-" reads stdin) as the new version of memory ID; prints the new id.
 
     Every option not given is the old memory's (topic, tags, category,
@@ -86,7 +90,8 @@ def supersede(id: str, text: str, clear_tags: bool, as_json: bool, **fields: Any
         if "tags" in changes:
             raise click.UsageError("--clear-tags and --tag do not go together")
         changes["tags"] = []
-    _said(_client().supersede(whole_id(id), text, **changes), as_json)
+    _said(_client().supersede(whole_id(id), text, allow_secret=allow_secret, **changes),
+          as_json)
 
 
 @click.command()
@@ -94,8 +99,10 @@ def supersede(id: str, text: str, clear_tags: bool, as_json: bool, **fields: Any
 @click.option("--text", help="The new text (re-embedded).")
 @memory_options
 @click.option("--clear-tags", is_flag=True, help="Remove every tag.")
+@allow_secret_option
 @json_option
-def update(id: str, text: str | None, clear_tags: bool, as_json: bool, **fields: Any) -> None:
+def update(id: str, text: str | None, clear_tags: bool, allow_secret: bool, as_json: bool,
+           **fields: Any) -> None:
     """Edit memory ID in place, keeping its id; only the options given change."""
     changes = memory_keywords(fields)
     if clear_tags:
@@ -103,7 +110,7 @@ def update(id: str, text: str | None, clear_tags: bool, as_json: bool, **fields:
             raise click.UsageError("--clear-tags and --tag do not go together")
         changes["tags"] = []
     id = whole_id(id)
-    result = _client().update(id, text=text, **changes)
+    result = _client().update(id, text=text, allow_secret=allow_secret, **changes)
     if as_json:
         output.echo_json(result.to_dict())
     else:

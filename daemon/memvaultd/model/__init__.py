@@ -2,8 +2,9 @@
 
 `memory.py` (the record and its limits), `operations.py` (what the log and
 the remote carry), `commands.py` (a request in the domain's own terms),
-`drafts.py` (validating what callers send), `id_prefix.py` (a memory named
-by the first characters of its id), `hlc.py` (the hybrid logical
-clock), `heat.py` (how warm a memory is) and `vector.py`. It imports only
+`drafts.py` (validating what callers send), `secrets.py` (credentials in a
+text), `id_prefix.py` (a memory named by the first characters of its id),
+`hlc.py` (the hybrid logical clock), `heat.py` (how warm a memory is) and
+`vector.py`. It imports only
 the base package and `crypto` (for ids): every room may import it.
 """

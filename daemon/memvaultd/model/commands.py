@@ -31,6 +31,8 @@ class MemoryDraft:
     protected: bool | None = None
     # Store it as a memory of its own: never a reinforcement nor a supersession.
     new: bool = False
+    # Store a text that holds a credential (`secrets.py`) rather than refuse it.
+    allow_secret: bool = False
 
 
 @dataclass(frozen=True)

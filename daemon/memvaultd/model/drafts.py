@@ -17,6 +17,7 @@ import numpy as np
 from memvault_base.errors import InvalidArgument
 from memvaultd.crypto.entropy import new_id
 from memvaultd.model import memory as m
+from memvaultd.model import secrets
 from memvaultd.model.commands import MemoryDraft
 from memvaultd.model.memory import Memory
 from memvaultd.model.operations import memory_from_dict
@@ -39,10 +40,20 @@ def parse_payload(payload_json: str) -> dict[str, Any]:
     return payload
 
 
+def checked_text(text: str, allow_secret: bool = False) -> str:
+    """`text` within the limits, refused when it holds a credential unless
+    `allow_secret` (docs/secrets.md): the message names each kind and where
+    it is, never the secret."""
+    m.check_text(text)
+    if not allow_secret and (found := secrets.find(text)):
+        raise InvalidArgument(f"text: {secrets.refusal(found)}")
+    return text
+
+
 def checked_fields(draft: MemoryDraft, names: Sequence[str]) -> dict[str, Any]:
     """The named fields of `draft`, validated, as Memory attribute values."""
     checks: dict[str, Callable[[], tuple[str, Any]]] = {
-        "text": lambda: ("text", m.check_text(draft.text)),
+        "text": lambda: ("text", checked_text(draft.text, draft.allow_secret)),
         "type": lambda: ("type", m.normalize_type(draft.type)),
         "topic_key": lambda: ("topic_key", m.check_short(draft.topic_key, "topic_key")),
         "payload_json": lambda: ("payload", parse_payload(draft.payload_json)),
@@ -99,7 +110,8 @@ def own_vector(values: Sequence[float], dimension: int, model: str, field: str) 
 _MEMORY_FIELDS = frozenset(f.name for f in dataclass_fields(Memory))
 
 
-def imported_memory(record: Mapping[str, Any], now: float) -> Memory:
+def imported_memory(record: Mapping[str, Any], now: float, allow_secret: bool = False
+                    ) -> Memory:
     """An exported record sent back (`Import`) as a `Memory`: its id, times,
     counts and chain kept, every field under the limits a remembered memory
     obeys (else a 10 MB text, a NaN importance or an unknown type went
@@ -119,7 +131,7 @@ def imported_memory(record: Mapping[str, Any], now: float) -> Memory:
                         session_id=record.get("session_id", ""),
                         source=record.get("source", ""), tier=record.get("tier", ""),
                         expires_at=record.get("expires_at", 0.0),
-                        protected=record.get("protected"))
+                        protected=record.get("protected"), allow_secret=allow_secret)
     doc |= checked_fields(draft, UPDATABLE)
     memory_id = record.get("id", "")
     if not memory_id or len(memory_id) > m.MAX_SHORT_FIELD:

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from memvaultd.config.settings import WatchFolder
+from memvaultd.model import secrets
 from memvaultd.model.commands import MemoryDraft
 from memvaultd.model.memory import MAX_SHORT_FIELD, SEMANTIC, WATCHED_FILE_SOURCE, Memory
 from memvaultd.notes import chunking
@@ -204,7 +205,15 @@ class NoteFolder:
         payload = {"folder": str(self.root), "file": rel, "heading": chunk.heading,
                    "occurrence": chunk.occurrence, "part": chunk.part, "sha256": chunk.sha256}
         source = f"{SOURCE_PREFIX}{rel}#{chunk.heading}" if chunk.heading else SOURCE_PREFIX + rel
-        return MemoryDraft(text=chunk.text, type=SEMANTIC, topic_key=topic,
+        # The file is not the caller's to fix: a credential in it is stored
+        # redacted, and said in the log (docs/secrets.md). The payload's
+        # sha256 stays the file's, so the chunk still reads as unchanged.
+        text = chunk.text
+        if found := secrets.find(text):
+            log.warning("%s: redacted %s", self.root / rel,
+                        ", ".join(f"{f.kind} at characters {f.start}..{f.end}" for f in found))
+            text = secrets.redact(text, found)
+        return MemoryDraft(text=text, type=SEMANTIC, topic_key=topic,
                            payload_json=json.dumps(payload, ensure_ascii=False),
                            source=source[:MAX_SHORT_FIELD], supersedes=supersedes)
 

@@ -63,7 +63,8 @@ def draft_from(msg: pb.MemoryInput) -> MemoryDraft:
         importance=msg.importance if msg.HasField("importance") else None,
         session_id=msg.session_id, source=msg.source, tier=msg.tier,
         expires_at=msg.expires_at, supersedes=msg.supersedes, vector=list(msg.vector),
-        protected=msg.protected if msg.HasField("protected") else None, new=msg.never_merge)
+        protected=msg.protected if msg.HasField("protected") else None, new=msg.never_merge,
+        allow_secret=msg.allow_secret)
 
 
 def remember_reply(outcome: RememberOutcome) -> pb.RememberReply:
@@ -298,7 +299,7 @@ class MemoryServicer:
 
     def Import(self, request: pb.ImportRequest) -> pb.ImportReply:
         added, reinforced, txid = self.vault.import_memories(
-            [imported_from(record) for record in request.memories])
+            [imported_from(record) for record in request.memories], request.allow_secret)
         return pb.ImportReply(added=added, reinforced=reinforced, txid=txid)
 
     def Export(self, request: pb.ExportRequest, call: Liveness) -> Iterator[pb.MemoryRecord]:

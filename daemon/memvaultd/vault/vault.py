@@ -273,8 +273,9 @@ class Vault:
     def append_turns(self, session_id: str, turns: Sequence[TurnDraft]) -> tuple[int, list[str]]:
         return self.writes.append_turns(session_id, turns)
 
-    def import_memories(self, records: Sequence[ImportedRecord]) -> tuple[int, int, int]:
-        return self.writes.import_memories(records)
+    def import_memories(self, records: Sequence[ImportedRecord], allow_secret: bool = False
+                        ) -> tuple[int, int, int]:
+        return self.writes.import_memories(records, allow_secret)
 
     def replace_chunks(self, items: Sequence[MemoryDraft], forget_ids: Sequence[str] = ()
                        ) -> list[str]:

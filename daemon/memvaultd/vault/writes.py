@@ -15,7 +15,7 @@ from typing import Any
 
 from memvault_base.errors import InvalidArgument, NotFound
 from memvaultd.crypto.entropy import new_id
-from memvaultd.model import drafts
+from memvaultd.model import drafts, secrets
 from memvaultd.model import memory as m
 from memvaultd.model.commands import (
     ADDED,
@@ -227,7 +227,10 @@ class Writes:
         now = time.time()
         memories = []
         for i, turn in enumerate(turns):
-            memory = drafts.new_memory(MemoryDraft(text=turn.text, type=m.EPISODIC,
+            # A turn is a transcript captured as it happened, not a text the
+            # caller chose to keep: its credentials are redacted (docs/secrets.md).
+            memory = drafts.new_memory(MemoryDraft(text=secrets.redact(turn.text),
+                                                   type=m.EPISODIC,
                                                    entity=turn.speaker, session_id=session_id,
                                                    source=turn.speaker,
                                                    payload_json=turn.payload_json),
@@ -242,7 +245,8 @@ class Writes:
                                   for t, v in zip(memories, vectors, strict=True)])
         return first + len(memories) - 1, [t.id for t in memories]
 
-    def import_memories(self, records: Sequence[ImportedRecord]) -> tuple[int, int, int]:
+    def import_memories(self, records: Sequence[ImportedRecord], allow_secret: bool = False
+                        ) -> tuple[int, int, int]:
         """Whole records, ids, times and chains kept, each checked as a
         remembered memory is (`drafts.imported_memory`). A record carries its
         own id, so it is never merged into another memory: an export imported
@@ -252,7 +256,12 @@ class Writes:
             raise InvalidArgument(f"memories: over the batch limit of {MAX_BATCH}")
         info = self.core.info
         now = time.time()
-        memories = [drafts.imported_memory(record.fields, now) for record in records]
+        memories = []
+        for i, record in enumerate(records):
+            try:
+                memories.append(drafts.imported_memory(record.fields, now, allow_secret))
+            except InvalidArgument as exc:
+                raise InvalidArgument(f"memories[{i}].{exc}") from exc
         vectors: list[Vector | None] = [
             drafts.own_vector(record.vector, info.dimension, info.model,
                               f"memories[{i}].vector") if record.vector else None
