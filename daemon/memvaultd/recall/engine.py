@@ -18,14 +18,13 @@ from dataclasses import dataclass
 
 from memvault_base.errors import InvalidArgument
 from memvaultd.index.layer import Layer
-from memvaultd.model import memory as m
 from memvaultd.model.commands import RecallQuery
-from memvaultd.model.heat import HeatSettings, check_band
+from memvaultd.model.heat import HeatSettings
 from memvaultd.model.vector import Vector
 from memvaultd.recall import columnar
 from memvaultd.recall.hybrid import HYBRID, MODES, Candidate, FusionSettings, explain
 from memvaultd.recall.ranking import MAX_TOP_K, OVERFETCH, Scored, check_top_k
-from memvaultd.recall.visibility import Visibility
+from memvaultd.recall.visibility import Visibility, check_kinds
 
 # ~4 bytes of English per token for the BPE tokenizers agents budget with.
 BYTES_PER_TOKEN = 4
@@ -72,11 +71,7 @@ def plan(query: RecallQuery, now: float, heat_settings: HeatSettings | None = No
         raise InvalidArgument(f"offset: offset + top_k must stay within {MAX_TOP_K}")
     if query.max_tokens < 0:
         raise InvalidArgument("max_tokens: must not be negative")
-    for tier in query.tiers:
-        m.normalize_tier(tier)
-    for memory_type in query.types:
-        m.normalize_type(memory_type)
-    check_band(query.band)
+    check_kinds(query.tiers, query.types, query.band)
     return Plan(query, top_k, mode, Visibility.of(query, now, heat_settings), now)
 
 

@@ -15,7 +15,7 @@ asks the same of one `Memory` at a time.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,11 +25,21 @@ from memvaultd.index.columns import TIER_CODES, TYPE_CODES
 from memvaultd.index.memory_index import MemoryIndex, Rows, View
 from memvaultd.model import memory as m
 from memvaultd.model.commands import RecallQuery
-from memvaultd.model.heat import HeatSettings, band, heat
+from memvaultd.model.heat import HeatSettings, band, check_band, heat
 from memvaultd.model.memory import Memory
 from memvaultd.recall.filter.parse import MATCH_ALL, parse_filter
 
 DEFAULT_TIERS = frozenset({m.WORKING, m.LONG_TERM})
+
+
+def check_kinds(tiers: Sequence[str], types: Sequence[str], band_name: str) -> None:
+    """Raises InvalidArgument naming the first tier, type or band that is not
+    one: the kinds a recall and a listing narrow by."""
+    for tier in tiers:
+        m.normalize_tier(tier)
+    for memory_type in types:
+        m.normalize_type(memory_type)
+    check_band(band_name)
 
 
 @dataclass(frozen=True)

@@ -35,19 +35,17 @@ import numpy.typing as npt
 
 from memvault_base.errors import InvalidArgument
 from memvaultd.index.layer import Layer
-from memvaultd.model import memory as m
 from memvaultd.model.commands import ListQuery, RecallQuery
 from memvaultd.model.heat import (
     HeatSettings,
     band,
     bands_of,
-    check_band,
     heat,
     heats,
     last_use,
 )
 from memvaultd.model.memory import Memory
-from memvaultd.recall.visibility import Visibility
+from memvaultd.recall.visibility import Visibility, check_kinds
 
 # 500 rows: a screenful many times over, and a reply of ~0.5 MB at most
 # (memories up to ~1 KiB of text each); the next page is one call away.
@@ -104,11 +102,7 @@ def check(query: ListQuery) -> None:
         raise InvalidArgument(f"limit: must be 1..{MAX_PAGE} (0 means {DEFAULT_PAGE})")
     if query.offset < 0:
         raise InvalidArgument("offset: must not be negative")
-    for tier in query.tiers:
-        m.normalize_tier(tier)
-    for memory_type in query.types:
-        m.normalize_type(memory_type)
-    check_band(query.band)
+    check_kinds(query.tiers, query.types, query.band)
 
 
 def list_page(layer: Layer, query: ListQuery, now: float,
