@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["replace_file", "sync_dir"]
+__all__ = ["replace_file", "sync_dir", "write_all"]
 
 
 def sync_dir(path: Path) -> None:
@@ -33,11 +33,16 @@ def replace_file(path: Path, blob: bytes) -> None:
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
         os.fchmod(fd, 0o600)  # O_CREAT's mode is masked by umask and ignored for an old file
-        view = memoryview(blob)
-        while view:
-            view = view[os.write(fd, view):]
+        write_all(fd, blob)
         os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(tmp, path)
     sync_dir(path.parent)  # the rename is durable only once the directory entry is
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """Write every byte of `data` to `fd` (one `os.write` may write fewer)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]

@@ -57,7 +57,7 @@ from collections.abc import Iterator
 from heapq import nsmallest
 from pathlib import Path, PurePosixPath
 
-from memvault_base.durable import sync_dir
+from memvault_base.durable import sync_dir, write_all
 from memvault_base.errors import IntegrityError, NotFound, Unavailable
 
 log = logging.getLogger(__name__)
@@ -199,9 +199,7 @@ class DirectoryStore:
         fd = os.open(tmp_name, _CREATE, 0o600, dir_fd=tmp_fd)
         try:
             try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view):]
+                write_all(fd, data)
                 os.fsync(fd)
             finally:
                 os.close(fd)
