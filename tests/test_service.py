@@ -26,7 +26,7 @@ from memvaultd.serve.endpoint import _STOP_GRACE_S
 
 from .daemon_process import DaemonProcess
 from .key_file_vault import make_key_file_vault
-from .terminal_daemon import _take_the_terminal
+from .terminal_daemon import on_its_terminal
 
 ROOT = Path(__file__).resolve().parent.parent
 _SNAPSHOT_1M_S = 21  # the slowest stop of a 1M vault measured: 21 s (docs/benchmarks.md)
@@ -476,9 +476,9 @@ def test_install_takes_the_passphrase_the_manager_environment_gives(
 def _on_a_terminal(args: list[str], env: dict[str, str], answer: str) -> tuple[int, str]:
     """`memvault ARGS` on a pseudo-terminal, `answer` typed at its passphrase prompt."""
     master, slave = os.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "memvault.cli.main", *args], env=env,
-                            stdin=slave, stdout=slave, stderr=slave, start_new_session=True,
-                            preexec_fn=_take_the_terminal)
+    proc = subprocess.Popen(on_its_terminal([sys.executable, "-m", "memvault.cli.main", *args]),
+                            env=env, stdin=slave, stdout=slave, stderr=slave,
+                            start_new_session=True)
     os.close(slave)
     output, answered = b"", False
     try:
