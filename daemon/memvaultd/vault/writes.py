@@ -298,6 +298,7 @@ class Writes:
         count old clients read."""
         if len(records) > MAX_BATCH:
             raise InvalidArgument(f"memories: over the batch limit of {MAX_BATCH}")
+        access.check_writable("import")
         info = self.core.info
         now = time.time()
         memories = []
