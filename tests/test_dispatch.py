@@ -19,6 +19,7 @@ import pytest
 
 from memvault_base.errors import InvalidArgument, NotFound, Status
 from memvault_base.v1 import memory_pb2 as pb
+from memvaultd.model.scopes import FULL, Access
 from memvaultd.serve.dispatch import UNDECODABLE, Call, Dispatch, Ended, Stream, Unary
 
 # The requests: GetRequest, its id saying what the test wants; the replies:
@@ -35,7 +36,7 @@ def _thread(payload: bytes | Ended) -> str:
     return pb.StatusReply.FromString(payload).version
 
 
-def _thread_name(request: pb.GetRequest) -> pb.StatusReply:
+def _thread_name(request: pb.GetRequest, access: Access) -> pb.StatusReply:
     return pb.StatusReply(version=threading.current_thread().name)
 
 
@@ -67,10 +68,10 @@ def test_a_ready_call_computes_on_its_own_pool_and_one_that_may_wait_on_the_shar
 def test_calls_that_may_wait_run_while_every_computing_thread_is_busy(pools: Any) -> None:
     release = threading.Event()
 
-    def gated(request: pb.GetRequest) -> pb.StatusReply:
+    def gated(request: pb.GetRequest, access: Access) -> pb.StatusReply:
         if request.id.endswith("gated"):
             assert release.wait(10)
-        return _thread_name(request)
+        return _thread_name(request, access)
 
     dispatch = Dispatch({"Get": Unary(pb.GetRequest, gated, ready=_ready)}, *pools)
 
@@ -94,7 +95,7 @@ def test_at_once_answers_on_the_loop_without_a_worker(pools: Any) -> None:
 
     def at_once(request: pb.GetRequest) -> pb.StatusReply | None:
         loop_thread.append(threading.current_thread().name)
-        return _thread_name(request) if request.id == "cached" else None
+        return _thread_name(request, FULL) if request.id == "cached" else None
 
     dispatch = Dispatch({"Get": Unary(pb.GetRequest, _thread_name, at_once=at_once,
                                       ready=lambda request: True)}, *pools)
@@ -114,7 +115,7 @@ def test_a_request_is_prepared_once_for_every_path(pools: Any) -> None:
     # the worker see it.
     prepared: list[str] = []
 
-    def prepare(request: pb.GetRequest) -> list[str]:
+    def prepare(request: pb.GetRequest, access: Access) -> list[str]:
         prepared.append(request.id)
         return [request.id]
 
@@ -127,7 +128,7 @@ def test_a_request_is_prepared_once_for_every_path(pools: Any) -> None:
         seen.append(query)
         return False
 
-    def run(query: list[str]) -> pb.StatusReply:
+    def run(query: list[str], access: Access) -> pb.StatusReply:
         seen.append(query)
         return pb.StatusReply(version=query[0])
 
@@ -143,7 +144,7 @@ def test_a_request_is_prepared_once_for_every_path(pools: Any) -> None:
 
 
 def _failing(exc: Exception) -> Unary:
-    def run(request: pb.GetRequest) -> pb.StatusReply:
+    def run(request: pb.GetRequest, access: Access) -> pb.StatusReply:
         raise exc
 
     return Unary(pb.GetRequest, run)
@@ -180,7 +181,8 @@ def test_at_once_errors_are_answered_on_the_loop(pools: Any) -> None:
 def test_undecodable_bytes_are_invalid_argument_and_unknown_methods_unimplemented(
         pools: Any) -> None:
     dispatch = Dispatch({"Get": Unary(pb.GetRequest, _thread_name),
-                         "Events": Stream(pb.EventsRequest, lambda request, call: iter(()))},
+                         "Events": Stream(pb.EventsRequest,
+                                          lambda request, access, call: iter(()))},
                         *pools)
     bad_utf8 = b"\x0a\x01\xff"  # field 1 (id), one byte that is no UTF-8
 
@@ -208,7 +210,8 @@ def test_a_reply_over_the_message_limit_is_resource_exhausted(
     from memvaultd.serve import dispatch as module
 
     monkeypatch.setattr(module, "MAX_MESSAGE", 1000)
-    dispatch = Dispatch({"Get": Unary(pb.GetRequest, lambda r: pb.StatusReply(version="v" * 2000))},
+    dispatch = Dispatch({"Get": Unary(
+        pb.GetRequest, lambda r, access: pb.StatusReply(version="v" * 2000))},
                         *pools)
     answer = asyncio.run(dispatch.unary("Get", _request("x")))
     assert isinstance(answer, Ended) and answer.status == Status.RESOURCE_EXHAUSTED
@@ -224,7 +227,8 @@ class _Events:
         self.closed = threading.Event()
         self.items: list[str] = []
 
-    def __call__(self, request: pb.EventsRequest, call: Call) -> Iterator[pb.Event]:
+    def __call__(self, request: pb.EventsRequest, access: Access, call: Call
+                 ) -> Iterator[pb.Event]:
         try:
             sent = 0
             while call.is_active():
@@ -238,7 +242,8 @@ class _Events:
 
 
 def test_a_stream_sends_its_items_from_the_loop_and_ends_ok(pools: Any) -> None:
-    def export(request: pb.ExportRequest, call: Call) -> Iterator[pb.MemoryRecord]:
+    def export(request: pb.ExportRequest, access: Access, call: Call
+               ) -> Iterator[pb.MemoryRecord]:
         for i in range(5):
             yield pb.MemoryRecord(id=f"m-{i}", text=threading.current_thread().name)
 
@@ -257,7 +262,8 @@ def test_a_stream_sends_its_items_from_the_loop_and_ends_ok(pools: Any) -> None:
 
 
 def test_a_stream_that_fails_ends_with_its_status(pools: Any) -> None:
-    def export(request: pb.ExportRequest, call: Call) -> Iterator[pb.MemoryRecord]:
+    def export(request: pb.ExportRequest, access: Access, call: Call
+               ) -> Iterator[pb.MemoryRecord]:
         yield pb.MemoryRecord(id="m-0")
         raise NotFound("the vault went away")
 

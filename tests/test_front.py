@@ -31,6 +31,7 @@ from memvault import Client
 from memvault_base.errors import InvalidArgument, Status
 from memvault_base.v1 import memory_pb2 as pb
 from memvault_base.v1 import memory_pb2_grpc as pb_grpc
+from memvaultd.model.scopes import Access
 from memvaultd.serve.dispatch import Call, Dispatch, Stream, Unary
 from memvaultd.serve.front import link
 from memvaultd.serve.front.link import Kind, LinkBroken, LinkClient, State
@@ -44,7 +45,8 @@ T = TypeVar("T")
 
 
 def test_frames_are_cut_from_a_stream_whatever_its_pieces() -> None:
-    stream = (link.call_frame(7, "Recall", b"\x0a\x03abc")
+    access = (("memvault-scopes", "project:api"), ("memvault-read-only", "1"))
+    stream = (link.call_frame(7, "Recall", b"\x0a\x03abc", link.access_lines(access))
               + link.end_frame(7, Status.INVALID_ARGUMENT, "query: bad")
               + link.frame(Kind.ITEM, 2**32 - 1, b"")
               + link.more_frame(9, 32)
@@ -55,7 +57,7 @@ def test_frames_are_cut_from_a_stream_whatever_its_pieces() -> None:
         assert [(kind, call) for kind, call, _ in got] == [
             (Kind.CALL, 7), (Kind.END, 7), (Kind.ITEM, 2**32 - 1), (Kind.MORE, 9),
             (Kind.STATE, 0)]
-        assert link.parse_call(got[0][2]) == ("Recall", b"\x0a\x03abc")
+        assert link.parse_call(got[0][2]) == ("Recall", access, b"\x0a\x03abc")
         assert link.parse_end(got[1][2]) == (Status.INVALID_ARGUMENT, b"query: bad")
         assert got[2][2] == b""
         assert link.parse_more(got[3][2]) == 32
@@ -70,9 +72,13 @@ def test_a_frame_is_judged_by_its_head_before_its_body_is_read() -> None:
         link.Frames(frozenset({Kind.CALL})).feed(link.frame(Kind.ITEM, 1, b"x"))
     with pytest.raises(LinkBroken, match="a frame of 4 bytes"):
         link.Frames(frozenset(Kind)).feed(b"\0\0\0\4\1\0\0\0")
-    for body in (b"", b"\x09Recall"):
+    for body in (b"", b"\x09Recall", b"\x06Recall\x00"):
         with pytest.raises(LinkBroken, match="name runs past"):
             link.parse_call(body)
+    with pytest.raises(LinkBroken, match="access runs past"):
+        link.parse_call(b"\x06Recall\x00\x09a=b\n")
+    with pytest.raises(ValueError, match="over 4096 bytes"):
+        link.access_lines((("memvault-topics", "x" * 5000),))
     for bad in (lambda: link.parse_more(b"\0\0\1"), lambda: link.parse_end(b""),
                 lambda: link.parse_state(b"\x09")):
         with pytest.raises(LinkBroken):
@@ -92,7 +98,7 @@ class _Methods:
         self.events_closed = threading.Event()
         self.export_size = 10
 
-    def get(self, request: pb.GetRequest) -> pb.GetReply:
+    def get(self, request: pb.GetRequest, access: Access) -> pb.GetReply:
         if request.id == "slow":
             assert self.release.wait(10)
         if request.id == "refuse":
@@ -101,7 +107,8 @@ class _Methods:
             raise KeyError("a bug")
         return pb.GetReply(memory=pb.MemoryRecord(id=request.id))
 
-    def export(self, request: pb.ExportRequest, call: Call) -> Iterator[pb.MemoryRecord]:
+    def export(self, request: pb.ExportRequest, access: Access, call: Call
+               ) -> Iterator[pb.MemoryRecord]:
         try:
             for i in range(self.export_size):
                 self.produced += 1
@@ -111,7 +118,8 @@ class _Methods:
         finally:
             self.closed.set()
 
-    def events(self, request: pb.EventsRequest, call: Call) -> Iterator[pb.Event]:
+    def events(self, request: pb.EventsRequest, access: Access, call: Call
+               ) -> Iterator[pb.Event]:
         try:
             while call.is_active():
                 time.sleep(0.05)

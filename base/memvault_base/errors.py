@@ -3,6 +3,7 @@
     MemvaultError
     ├── InvalidArgument     the request is malformed; nothing was changed
     ├── NotFound            no memory (or object) with that id
+    ├── PermissionDenied    the caller's declared access does not reach it
     ├── IntegrityError      ciphertext failed to authenticate: tampered or corrupt
     ├── Locked              the vault key is not available (no keyring, no passphrase)
     ├── Unavailable         the daemon (or remote) cannot be reached or is not ready
@@ -29,6 +30,7 @@ __all__ = [
     "Locked",
     "MemvaultError",
     "NotFound",
+    "PermissionDenied",
     "ResourceExhausted",
     "RollbackDetected",
     "Status",
@@ -48,6 +50,10 @@ class InvalidArgument(MemvaultError):
 
 class NotFound(MemvaultError):
     """No such memory."""
+
+
+class PermissionDenied(MemvaultError):
+    """The caller declared an access (scopes, topics, read-only) that does not reach this."""
 
 
 class IntegrityError(MemvaultError):
@@ -95,6 +101,7 @@ class Status(IntEnum):
 CODE_OF: dict[type[MemvaultError], Status] = {
     InvalidArgument: Status.INVALID_ARGUMENT,
     NotFound: Status.NOT_FOUND,
+    PermissionDenied: Status.PERMISSION_DENIED,
     IntegrityError: Status.DATA_LOSS,
     Locked: Status.FAILED_PRECONDITION,
     Unavailable: Status.UNAVAILABLE,

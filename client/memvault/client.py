@@ -56,6 +56,12 @@ class Client(WriteCalls, ReadCalls, TransferCalls, SyncCalls, UpkeepCalls, Trash
     `socket` names the daemon's socket; when None it is found by the same rule
     the daemon uses (`--home` / `MEMVAULT_HOME`, else the platform's runtime
     directory). `timeout` bounds every call in seconds. Calls are thread-safe.
+
+    `scopes`, `topics` and `read_only` declare, with every call, what this
+    client may reach (docs/scopes.md): `scopes=["project:api"]` sees that
+    project's memories and the user's and writes only in the project;
+    `topics=["work.*"]` keeps it to those topics; `read_only=True` refuses
+    every write. None of them: full access.
     """
 
     def _make_stubs(self) -> None:
@@ -118,7 +124,7 @@ class Client(WriteCalls, ReadCalls, TransferCalls, SyncCalls, UpkeepCalls, Trash
         """
         self._connect()
         try:
-            call = self._events(pb.EventsRequest(types=list(types)))
+            call = self._events(pb.EventsRequest(types=list(types)), metadata=self._metadata)
         except grpc.RpcError as err:
             raise self._error(err) from None
         return EventStream(call, self._error)

@@ -13,13 +13,14 @@ from __future__ import annotations
 import os
 import threading
 import weakref
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 import grpc
 from google.protobuf.message import Message
 
-from memvault_base import paths
+from memvault_base import access, paths
 from memvault_base.errors import MemvaultError, Unavailable
 from memvault_base.limits import MAX_MESSAGE
 from memvault_base.rpc import answered, error_from_status
@@ -76,10 +77,16 @@ class Connection:
         *,
         home: str | None = None,
         timeout: float = 30.0,
+        scopes: Sequence[str] = (),
+        topics: Sequence[str] = (),
+        read_only: bool = False,
     ) -> None:
         raw = Path(socket) if socket is not None else paths.resolve(home).socket
         self.socket: Path = raw.expanduser().absolute()
         self.timeout = timeout
+        self.scopes, self.topics, self.read_only = tuple(scopes), tuple(topics), read_only
+        # Sent with every call: the access this client declares (docs/scopes.md).
+        self._metadata = access.metadata(scopes, topics, read_only) or None
         self._channel = grpc.insecure_channel(f"unix://{self.socket}", options=_CHANNEL_OPTIONS)
         # A channel left open keeps the interpreter waiting at exit for good:
         # a script that never calls `close` (most do not) would never end.
@@ -123,7 +130,7 @@ class Connection:
         timeout = self.timeout if timeout is None else timeout
         self._connect(min(timeout, CONNECT_TIMEOUT_S))
         try:
-            return method(request, timeout=timeout)
+            return method(request, timeout=timeout, metadata=self._metadata)
         except grpc.RpcError as err:
             raise self._error(err, timeout) from None
 

@@ -46,6 +46,9 @@ class Memory:
     # A consolidated memory's sources; an archived source's consolidated memory.
     consolidated_from: tuple[str, ...] = ()
     consolidated_into: str = ""
+    # Whose it is: "user", "project:<name>" or "agent:<name>" (docs/scopes.md);
+    # "" (an export written before scopes) is imported as the caller's default.
+    scope: str = ""
 
     @property
     def pinned(self) -> bool:
@@ -78,6 +81,7 @@ class Memory:
             "protected": self.protected,
             "consolidated_from": list(self.consolidated_from),
             "consolidated_into": self.consolidated_into,
+            "scope": self.scope,
         }
         if self.vector:
             out["vector"] = list(self.vector)

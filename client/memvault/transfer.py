@@ -41,7 +41,8 @@ class TransferCalls(Connection):
         """
         self._connect()
         try:
-            call = self._export(pb.ExportRequest(include_vectors=include_vectors))
+            call = self._export(pb.ExportRequest(include_vectors=include_vectors),
+                                metadata=self._metadata)
         except grpc.RpcError as err:
             raise self._error(err) from None
         return _stream_memories(call, self._error)

@@ -85,6 +85,7 @@ INPUT_KEYS = frozenset(
         "protected",
         "new",
         "allow_secret",
+        "scope",
     }
 )
 # The wire names, accepted too, so a dict shaped like Memory.to_dict() fits.
@@ -106,6 +107,7 @@ UPDATE_FIELDS = {
     "tier": "tier",
     "expires_at": "expires_at",
     "protected": "protected",
+    "scope": "scope",
 }
 
 _TURN_KEYS = frozenset({"speaker", "text", "at", "payload"})
@@ -133,6 +135,7 @@ def memory_input(
     protected: bool | None = None,
     new: bool = False,
     allow_secret: bool = False,
+    scope: str = "",
 ) -> pb.MemoryInput:
     memory = pb.MemoryInput(
         text=text,
@@ -150,6 +153,7 @@ def memory_input(
         vector=list(vector or ()),
         never_merge=new,
         allow_secret=allow_secret,
+        scope=scope,
     )
     if importance is not None:
         memory.importance = importance
@@ -261,6 +265,7 @@ def record(memory: Memory) -> pb.MemoryRecord:
         protected=memory.protected,
         consolidated_from=strings(memory.consolidated_from),
         consolidated_into=memory.consolidated_into,
+        scope=memory.scope,
     )
 
 
@@ -338,6 +343,7 @@ def memory(message: pb.MemoryRecord) -> Memory:
         protected=message.protected,
         consolidated_from=tuple(message.consolidated_from),
         consolidated_into=message.consolidated_into,
+        scope=message.scope,
     )
 
 

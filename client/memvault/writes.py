@@ -61,6 +61,7 @@ class WriteCalls(Connection):
         protected: bool | None = None,
         new: bool = False,
         allow_secret: bool = False,
+        scope: str = "",
     ) -> RememberResult:
         """Store a memory; returns its id, the txid and what the daemon made of it.
 
@@ -80,6 +81,10 @@ class WriteCalls(Connection):
         key, a password in a URL, a high-entropy token) is refused with
         InvalidArgument naming its kind and place; `allow_secret=True`
         stores it anyway (the same keyword on update, supersede and import).
+
+        `scope` is whose it is: "user", "project:<name>" or "agent:<name>"
+        (docs/scopes.md); "" is the client's first scope other than "user"
+        when it was made with `scopes=`, else "user".
         """
         memory = wire.memory_input(
             text,
@@ -99,6 +104,7 @@ class WriteCalls(Connection):
             protected=protected,
             new=new,
             allow_secret=allow_secret,
+            scope=scope,
         )
         reply = self._call(self._remember, pb.RememberRequest(memory=memory))
         return wire.remember_result(reply)
@@ -165,6 +171,7 @@ class WriteCalls(Connection):
         vector: Sequence[float] | None = None,
         protected: bool | None = None,
         allow_secret: bool = False,
+        scope: str | None = None,
     ) -> UpdateResult:
         """Edit the memory in place (same id); only the keywords given change.
 
@@ -186,6 +193,7 @@ class WriteCalls(Connection):
             "tier": tier,
             "expires_at": expires_at,
             "protected": protected,
+            "scope": scope,
         }
         reply = self._call(self._update, wire.update_request(id, changes, vector,
                                                                 allow_secret))
@@ -210,13 +218,14 @@ class WriteCalls(Connection):
         vector: Sequence[float] | None = None,
         protected: bool | None = None,
         allow_secret: bool = False,
+        scope: str | None = None,
     ) -> RememberResult:
         """Store `text` as the new version of memory `id`, which recall then hides.
 
         The old memory gets `superseded_by`; `history()` of either returns
         both. A keyword left at None is the old memory's (type, topic,
         payload, entity, tags, category, importance, session, source,
-        protected); an empty value (`topic=""`, `tags=[]`, `payload={}`)
+        protected, scope); an empty value (`topic=""`, `tags=[]`, `payload={}`)
         leaves that field empty.
         """
         fields: dict[str, Any] = {
@@ -232,6 +241,7 @@ class WriteCalls(Connection):
             "tier": tier,
             "expires_at": expires_at,
             "protected": protected,
+            "scope": scope,
         }
         reply = self._call(self._supersede, wire.supersede_request(id, text, fields, vector,
                                                                      allow_secret))

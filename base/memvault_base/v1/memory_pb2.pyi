@@ -7,7 +7,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class MemoryRecord(_message.Message):
-    __slots__ = ("id", "text", "type", "topic_key", "payload_json", "entity", "tags", "category", "importance", "session_id", "source", "tier", "created_at", "last_reinforced_at", "reinforce_count", "access_count", "expires_at", "superseded_by", "supersedes", "vector", "last_accessed_at", "protected", "consolidated_from", "consolidated_into")
+    __slots__ = ("id", "text", "type", "topic_key", "payload_json", "entity", "tags", "category", "importance", "session_id", "source", "tier", "created_at", "last_reinforced_at", "reinforce_count", "access_count", "expires_at", "superseded_by", "supersedes", "vector", "last_accessed_at", "protected", "consolidated_from", "consolidated_into", "scope")
     ID_FIELD_NUMBER: _ClassVar[int]
     TEXT_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
@@ -32,6 +32,7 @@ class MemoryRecord(_message.Message):
     PROTECTED_FIELD_NUMBER: _ClassVar[int]
     CONSOLIDATED_FROM_FIELD_NUMBER: _ClassVar[int]
     CONSOLIDATED_INTO_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
     id: str
     text: str
     type: str
@@ -56,10 +57,11 @@ class MemoryRecord(_message.Message):
     protected: bool
     consolidated_from: _containers.RepeatedScalarFieldContainer[str]
     consolidated_into: str
-    def __init__(self, id: _Optional[str] = ..., text: _Optional[str] = ..., type: _Optional[str] = ..., topic_key: _Optional[str] = ..., payload_json: _Optional[str] = ..., entity: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., category: _Optional[str] = ..., importance: _Optional[float] = ..., session_id: _Optional[str] = ..., source: _Optional[str] = ..., tier: _Optional[str] = ..., created_at: _Optional[float] = ..., last_reinforced_at: _Optional[float] = ..., reinforce_count: _Optional[int] = ..., access_count: _Optional[int] = ..., expires_at: _Optional[float] = ..., superseded_by: _Optional[str] = ..., supersedes: _Optional[str] = ..., vector: _Optional[_Iterable[float]] = ..., last_accessed_at: _Optional[float] = ..., protected: _Optional[bool] = ..., consolidated_from: _Optional[_Iterable[str]] = ..., consolidated_into: _Optional[str] = ...) -> None: ...
+    scope: str
+    def __init__(self, id: _Optional[str] = ..., text: _Optional[str] = ..., type: _Optional[str] = ..., topic_key: _Optional[str] = ..., payload_json: _Optional[str] = ..., entity: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., category: _Optional[str] = ..., importance: _Optional[float] = ..., session_id: _Optional[str] = ..., source: _Optional[str] = ..., tier: _Optional[str] = ..., created_at: _Optional[float] = ..., last_reinforced_at: _Optional[float] = ..., reinforce_count: _Optional[int] = ..., access_count: _Optional[int] = ..., expires_at: _Optional[float] = ..., superseded_by: _Optional[str] = ..., supersedes: _Optional[str] = ..., vector: _Optional[_Iterable[float]] = ..., last_accessed_at: _Optional[float] = ..., protected: _Optional[bool] = ..., consolidated_from: _Optional[_Iterable[str]] = ..., consolidated_into: _Optional[str] = ..., scope: _Optional[str] = ...) -> None: ...
 
 class MemoryInput(_message.Message):
-    __slots__ = ("text", "type", "topic_key", "payload_json", "entity", "tags", "category", "importance", "session_id", "source", "tier", "expires_at", "supersedes", "vector", "protected", "never_merge", "allow_secret")
+    __slots__ = ("text", "type", "topic_key", "payload_json", "entity", "tags", "category", "importance", "session_id", "source", "tier", "expires_at", "supersedes", "vector", "protected", "never_merge", "allow_secret", "scope")
     TEXT_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
     TOPIC_KEY_FIELD_NUMBER: _ClassVar[int]
@@ -77,6 +79,7 @@ class MemoryInput(_message.Message):
     PROTECTED_FIELD_NUMBER: _ClassVar[int]
     NEVER_MERGE_FIELD_NUMBER: _ClassVar[int]
     ALLOW_SECRET_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
     text: str
     type: str
     topic_key: str
@@ -94,7 +97,8 @@ class MemoryInput(_message.Message):
     protected: bool
     never_merge: bool
     allow_secret: bool
-    def __init__(self, text: _Optional[str] = ..., type: _Optional[str] = ..., topic_key: _Optional[str] = ..., payload_json: _Optional[str] = ..., entity: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., category: _Optional[str] = ..., importance: _Optional[float] = ..., session_id: _Optional[str] = ..., source: _Optional[str] = ..., tier: _Optional[str] = ..., expires_at: _Optional[float] = ..., supersedes: _Optional[str] = ..., vector: _Optional[_Iterable[float]] = ..., protected: _Optional[bool] = ..., never_merge: _Optional[bool] = ..., allow_secret: _Optional[bool] = ...) -> None: ...
+    scope: str
+    def __init__(self, text: _Optional[str] = ..., type: _Optional[str] = ..., topic_key: _Optional[str] = ..., payload_json: _Optional[str] = ..., entity: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., category: _Optional[str] = ..., importance: _Optional[float] = ..., session_id: _Optional[str] = ..., source: _Optional[str] = ..., tier: _Optional[str] = ..., expires_at: _Optional[float] = ..., supersedes: _Optional[str] = ..., vector: _Optional[_Iterable[float]] = ..., protected: _Optional[bool] = ..., never_merge: _Optional[bool] = ..., allow_secret: _Optional[bool] = ..., scope: _Optional[str] = ...) -> None: ...
 
 class RememberRequest(_message.Message):
     __slots__ = ("memory",)

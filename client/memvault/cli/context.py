@@ -23,14 +23,16 @@ _DAEMON_ID = re.compile(r"[0-9a-f]{32}")
 class LazyClient:
     """Creates the Client on first use, so `--help` and usage errors never connect."""
 
-    def __init__(self, home: str | None, socket: str | None, timeout: float) -> None:
+    def __init__(self, home: str | None, socket: str | None, timeout: float,
+                 scopes: tuple[str, ...] = ()) -> None:
         self._args = (home, socket, timeout)
+        self.scopes = scopes  # the access it declares (docs/scopes.md); (): full
         self._client: Client | None = None
 
     def client(self) -> Client:
         if self._client is None:
             home, socket, timeout = self._args
-            self._client = Client(socket, home=home, timeout=timeout)
+            self._client = Client(socket, home=home, timeout=timeout, scopes=self.scopes)
             click.get_current_context().call_on_close(self._client.close)
         return self._client
 

@@ -113,11 +113,17 @@ class _Group(click.Group):
     "--socket", type=click.Path(dir_okay=False), help="The daemon's socket (overrides --home)."
 )
 @click.option("--timeout", type=float, default=30.0, show_default=True, help="Seconds per call.")
+@click.option(
+    "--scope", "scopes", multiple=True, metavar="SCOPE",
+    help="Work in this scope only (project:NAME, agent:NAME, user; repeat for several): see "
+         "its memories and the user's, write only in it (docs/scopes.md). Default: every scope.",
+)
 @click.version_option(__version__, message="memvault %(version)s")
 @click.pass_context
-def cli(ctx: click.Context, home: str | None, socket: str | None, timeout: float) -> None:
+def cli(ctx: click.Context, home: str | None, socket: str | None, timeout: float,
+        scopes: tuple[str, ...]) -> None:
     """Encrypted, local-first memory for AI agents: talk to the memvault daemon."""
-    ctx.obj = LazyClient(home, socket, timeout)
+    ctx.obj = LazyClient(home, socket, timeout, scopes)
 
 
 for command in (

@@ -6,6 +6,12 @@ through `memvault.Client`, on a worker thread so the MCP loop never blocks on
 the socket. Nothing is kept here: the bridge holds no memory and no key, and
 an agent that reaches it reaches only what the user's own `memvault` CLI could.
 
+A bridge started with `--scope`, `--topics` or `--read-only` declares that
+access with every call (docs/scopes.md): the daemon shows it only those
+scopes (and `user`) and topics and refuses what is outside; with
+`--read-only` it lists only `recall`, `get` and `list_topics`, and without
+full access no `consolidate`.
+
 Tools: `recall`, `get` (one memory and its chain of versions), `remember`,
 `supersede`, `update_memory`, `forget` (by id, or a sweep of what is cold and
 minor; always into the trash, never purged: an agent misled by what it read
@@ -170,6 +176,28 @@ def build_server(client: Client) -> "MCPServer":
         memory = next(link for link in chain if link.id == id)
         return _json({"memory": _memory(memory), "chain": [_memory(m) for m in chain]})
 
+    if not client.read_only:
+        _writing_tools(server, client, call, adds, changes)
+
+    @server.tool(name="list_topics", description=LIST_TOPICS, structured_output=False,
+                 annotations=reads)
+    async def list_topics() -> str:
+        topics = await call(client.list_topics)
+        return _json([{"topic": t.name, "count": t.count,
+                       "last_activity": _date(t.last_activity)} for t in topics])
+
+    return server
+
+
+def _writing_tools(server: "MCPServer", client: Client, call: Any, adds: Any,
+                   changes: Any) -> None:
+    """The tools that change something: none of them on a read-only bridge,
+    and no `consolidate` (the whole vault's) on one kept to scopes or topics."""
+    from mcp.server.mcpserver.exceptions import ToolError
+    from pydantic import Field
+
+    default_scope = next((s for s in client.scopes if s != "user"), "user")
+
     @server.tool(name="remember", description=REMEMBER, structured_output=False,
                  annotations=adds)
     async def remember(
@@ -186,10 +214,13 @@ def build_server(client: Client) -> "MCPServer":
         category: Annotated[str, Field(description="A broad area, e.g. development.")] = "",
         new: Annotated[bool, Field(description=(
             "Store it as a memory of its own, never merged with a stored one."))] = False,
+        scope: Annotated[str, Field(description=(
+            "Whose it is: user (the person's own), project:NAME or agent:NAME; default "
+            f"{default_scope}."))] = "",
     ) -> str:
         result = await call(lambda: client.remember(
             text, topic=topic, type=type, tags=tags or (), importance=importance,
-            entity=entity, category=category, source=SOURCE, new=new))
+            entity=entity, category=category, source=SOURCE, new=new, scope=scope))
         return _json(_outcome(result))
 
     @server.tool(name="supersede", description=SUPERSEDE, structured_output=False,
@@ -252,6 +283,9 @@ def build_server(client: Client) -> "MCPServer":
         return _json({"dry_run": False, "forgotten": swept, "in_trash": True,
                       "restore": "memvault trash restore ID (or --all)"})
 
+    if client.scopes or client.topics:
+        return
+
     @server.tool(name="consolidate", description=CONSOLIDATE, structured_output=False,
                  annotations=adds)
     async def consolidate(
@@ -267,15 +301,6 @@ def build_server(client: Client) -> "MCPServer":
             {"id": c.id, "text": c.text, "sources": list(c.sources)}
             for c in result.consolidations]})
 
-    @server.tool(name="list_topics", description=LIST_TOPICS, structured_output=False,
-                 annotations=reads)
-    async def list_topics() -> str:
-        topics = await call(client.list_topics)
-        return _json([{"topic": t.name, "count": t.count,
-                       "last_activity": _date(t.last_activity)} for t in topics])
-
-    return server
-
 
 def run(client: Client) -> None:
     """Serve MCP on stdin/stdout until the host closes them."""
@@ -283,15 +308,28 @@ def run(client: Client) -> None:
 
 
 @click.command()
-def mcp() -> None:
+@click.option("--scope", "scopes", multiple=True, metavar="SCOPE",
+              help="Work in this scope (project:NAME, agent:NAME, user; repeat for several): "
+                   "the agent sees its memories and the user's, and writes only in it.")
+@click.option("--topics", "topics", multiple=True, metavar="PATTERN",
+              help="Only these topics (work.*: work and below; work: that topic; repeat or "
+                   "separate with commas).")
+@click.option("--read-only", is_flag=True,
+              help="List no tool that changes anything; the daemon refuses every write.")
+def mcp(scopes: tuple[str, ...], topics: tuple[str, ...], read_only: bool) -> None:
     """Serve the memory to an agent as MCP tools over stdio.
 
-    Register it with an agent host, e.g. `claude mcp add memvault -- memvault mcp`.
+    Register it with an agent host, e.g. `claude mcp add memvault -- memvault mcp`,
+    or for one project, read-only:
+    `claude mcp add memvault -- memvault mcp --scope project:api --read-only`.
     The daemon must be running (or start later: each call connects on demand).
     """
     params = click.get_current_context().find_root().params
+    patterns = tuple(p.strip() for given in topics for p in given.split(",") if p.strip())
     with Client(params.get("socket"), home=params.get("home"),
-                timeout=params.get("timeout") or 30.0) as client:
+                timeout=params.get("timeout") or 30.0,
+                scopes=(*params.get("scopes", ()), *scopes), topics=patterns,
+                read_only=read_only) as client:
         run(client)
 
 
@@ -321,6 +359,7 @@ def _fields(memory: Memory) -> dict[str, Any]:
         "topic": memory.topic_key, "type": memory.type, "tags": list(memory.tags),
         "category": memory.category, "entity": memory.entity, "payload": memory.payload,
         "source": memory.source, "created": _date(memory.created_at),
+        "scope": memory.scope if memory.scope != "user" else "",
         "pinned": memory.pinned or None,
     }
     return {key: value for key, value in fields.items() if value}

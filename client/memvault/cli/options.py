@@ -47,6 +47,9 @@ def memory_options(command: _F) -> _F:
         click.option("--expires-at", type=float, help="Unix time after which it is hidden."),
         click.option("--protected/--unprotected", default=None,
                      help="Keep it out of the forgetting sweep and consolidation."),
+        click.option("--scope", metavar="SCOPE",
+                     help="Whose it is: user, project:NAME or agent:NAME (remember: the "
+                          "first --scope given to memvault other than user, else user)."),
     ]
     for option in reversed(options):
         command = option(command)

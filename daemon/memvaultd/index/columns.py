@@ -12,12 +12,13 @@ holding the interpreter lock that eight clients then queued on
 
 The index writes a row's columns wherever it writes the row's record (put,
 update, restore) and carries them through growth and compaction, so a view
-reads columns and records of the same vault state. ~46 bytes a row: 6 MB at
+reads columns and records of the same vault state. ~50 bytes a row: 5 MB at
 100k memories.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from operator import attrgetter
 from typing import Any, Final
@@ -33,6 +34,21 @@ TIER_CODES: Final = {tier: code for code, tier in enumerate(TIERS)}
 TYPE_CODES: Final = {kind: code for code, kind in enumerate(TYPES)}
 OTHER_TIER: Final = len(TIERS)
 OTHER_TYPE: Final = len(TYPES)
+
+
+# Scopes as small integers, handed out as each first appears in a record
+# and never reused: this process's own table, never written anywhere. A
+# vault holds a few dozen scopes, so a recall declaring some matches the
+# codes of its rows in one `np.isin` (`recall/visibility.py`).
+SCOPE_CODES: Final[dict[str, int]] = {}
+_next_scope_code = itertools.count()
+
+
+def _scope(memory: Memory) -> int:
+    code = SCOPE_CODES.get(memory.scope)
+    if code is None:  # `count` is atomic: two threads never share a code
+        code = SCOPE_CODES.setdefault(memory.scope, next(_next_scope_code))
+    return code
 
 
 def _since(memory: Memory) -> float:
@@ -65,6 +81,7 @@ _FIELDS: Final[tuple[tuple[str, type, Callable[[Memory], Any]], ...]] = (
     ("type", np.int8, _type),
     ("has_entity", np.bool_, _flag("entity")),
     ("has_session", np.bool_, _flag("session_id")),
+    ("scope", np.int32, _scope),
 )
 
 
@@ -81,6 +98,7 @@ class Columns:
     type: npt.NDArray[np.int8]
     has_entity: npt.NDArray[np.bool_]
     has_session: npt.NDArray[np.bool_]
+    scope: npt.NDArray[np.int32]
 
     def __init__(self, capacity: int) -> None:
         for name, dtype, _ in _FIELDS:

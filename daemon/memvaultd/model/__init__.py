@@ -2,7 +2,8 @@
 
 `memory.py` (the record and its limits), `operations.py` (what the log and
 the remote carry), `commands.py` (a request in the domain's own terms),
-`drafts.py` (validating what callers send), `secrets.py` (credentials in a
+`drafts.py` (validating what callers send), `scopes.py` (whose a memory
+is, and what a caller may reach), `secrets.py` (credentials in a
 text), `id_prefix.py` (a memory named by the first characters of its id),
 `hlc.py` (the hybrid logical clock), `heat.py` (how warm a memory is) and
 `vector.py`. It imports only

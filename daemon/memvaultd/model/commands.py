@@ -9,6 +9,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from memvaultd.model.scopes import FULL, Access
+
 
 @dataclass(frozen=True)
 class MemoryDraft:
@@ -33,6 +35,8 @@ class MemoryDraft:
     new: bool = False
     # Store a text that holds a credential (`secrets.py`) rather than refuse it.
     allow_secret: bool = False
+    # "": the caller's default scope (`Access.default_scope`; `user` without one).
+    scope: str = ""
 
 
 @dataclass(frozen=True)
@@ -56,6 +60,7 @@ class RecallQuery:
     include_turns: bool = False
     band: str = ""
     include_vectors: bool = False
+    access: Access = FULL  # what the caller may see (`scopes.py`)
 
 
 @dataclass(frozen=True)
@@ -78,6 +83,7 @@ class ListQuery:
     tiers: Sequence[str] = ()
     include_superseded: bool = False
     include_facets: bool = False
+    access: Access = FULL  # what the caller may see (`scopes.py`)
 
 
 @dataclass(frozen=True)

@@ -21,11 +21,12 @@ from memvaultd.model import secrets
 from memvaultd.model.commands import MemoryDraft
 from memvaultd.model.memory import Memory
 from memvaultd.model.operations import memory_from_dict
+from memvaultd.model.scopes import check_scope
 from memvaultd.model.vector import Vector
 
 # The fields `Update` may change, and how each is checked.
 UPDATABLE = ("text", "type", "topic_key", "payload_json", "entity", "tags", "category",
-             "importance", "session_id", "source", "tier", "expires_at", "protected")
+             "importance", "session_id", "source", "tier", "expires_at", "protected", "scope")
 
 
 def parse_payload(payload_json: str) -> dict[str, Any]:
@@ -66,6 +67,7 @@ def checked_fields(draft: MemoryDraft, names: Sequence[str]) -> dict[str, Any]:
         "tier": lambda: ("tier", m.normalize_tier(draft.tier)),
         "expires_at": lambda: ("expires_at", m.check_time(draft.expires_at, "expires_at")),
         "protected": lambda: ("protected", bool(draft.protected)),
+        "scope": lambda: ("scope", check_scope(draft.scope)),
     }
     out: dict[str, Any] = {}
     for name in names:
@@ -131,7 +133,8 @@ def imported_memory(record: Mapping[str, Any], now: float, allow_secret: bool = 
                         session_id=record.get("session_id", ""),
                         source=record.get("source", ""), tier=record.get("tier", ""),
                         expires_at=record.get("expires_at", 0.0),
-                        protected=record.get("protected"), allow_secret=allow_secret)
+                        protected=record.get("protected"), allow_secret=allow_secret,
+                        scope=record.get("scope", ""))
     doc |= checked_fields(draft, UPDATABLE)
     memory_id = record.get("id", "")
     if not memory_id or len(memory_id) > m.MAX_SHORT_FIELD:

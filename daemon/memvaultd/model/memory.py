@@ -72,6 +72,9 @@ class Memory:
     # (0: not in the trash) and by what ("cli", "mcp", "sweep", "watch", ...).
     trashed_at: float = 0.0
     trashed_by: str = ""
+    # Whose it is: "user", "project:<name>" or "agent:<name>" (`scopes.py`).
+    # A record written before scopes has none and reads as "user".
+    scope: str = "user"
 
     @property
     def pinned(self) -> bool:

@@ -1,13 +1,15 @@
 """Each Memory call from its request bytes to its answer, on the core's event loop.
 
-The link (`link_server.py`) hands a call's method name and request bytes
-here and sends on what comes back: a unary call's reply bytes, or how the
+The link (`link_server.py`) hands a call's method name, request bytes and
+`memvault-*` metadata here and sends on what comes back: a unary call's reply bytes, or how the
 call ended (`Ended`: a status number and details). This is the one place
 where an error becomes a status: a domain error (`MemvaultError`) gets its
 code from the table in `memvault_base.errors`; anything else is logged
 (without request content) and answered INTERNAL, so a bug never takes the
 daemon down; bytes that do not decode get INVALID_ARGUMENT, an unknown
-method UNIMPLEMENTED.
+method UNIMPLEMENTED. The metadata becomes the caller's declared access
+(`model/scopes.Access`, INVALID_ARGUMENT when it does not parse), which
+every method is given beside its request and the vault enforces.
 
 The servicer is plain blocking code (it waits on locks, the model, the
 disk), so each call runs on a worker thread of a pool while the event loop
@@ -44,15 +46,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from google.protobuf.message import DecodeError, Message
 
 from memvault_base.errors import MemvaultError, Status, code_of
 from memvault_base.limits import MAX_MESSAGE
+from memvaultd.model.scopes import Access
 
 log = logging.getLogger("memvaultd.dispatch")
 
@@ -93,26 +97,28 @@ Answer = bytes | Ended  # a unary call's reply, or how the call ended
 
 @dataclass(frozen=True)
 class Unary:
-    """A unary method. On the loop, `prepare` turns the request into what
-    the others take (once per call: a recall's query), `at_once` answers if
-    it needs no wait, and `ready` tells a call that will only compute,
-    which goes to the computing pool; else `run` answers on the shared
-    pool, so that a call which may wait holds none of the computing
-    threads meanwhile."""
+    """A unary method. On the loop, `prepare` turns the request and the
+    caller's access into what the others take (once per call: a recall's
+    query), `at_once` answers if it needs no wait, and `ready` tells a call
+    that will only compute, which goes to the computing pool; else `run`
+    answers on the shared pool, so that a call which may wait holds none
+    of the computing threads meanwhile. `run` takes what `prepare` made
+    (without it, the request) and the access."""
 
     request: type[Message]
-    run: Callable[[Any], Message]
-    prepare: Callable[[Any], Any] | None = None
+    run: Callable[[Any, Access], Message]
+    prepare: Callable[[Any, Access], Any] | None = None
     at_once: Callable[[Any], Message | None] | None = None
     ready: Callable[[Any], bool] | None = None
 
 
 @dataclass(frozen=True)
 class Stream:
-    """A server-streaming method: `run` gives the items, each made on a worker."""
+    """A server-streaming method: `run` (of the request, the caller's access
+    and the call) gives the items, each made on a worker."""
 
     request: type[Message]
-    run: Callable[[Any, Call], Iterator[Message]]
+    run: Callable[[Any, Access, Call], Iterator[Message]]
 
 
 class Dispatch:
@@ -130,7 +136,8 @@ class Dispatch:
         """Whether `name` is a server-streaming method."""
         return isinstance(self._methods.get(name), Stream)
 
-    async def unary(self, name: str, payload: bytes) -> Answer:
+    async def unary(self, name: str, payload: bytes,
+                    metadata: Sequence[tuple[str, str]] = ()) -> Answer:
         method = self._methods.get(name)
         if not isinstance(method, Unary):
             return Ended(Status.UNIMPLEMENTED, f"no unary method {name!r}")
@@ -139,7 +146,8 @@ class Dispatch:
         except (DecodeError, UnicodeDecodeError) as exc:
             return Ended(Status.INVALID_ARGUMENT, f"{UNDECODABLE}: {exc}")
         try:
-            prepared = request if method.prepare is None else method.prepare(request)
+            access = Access.of_metadata(metadata)
+            prepared = request if method.prepare is None else method.prepare(request, access)
             if method.at_once is not None:
                 reply = method.at_once(prepared)
                 if reply is not None:
@@ -147,12 +155,14 @@ class Dispatch:
             pool = self._pool
             if method.ready is not None and method.ready(prepared):
                 pool = self._computing
+            work = partial(method.run, prepared, access)
             return _within_limit(await asyncio.get_running_loop().run_in_executor(
-                pool, _serialized, method.run, prepared))
+                pool, _serialized, work))
         except Exception as exc:
             return _failed(name, exc)
 
-    async def stream(self, name: str, payload: bytes, call: Call) -> Ended:
+    async def stream(self, name: str, payload: bytes, call: Call,
+                     metadata: Sequence[tuple[str, str]] = ()) -> Ended:
         """Run a streaming call, sending its items through `call`, to its end."""
         method = self._methods.get(name)
         if not isinstance(method, Stream):
@@ -165,7 +175,7 @@ class Dispatch:
         items: Iterator[Message] | None = None
         pending: Future[bytes | None] | None = None
         try:
-            items = method.run(request, call)
+            items = method.run(request, Access.of_metadata(metadata), call)
             while True:
                 pending = self._pool.submit(_next_item, items)
                 item = await asyncio.wrap_future(pending)
@@ -212,8 +222,8 @@ def _within_limit(reply: bytes) -> Answer:
     return reply if len(reply) <= MAX_MESSAGE else _too_large()
 
 
-def _serialized(run: Callable[[Any], Message], prepared: Any) -> bytes:
-    return run(prepared).SerializeToString()
+def _serialized(work: Callable[[], Message]) -> bytes:
+    return work().SerializeToString()
 
 
 def _next_item(items: Iterator[Message]) -> bytes | None:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from memvaultd.serve.dispatch import Call, Dispatch, Ended
 from memvaultd.serve.front import link
-from memvaultd.serve.front.link import Kind, LinkBroken, State
+from memvaultd.serve.front.link import Kind, LinkBroken, Metadata, State
 
 log = logging.getLogger("memvaultd.link")
 
@@ -145,13 +145,13 @@ class LinkConnection(asyncio.Protocol):
 
     def _received(self, kind: Kind, number: int, body: bytes) -> None:
         if kind is Kind.CALL:
-            name, request = link.parse_call(body)
+            name, access, request = link.parse_call(body)
             if number == 0 or number in self._streams:
                 raise LinkBroken(f"a CALL numbered {number}, which is not free")
             if self._dispatch.streams(name):
-                self._open_stream(number, name, request)
+                self._open_stream(number, name, request, access)
             else:
-                task = asyncio.ensure_future(self._answer(number, name, request))
+                task = asyncio.ensure_future(self._answer(number, name, request, access))
                 self._unary.add(task)
                 task.add_done_callback(self._unary.discard)
             return
@@ -163,18 +163,19 @@ class LinkConnection(asyncio.Protocol):
         elif stream is not None:  # CANCEL; a unary call's answer is dropped by the front
             stream.cancel()
 
-    async def _answer(self, number: int, name: str, request: bytes) -> None:
-        answer = await self._dispatch.unary(name, request)
+    async def _answer(self, number: int, name: str, request: bytes, access: Metadata
+                      ) -> None:
+        answer = await self._dispatch.unary(name, request, access)
         if isinstance(answer, Ended):
             self.send(link.end_frame(number, answer.status, answer.details))
         else:
             self.send(link.frame(Kind.REPLY, number, answer))
 
-    def _open_stream(self, number: int, name: str, request: bytes) -> None:
+    def _open_stream(self, number: int, name: str, request: bytes, access: Metadata) -> None:
         stream = self._streams[number] = _OpenStream(self, number)
 
         async def run() -> None:
-            ended = await self._dispatch.stream(name, request, stream.call)
+            ended = await self._dispatch.stream(name, request, stream.call, access)
             self.send(link.end_frame(number, ended.status, ended.details))
 
         def done(task: asyncio.Task[None]) -> None:

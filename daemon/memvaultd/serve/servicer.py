@@ -1,8 +1,10 @@
 """The Memory service's face of the vault: protobuf in, a vault call, protobuf out.
 
 Each method of `memvault.v1.Memory` is a method here by the same name
-that takes its request message and returns its reply (a stream's, its
-items). Nothing else: no logic, no status codes. A domain error raised
+that takes its request message and the caller's declared access
+(`model/scopes.Access`, from the call's metadata) and returns its reply (a
+stream's, its items), handing the access to the vault, which enforces it.
+Nothing else: no logic, no status codes. A domain error raised
 below is left to the dispatch (`dispatch.py`), which answers every error
 of every method the same way; the calls' threads and the link are the
 dispatch's too.
@@ -29,6 +31,7 @@ from memvaultd.model.commands import (
 )
 from memvaultd.model.heat import band, last_use
 from memvaultd.model.memory import Memory
+from memvaultd.model.scopes import Access
 from memvaultd.model.vector import Vector
 from memvaultd.recall.engine import Hit
 from memvaultd.sync.setup import Syncing
@@ -64,7 +67,7 @@ def draft_from(msg: pb.MemoryInput) -> MemoryDraft:
         session_id=msg.session_id, source=msg.source, tier=msg.tier,
         expires_at=msg.expires_at, supersedes=msg.supersedes, vector=list(msg.vector),
         protected=msg.protected if msg.HasField("protected") else None, new=msg.never_merge,
-        allow_secret=msg.allow_secret)
+        allow_secret=msg.allow_secret, scope=msg.scope)
 
 
 def remember_reply(outcome: RememberOutcome) -> pb.RememberReply:
@@ -73,7 +76,7 @@ def remember_reply(outcome: RememberOutcome) -> pb.RememberReply:
                             reason=outcome.reason)
 
 
-def query_from(msg: pb.RecallRequest) -> RecallQuery:
+def query_from(msg: pb.RecallRequest, access: Access) -> RecallQuery:
     return RecallQuery(
         text=msg.query, top_k=msg.top_k,
         min_score=msg.min_score if msg.HasField("min_score") else None,
@@ -83,7 +86,7 @@ def query_from(msg: pb.RecallRequest) -> RecallQuery:
         max_tokens=msg.max_tokens, offset=msg.offset,
         mark_accessed=msg.mark_accessed if msg.HasField("mark_accessed") else True,
         min_txid=msg.min_txid, include_turns=msg.include_turns, band=msg.band,
-        include_vectors=msg.include_vectors)
+        include_vectors=msg.include_vectors, access=access)
 
 
 def record_of(memory: Memory, vector: Vector | None = None) -> pb.MemoryRecord:
@@ -97,7 +100,7 @@ def record_of(memory: Memory, vector: Vector | None = None) -> pb.MemoryRecord:
         expires_at=memory.expires_at, superseded_by=memory.superseded_by,
         supersedes=memory.supersedes, last_accessed_at=memory.last_accessed_at,
         protected=memory.protected, consolidated_from=memory.consolidated_from,
-        consolidated_into=memory.consolidated_into,
+        consolidated_into=memory.consolidated_into, scope=memory.scope,
         vector=[] if vector is None else vector.tolist())
 
 
@@ -144,13 +147,14 @@ def facets_of(items: list[Facet]) -> pb.ListReply:
                                         last_activity=f.last_activity) for f in items])
 
 
-def list_query_from(msg: pb.ListMemoriesRequest) -> ListQuery:
+def list_query_from(msg: pb.ListMemoriesRequest, access: Access) -> ListQuery:
     return ListQuery(
         sort=msg.sort, ascending=msg.ascending, limit=msg.limit, offset=msg.offset,
         page_token=msg.page_token, filter_json=msg.filter_json, types=list(msg.types),
         topic_key=msg.topic_key, entity=msg.entity, tag=msg.tag, source=msg.source,
         session_id=msg.session_id, band=msg.band, tiers=list(msg.tiers),
-        include_superseded=msg.include_superseded, include_facets=msg.include_facets)
+        include_superseded=msg.include_superseded, include_facets=msg.include_facets,
+        access=access)
 
 
 def list_reply(page: ListPage) -> pb.ListMemoriesReply:
@@ -191,20 +195,22 @@ class MemoryServicer:
         self.started_at = started_at
         self.check = check  # `memvault check` of the running vault (app/check.py)
 
-    def Remember(self, request: pb.RememberRequest) -> pb.RememberReply:
-        (outcome,) = self.vault.remember([draft_from(request.memory)])
+    def Remember(self, request: pb.RememberRequest, access: Access) -> pb.RememberReply:
+        (outcome,) = self.vault.remember([draft_from(request.memory)], access)
         return remember_reply(outcome)
 
-    def RememberBatch(self, request: pb.RememberBatchRequest) -> pb.RememberBatchReply:
-        outcomes = self.vault.remember([draft_from(msg) for msg in request.memories])
+    def RememberBatch(self, request: pb.RememberBatchRequest, access: Access
+                      ) -> pb.RememberBatchReply:
+        outcomes = self.vault.remember([draft_from(msg) for msg in request.memories], access)
         return pb.RememberBatchReply(
             results=[remember_reply(o) for o in outcomes],
             txid=outcomes[-1].txid)
 
-    def recall_call(self, request: pb.RecallRequest) -> RecallCall:
-        return RecallCall(request, self.vault.prepare_recall(query_from(request)))
+    def recall_call(self, request: pb.RecallRequest, access: Access) -> RecallCall:
+        return RecallCall(request, self.vault.prepare_recall(query_from(request, access)))
 
-    def Recall(self, call: RecallCall) -> pb.RecallReply:
+    def Recall(self, call: RecallCall, access: Access) -> pb.RecallReply:
+        # `access` is in the prepared query already (`recall_call`).
         return self._recall_reply(self.vault.recall(call.prepared))
 
     def recall_at_once(self, call: RecallCall) -> pb.RecallReply | None:
@@ -221,117 +227,134 @@ class MemoryServicer:
             hits=[hit_of(h, recalled.vectors.get(h.scored.memory.id)) for h in recalled.hits],
             has_more=recalled.has_more, turns=[turn_hit_of(h) for h in recalled.turns])
 
-    def Get(self, request: pb.GetRequest) -> pb.GetReply:
-        memory, vector, chain, sources = self.vault.get(request.id)
+    def Get(self, request: pb.GetRequest, access: Access) -> pb.GetReply:
+        memory, vector, chain, sources = self.vault.get(request.id, access)
         return pb.GetReply(memory=record_of(memory, vector if request.include_vector else None),
                            chain=[record_of(link) for link in chain],
                            sources=[record_of(source) for source in sources])
 
-    def ResolveId(self, request: pb.ResolveIdRequest) -> pb.ResolveIdReply:
-        return pb.ResolveIdReply(id=self.vault.resolve_id(request.id))
+    def ResolveId(self, request: pb.ResolveIdRequest, access: Access) -> pb.ResolveIdReply:
+        return pb.ResolveIdReply(id=self.vault.resolve_id(request.id, access))
 
-    def Forget(self, request: pb.ForgetRequest) -> pb.ForgetReply:
+    def Forget(self, request: pb.ForgetRequest, access: Access) -> pb.ForgetReply:
         txid, ids = self.vault.forget(request.id, request.filter_json, request.dry_run,
-                                      purge=request.purge, by=request.by)
+                                      purge=request.purge, by=request.by, access=access)
         trashed = ids and not (request.purge or request.dry_run)
         return pb.ForgetReply(txid=txid, ids=ids,
                               purge_at=self.vault.purge_time() if trashed else 0.0)
 
-    def ListTrash(self, request: pb.ListTrashRequest) -> pb.ListTrashReply:
+    def ListTrash(self, request: pb.ListTrashRequest, access: Access) -> pb.ListTrashReply:
         return pb.ListTrashReply(memories=[
             pb.TrashedMemory(memory=record_of(memory), trashed_at=memory.trashed_at,
                              trashed_by=memory.trashed_by, purge_at=purge_at)
-            for memory, purge_at in self.vault.trash()])
+            for memory, purge_at in self.vault.trash(access)])
 
-    def RestoreFromTrash(self, request: pb.RestoreFromTrashRequest) -> pb.RestoreFromTrashReply:
-        txid, memories = self.vault.restore(list(request.ids), request.all)
+    def RestoreFromTrash(self, request: pb.RestoreFromTrashRequest, access: Access
+                         ) -> pb.RestoreFromTrashReply:
+        txid, memories = self.vault.restore(list(request.ids), request.all, access)
         return pb.RestoreFromTrashReply(txid=txid, memories=[record_of(m) for m in memories])
 
-    def EmptyTrash(self, request: pb.EmptyTrashRequest) -> pb.EmptyTrashReply:
-        txid, ids = self.vault.empty_trash()
+    def EmptyTrash(self, request: pb.EmptyTrashRequest, access: Access) -> pb.EmptyTrashReply:
+        txid, ids = self.vault.empty_trash(access)
         return pb.EmptyTrashReply(txid=txid, ids=ids)
 
-    def Sweep(self, request: pb.SweepRequest) -> pb.SweepReply:
+    def Sweep(self, request: pb.SweepRequest, access: Access) -> pb.SweepReply:
         txid, plan = self.vault.sweep(
-            request.dry_run, request.threshold if request.HasField("threshold") else None)
+            request.dry_run, request.threshold if request.HasField("threshold") else None,
+            access)
         trashed = plan.swept and not request.dry_run
         return pb.SweepReply(txid=txid, memories=[swept_of(s) for s in plan.swept],
                              considered=plan.considered, exempt=plan.exempt,
                              purge_at=self.vault.purge_time() if trashed else 0.0)
 
-    def Consolidate(self, request: pb.ConsolidateRequest) -> pb.ConsolidateReply:
+    def Consolidate(self, request: pb.ConsolidateRequest, access: Access
+                    ) -> pb.ConsolidateReply:
         txid, done, candidates = self.vault.consolidate(consolidation.Request(
             request.scope, request.min_age_days if request.HasField("min_age_days") else None,
-            request.session_id), request.dry_run)
+            request.session_id), request.dry_run, access)
         return pb.ConsolidateReply(txid=txid, candidates=candidates, consolidations=[
             pb.Consolidation(id=c.memory.id, text=c.memory.text, type=c.memory.type,
                              topic_key=c.memory.topic_key, entity=c.memory.entity,
                              sources=[s.id for s in c.sources], facts=len(c.summary.facts))
             for c in done])
 
-    def Update(self, request: pb.UpdateRequest) -> pb.UpdateReply:
+    def Update(self, request: pb.UpdateRequest, access: Access) -> pb.UpdateReply:
         txid, memory = self.vault.update(request.id, draft_from(request.memory),
-                                         list(request.fields))
+                                         list(request.fields), access)
         return pb.UpdateReply(txid=txid, memory=record_of(memory))
 
-    def Supersede(self, request: pb.SupersedeRequest) -> pb.RememberReply:
+    def Supersede(self, request: pb.SupersedeRequest, access: Access) -> pb.RememberReply:
         outcome = self.vault.supersede(request.id, draft_from(request.memory),
-                                       list(request.cleared))
+                                       list(request.cleared), access)
         return remember_reply(outcome)
 
-    def Reinforce(self, request: pb.ReinforceRequest) -> pb.ReinforceReply:
-        txid, memory = self.vault.reinforce(request.id)
+    def Reinforce(self, request: pb.ReinforceRequest, access: Access) -> pb.ReinforceReply:
+        txid, memory = self.vault.reinforce(request.id, access)
         return pb.ReinforceReply(txid=txid, reinforce_count=memory.reinforce_count)
 
-    def ListTopics(self, request: pb.ListRequest) -> pb.ListReply:
-        return facets_of(self.vault.facets("topic_key", request.filter_json))
+    def ListTopics(self, request: pb.ListRequest, access: Access) -> pb.ListReply:
+        return facets_of(self.vault.facets("topic_key", request.filter_json, access))
 
-    def ListEntities(self, request: pb.ListRequest) -> pb.ListReply:
-        return facets_of(self.vault.facets("entity", request.filter_json))
+    def ListEntities(self, request: pb.ListRequest, access: Access) -> pb.ListReply:
+        return facets_of(self.vault.facets("entity", request.filter_json, access))
 
-    def ListMemories(self, request: pb.ListMemoriesRequest) -> pb.ListMemoriesReply:
-        return list_reply(self.vault.list_memories(list_query_from(request)))
+    def ListMemories(self, request: pb.ListMemoriesRequest, access: Access
+                     ) -> pb.ListMemoriesReply:
+        return list_reply(self.vault.list_memories(list_query_from(request, access)))
 
-    def AppendTurns(self, request: pb.AppendTurnsRequest) -> pb.AppendTurnsReply:
+    def AppendTurns(self, request: pb.AppendTurnsRequest, access: Access
+                    ) -> pb.AppendTurnsReply:
         turns = [TurnDraft(t.speaker, t.text, t.at, t.payload_json) for t in request.turns]
-        txid, ids = self.vault.append_turns(request.session_id, turns)
+        txid, ids = self.vault.append_turns(request.session_id, turns, access)
         return pb.AppendTurnsReply(ids=ids, txid=txid)
 
-    def Import(self, request: pb.ImportRequest) -> pb.ImportReply:
+    def Import(self, request: pb.ImportRequest, access: Access) -> pb.ImportReply:
         added, reinforced, txid = self.vault.import_memories(
-            [imported_from(record) for record in request.memories], request.allow_secret)
+            [imported_from(record) for record in request.memories], request.allow_secret,
+            access)
         return pb.ImportReply(added=added, reinforced=reinforced, txid=txid)
 
-    def Export(self, request: pb.ExportRequest, call: Liveness) -> Iterator[pb.MemoryRecord]:
-        for memory, vector in self.vault.export():
+    def Export(self, request: pb.ExportRequest, access: Access, call: Liveness
+               ) -> Iterator[pb.MemoryRecord]:
+        for memory, vector in self.vault.export(access):
             yield record_of(memory, vector if request.include_vectors else None)
 
-    def InitSync(self, request: pb.InitSyncRequest) -> pb.InitSyncReply:
+    # Sync and check are about the vault as a whole, never one memory:
+    # only a caller with full access may use them (`Access.check_full`).
+
+    def InitSync(self, request: pb.InitSyncRequest, access: Access) -> pb.InitSyncReply:
+        access.check_full("sync")
         vault_id, recovery_key = self.syncing.init(request.remote, request.token or None,
                                                    request.allow_cleartext_token)
         return pb.InitSyncReply(vault_id=vault_id, recovery_key=recovery_key)
 
-    def JoinSync(self, request: pb.JoinSyncRequest) -> pb.JoinSyncReply:
+    def JoinSync(self, request: pb.JoinSyncRequest, access: Access) -> pb.JoinSyncReply:
+        access.check_full("sync")
         vault_id = self.syncing.join(request.remote, request.token or None,
                                      request.recovery_key, request.allow_cleartext_token)
         return pb.JoinSyncReply(vault_id=vault_id, memory_count=len(self.vault.memories))
 
-    def SyncNow(self, request: pb.SyncStatusRequest) -> pb.SyncStatusReply:
+    def SyncNow(self, request: pb.SyncStatusRequest, access: Access) -> pb.SyncStatusReply:
+        access.check_full("sync")
         self.syncing.sync_now()
         return self._sync_status()
 
-    def SyncStatus(self, request: pb.SyncStatusRequest) -> pb.SyncStatusReply:
+    def SyncStatus(self, request: pb.SyncStatusRequest, access: Access) -> pb.SyncStatusReply:
+        access.check_full("sync")
         return self._sync_status()
 
-    def SyncRepair(self, request: pb.SyncRepairRequest) -> pb.SyncStatusReply:
+    def SyncRepair(self, request: pb.SyncRepairRequest, access: Access) -> pb.SyncStatusReply:
+        access.check_full("sync")
         self.syncing.repair(confirmed=request.confirm)
         return self._sync_status()
 
-    def SyncLeave(self, request: pb.SyncLeaveRequest) -> pb.SyncLeaveReply:
+    def SyncLeave(self, request: pb.SyncLeaveRequest, access: Access) -> pb.SyncLeaveReply:
+        access.check_full("sync")
         remote, pending = self.syncing.leave()
         return pb.SyncLeaveReply(remote=remote, pending=pending)
 
-    def SyncMove(self, request: pb.InitSyncRequest) -> pb.InitSyncReply:
+    def SyncMove(self, request: pb.InitSyncRequest, access: Access) -> pb.InitSyncReply:
+        access.check_full("sync")
         vault_id, recovery_key = self.syncing.move(request.remote, request.token or None,
                                                    request.allow_cleartext_token)
         return pb.InitSyncReply(vault_id=vault_id, recovery_key=recovery_key)
@@ -347,7 +370,7 @@ class MemoryServicer:
             bad_version=status.bad_version, withheld_head=status.withheld_head,
             repush=status.repush, chain=status.chain, snapshot=status.snapshot)
 
-    def Status(self, request: pb.StatusRequest) -> pb.StatusReply:
+    def Status(self, request: pb.StatusRequest, access: Access) -> pb.StatusReply:
         vault, embedder = self.vault, self.vault.embedder
         return pb.StatusReply(
             version=__version__, model_state=embedder.state, model=embedder.model_name,
@@ -362,18 +385,20 @@ class MemoryServicer:
             last_consolidation_at=vault.last_upkeep("consolidate"),
             trash_count=vault.trash_size)
 
-    def Check(self, request: pb.CheckRequest) -> pb.CheckReply:
+    def Check(self, request: pb.CheckRequest, access: Access) -> pb.CheckReply:
+        access.check_full("check")
         if self.check is None:
             raise Unavailable("this daemon does not check its files; run `memvaultd check`")
         return check_reply(self.check(not request.skip_remote))
 
-    def Events(self, request: pb.EventsRequest, call: Liveness) -> Iterator[pb.Event]:
+    def Events(self, request: pb.EventsRequest, access: Access, call: Liveness
+               ) -> Iterator[pb.Event]:
         subscription = self.events.subscribe(request.types)
         try:
             while call.is_active():
                 # Wake twice a second to notice a client that went away.
                 event = subscription.get(timeout=0.5)
-                if event is not None:
+                if event is not None and self.vault.shows_event(event, access):
                     yield pb.Event(type=event.type, query=event.query, id=event.id,
                                    at=event.at)
         finally:

@@ -142,7 +142,9 @@ def clusters(candidates: Iterable[tuple[Memory, Vector]], request: Request,
         subject = (f"topic:{memory.topic_key}" if memory.topic_key
                    else f"entity:{memory.entity}" if memory.entity else "")
         session = memory.session_id if request.scope == SESSION else ""
-        groups.setdefault((memory.type, subject, session), []).append((memory, vector))
+        # Never across scopes: a summary belongs to one (model/scopes.py).
+        groups.setdefault((memory.scope, memory.type, subject, session), []).append(
+            (memory, vector))
     out: list[list[tuple[Memory, Vector]]] = []
     for key in sorted(groups):
         members = sorted(groups[key], key=lambda item: (item[0].created_at, item[0].id))
@@ -192,6 +194,7 @@ def build(cluster: Sequence[tuple[Memory, Vector]], summary: Summary) -> Consoli
         topic_key=common("topic_key"), entity=common("entity"), tags=tags,
         category=common("category"), importance=max(s.importance for s in sources),
         session_id=common("session_id"), source=SOURCE, tier=m.LONG_TERM,
+        scope=sources[0].scope,
         payload={"facts": [{"text": f.text, "from": list(f.sources)} for f in summary.facts]},
         created_at=max(s.created_at for s in sources),
         last_reinforced_at=max(s.last_reinforced_at or s.created_at for s in sources),

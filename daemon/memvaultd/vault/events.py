@@ -15,6 +15,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 _QUEUE_SIZE = 1000
+# The events that name a memory (its id); a caller that declared its access
+# hears only of the memories it may see (`Vault.shows_event`).
+MEMORY_EVENTS = frozenset({"remember", "forget", "restore"})
 
 
 @dataclass(frozen=True, slots=True)

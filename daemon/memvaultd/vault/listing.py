@@ -149,7 +149,7 @@ def _matching(layer: Layer, query: ListQuery, now: float,
     seen = Visibility.of(RecallQuery(
         types=query.types, topic_key=query.topic_key, session_id=query.session_id,
         source=query.source, tiers=query.tiers, include_superseded=query.include_superseded,
-        filter_json=query.filter_json), now, heat_settings)
+        filter_json=query.filter_json, access=query.access), now, heat_settings)
     index = layer.index
     view = index.view()
     ok = seen.mask(index, view, np.arange(view.count))

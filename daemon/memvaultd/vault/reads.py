@@ -2,7 +2,10 @@
 (`listing.py`), export, the heat band counts, the trash's list, and which
 memory an id prefix names. Every read but the last
 two goes through the memories layer, which never holds a trashed memory
-(`state.py`)."""
+(`state.py`). Each returns only what the caller's declared access
+(`model/scopes.py`) may see: recall and the listing through their
+visibility rule, the others memory by memory; a memory it may not see is
+not found."""
 
 from __future__ import annotations
 
@@ -11,13 +14,14 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from memvault_base.errors import InvalidArgument
+from memvault_base.errors import InvalidArgument, NotFound
 from memvaultd.model import drafts, id_prefix
 from memvaultd.model import memory as m
 from memvaultd.model.commands import ListQuery, RecallQuery
 from memvaultd.model.heat import BANDS, band, heat
 from memvaultd.model.memory import Memory
 from memvaultd.model.operations import TURNS
+from memvaultd.model.scopes import FULL, Access
 from memvaultd.model.vector import Vector
 from memvaultd.recall import engine
 from memvaultd.recall.filter.parse import parse_filter
@@ -25,6 +29,7 @@ from memvaultd.upkeep import trash as trashing
 from memvaultd.vault import listing
 from memvaultd.vault.access import AccessMarks
 from memvaultd.vault.core import VaultCore, visible
+from memvaultd.vault.events import MEMORY_EVENTS, Event
 
 # `recall_at_once` answers only in a vault of up to this many memories. A
 # recall on the event loop never hands the interpreter lock between threads
@@ -137,7 +142,8 @@ class Reads:
         turns: list[engine.Hit] = []
         if query.include_turns:
             turn_query = RecallQuery(text=query.text, top_k=query.top_k,
-                                     session_id=query.session_id, min_score=query.min_score)
+                                     session_id=query.session_id, min_score=query.min_score,
+                                     access=query.access)
             turns = engine.recall(self.core.state.layers[TURNS],
                                   engine.plan(turn_query, planned.now, config.heat), vector,
                                   half_lives=config.half_lives, settings=config.fusion).hits
@@ -151,29 +157,58 @@ class Reads:
                        if (row := index.vector(hit.scored.memory.id)) is not None}
         return Recalled(page.hits, page.has_more, turns, vectors)
 
-    def get(self, memory_id: str) -> tuple[Memory, Vector, list[Memory], list[Memory]]:
+    def get(self, memory_id: str, access: Access = FULL
+            ) -> tuple[Memory, Vector, list[Memory], list[Memory]]:
         """The memory, its vector, its supersession chain and, for a
-        consolidated memory, the (archived) memories it summarises."""
+        consolidated memory, the (archived) memories it summarises: of
+        each, what `access` may see."""
         self.core.await_loaded()
         memory = self.core.get(memory_id)
+        if not access.sees(memory):
+            raise NotFound(f"id: no memory {memory_id!r}")
         vector = self.core.memories.index.vector(memory_id)
         assert vector is not None
         memories = self.core.memories
-        sources = [s for i in memory.consolidated_from if (s := memories.get(i)) is not None]
-        return memory, vector, self.chain(memory), sources
+        sources = [s for i in memory.consolidated_from
+                   if (s := memories.get(i)) is not None and access.sees(s)]
+        chain = [link for link in self.chain(memory) if access.sees(link)]
+        return memory, vector, chain, sources
 
-    def resolve_id(self, ref: str) -> str:
+    def resolve_id(self, ref: str, access: Access = FULL) -> str:
         """The id of the one memory, held or in the trash, that `ref` is or
-        begins (`model/id_prefix.py`)."""
+        begins (`model/id_prefix.py`), among those `access` may see."""
         self.core.await_loaded()
         state = self.core.state
 
         def known(memory_id: str) -> bool:
-            return memory_id in state.tombstones or state.find(memory_id) is not None
+            if access.full:
+                return memory_id in state.tombstones or state.find(memory_id) is not None
+            found = state.find(memory_id)
+            return found is not None and access.sees(found[1])
 
         ids = (memory.id for memory in itertools.chain(state.memories.memories(),
-                                                       state.trash.memories()))
+                                                       state.trash.memories())
+               if access.sees(memory))
         return id_prefix.resolve(ref, known, ids)
+
+    def shows(self, memory_id: str, access: Access) -> bool:
+        """Whether `access` may see the memory `memory_id` (held or in the
+        trash); a purged one, whose scope is gone with it, only with full access."""
+        if access.full:
+            return True
+        found = self.core.state.find(memory_id)
+        return found is not None and access.sees(found[1])
+
+    def shows_event(self, event: Event, access: Access) -> bool:
+        """Whether a caller with `access` hears of `event`: with full access
+        every event; else one about a memory it may see, and "ready". A
+        query's "hit" or "miss" may be another agent's words, and a purged
+        memory's scope is gone with it: neither is told."""
+        if access.full:
+            return True
+        if event.type in MEMORY_EVENTS:
+            return self.shows(event.id, access)
+        return event.type == "ready"
 
     def chain(self, memory: Memory) -> list[Memory]:
         """The supersession chain through `memory`, oldest first."""
@@ -193,15 +228,18 @@ class Reads:
             current = newer
         return chain
 
-    def facets(self, field: str, filter_json: str = "") -> list[Facet]:
-        """Counts and last activity per topic_key or entity (non-empty)."""
+    def facets(self, field: str, filter_json: str = "", access: Access = FULL
+               ) -> list[Facet]:
+        """Counts and last activity per topic_key or entity (non-empty), of
+        the memories `access` may see."""
         self.core.await_loaded()
         matches = parse_filter(filter_json or None)
         now = time.time()
         counts: dict[str, list[float]] = {}
         for memory in self.core.memories.memories():
             name = getattr(memory, field)
-            if name and visible(memory, now) and matches.matches(memory):
+            if (name and visible(memory, now) and matches.matches(memory)
+                    and access.sees(memory)):
                 entry = counts.setdefault(name, [0, 0.0])
                 entry[0] += 1
                 entry[1] = max(entry[1], memory.created_at, memory.last_reinforced_at)
@@ -214,10 +252,12 @@ class Reads:
         self.core.await_loaded()
         return listing.list_page(self.core.memories, query, time.time(), self.core.config.heat)
 
-    def export(self) -> Iterator[tuple[Memory, Vector]]:
+    def export(self, access: Access = FULL) -> Iterator[tuple[Memory, Vector]]:
         self.core.await_loaded()
         memories, vectors = self.core.memories.index.export()
-        yield from zip(memories, vectors, strict=True)
+        for memory, vector in zip(memories, vectors, strict=True):
+            if access.sees(memory):
+                yield memory, vector
 
     def band_counts(self) -> dict[str, int]:
         """Visible memories per heat band."""
@@ -229,10 +269,11 @@ class Reads:
                 counts[band(heat(memory, now, half_life))] += 1
         return counts
 
-    def trash(self) -> list[tuple[Memory, float]]:
-        """What the trash holds, the most recently forgotten first, each
-        with when it will be purged."""
+    def trash(self, access: Access = FULL) -> list[tuple[Memory, float]]:
+        """What the trash holds that `access` may see, the most recently
+        forgotten first, each with when it will be purged."""
         self.core.await_loaded()
         settings = self.core.config.trash
-        held = sorted(self.core.state.trash.memories(), key=lambda mem: (-mem.trashed_at, mem.id))
+        held = sorted((mem for mem in self.core.state.trash.memories() if access.sees(mem)),
+                      key=lambda mem: (-mem.trashed_at, mem.id))
         return [(memory, trashing.purge_at(memory, settings)) for memory in held]

@@ -10,6 +10,7 @@ from memvault_base.errors import InvalidArgument
 from memvaultd.crypto.entropy import new_id
 from memvaultd.model import memory as m
 from memvaultd.model.operations import BY_SWEEP, FORGET, PUT, TRASH, UPDATE, UPKEEP, Operation
+from memvaultd.model.scopes import FULL, Access
 from memvaultd.upkeep import consolidation, summariser
 from memvaultd.upkeep import sweep as sweeping
 from memvaultd.upkeep import trash as trashing
@@ -20,10 +21,12 @@ class Upkeep:
     def __init__(self, core: VaultCore) -> None:
         self.core = core
 
-    def sweep(self, dry_run: bool, threshold: float | None = None
+    def sweep(self, dry_run: bool, threshold: float | None = None, access: Access = FULL
               ) -> tuple[int, sweeping.SweepPlan]:
         """Move what the sweep plans (upkeep/sweep.py) to the trash in one
-        durable append; returns (last txid or 0, the plan)."""
+        durable append; returns (last txid or 0, the plan). The whole vault's:
+        only with full access."""
+        access.check_full("the sweep")
         if threshold is not None and not 0.0 <= threshold <= 1.0:
             raise InvalidArgument(f"threshold: {threshold!r} is outside 0..1")
         self.core.await_loaded()
@@ -55,11 +58,13 @@ class Upkeep:
         """When a memory moved to the trash now will be purged."""
         return time.time() + self.core.config.trash.retention_s
 
-    def consolidate(self, request: consolidation.Request, dry_run: bool
+    def consolidate(self, request: consolidation.Request, dry_run: bool,
+                    access: Access = FULL
                     ) -> tuple[int, list[consolidation.Consolidated], int]:
         """Write one memory per cluster and archive its sources (upkeep/
         consolidation.py); returns (last txid or 0, what was written, how many
-        memories were candidates)."""
+        memories were candidates). The whole vault's: only with full access."""
+        access.check_full("consolidation")
         request = consolidation.check(request)
         settings = self.core.config.consolidation
         summarise = summariser.load(settings.summariser)

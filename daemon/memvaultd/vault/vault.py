@@ -41,6 +41,7 @@ from memvaultd.model.commands import (
 )
 from memvaultd.model.memory import Memory
 from memvaultd.model.operations import TURNS, Operation, decode
+from memvaultd.model.scopes import FULL, Access
 from memvaultd.model.vector import Vector
 from memvaultd.storage.crash_points import reached
 from memvaultd.storage.join_journal import JoinJournal
@@ -53,7 +54,7 @@ from memvaultd.upkeep.sweep import SweepPlan
 from memvaultd.vault.access import AccessMarks
 from memvaultd.vault.check import REPAIR_HINT, refuse_unfinished_repair
 from memvaultd.vault.core import MAX_BATCH, VaultCore
-from memvaultd.vault.events import EventBus
+from memvaultd.vault.events import Event, EventBus
 from memvaultd.vault.listing import ListPage
 from memvaultd.vault.reads import Facet, PreparedRecall, Reads, Recalled
 from memvaultd.vault.replication import Replication
@@ -246,36 +247,44 @@ class Vault:
 
     # -- writes (writes.py) ---------------------------------------------------
 
-    def remember(self, items: Sequence[MemoryDraft]) -> list[RememberOutcome]:
-        return self.writes.remember(items)
+    # Each takes the caller's declared access (`model/scopes.py`); the
+    # default, full access, is what the daemon's own callers have.
 
-    def supersede(self, memory_id: str, draft: MemoryDraft, cleared: Sequence[str] = ()
-                  ) -> RememberOutcome:
-        return self.writes.supersede(memory_id, draft, cleared)
+    def remember(self, items: Sequence[MemoryDraft], access: Access = FULL
+                 ) -> list[RememberOutcome]:
+        return self.writes.remember(items, access)
 
-    def update(self, memory_id: str, draft: MemoryDraft, names: Sequence[str]
-               ) -> tuple[int, Memory]:
-        return self.writes.update(memory_id, draft, names)
+    def supersede(self, memory_id: str, draft: MemoryDraft, cleared: Sequence[str] = (),
+                  access: Access = FULL) -> RememberOutcome:
+        return self.writes.supersede(memory_id, draft, cleared, access)
 
-    def reinforce(self, memory_id: str) -> tuple[int, Memory]:
-        return self.writes.reinforce(memory_id)
+    def update(self, memory_id: str, draft: MemoryDraft, names: Sequence[str],
+               access: Access = FULL) -> tuple[int, Memory]:
+        return self.writes.update(memory_id, draft, names, access)
+
+    def reinforce(self, memory_id: str, access: Access = FULL) -> tuple[int, Memory]:
+        return self.writes.reinforce(memory_id, access)
 
     def forget(self, memory_id: str = "", filter_json: str = "", dry_run: bool = False, *,
-               purge: bool = False, by: str = "") -> tuple[int, list[str]]:
-        return self.writes.forget(memory_id, filter_json, dry_run, purge=purge, by=by)
+               purge: bool = False, by: str = "", access: Access = FULL
+               ) -> tuple[int, list[str]]:
+        return self.writes.forget(memory_id, filter_json, dry_run, purge=purge, by=by,
+                                  access=access)
 
-    def restore(self, ids: Sequence[str], every: bool = False) -> tuple[int, list[Memory]]:
-        return self.writes.restore(ids, every)
+    def restore(self, ids: Sequence[str], every: bool = False, access: Access = FULL
+                ) -> tuple[int, list[Memory]]:
+        return self.writes.restore(ids, every, access)
 
-    def empty_trash(self) -> tuple[int, list[str]]:
-        return self.writes.empty_trash()
+    def empty_trash(self, access: Access = FULL) -> tuple[int, list[str]]:
+        return self.writes.empty_trash(access)
 
-    def append_turns(self, session_id: str, turns: Sequence[TurnDraft]) -> tuple[int, list[str]]:
-        return self.writes.append_turns(session_id, turns)
+    def append_turns(self, session_id: str, turns: Sequence[TurnDraft], access: Access = FULL
+                     ) -> tuple[int, list[str]]:
+        return self.writes.append_turns(session_id, turns, access)
 
-    def import_memories(self, records: Sequence[ImportedRecord], allow_secret: bool = False
-                        ) -> tuple[int, int, int]:
-        return self.writes.import_memories(records, allow_secret)
+    def import_memories(self, records: Sequence[ImportedRecord], allow_secret: bool = False,
+                        access: Access = FULL) -> tuple[int, int, int]:
+        return self.writes.import_memories(records, allow_secret, access)
 
     def replace_chunks(self, items: Sequence[MemoryDraft], forget_ids: Sequence[str] = ()
                        ) -> list[str]:
@@ -298,38 +307,44 @@ class Vault:
     def _prepared(self, query: RecallQuery | PreparedRecall) -> PreparedRecall:
         return query if isinstance(query, PreparedRecall) else self.reads.prepare(query)
 
-    def get(self, memory_id: str) -> tuple[Memory, Vector, list[Memory], list[Memory]]:
-        return self.reads.get(memory_id)
+    def get(self, memory_id: str, access: Access = FULL
+            ) -> tuple[Memory, Vector, list[Memory], list[Memory]]:
+        return self.reads.get(memory_id, access)
 
     def chain(self, memory: Memory) -> list[Memory]:
         return self.reads.chain(memory)
 
-    def resolve_id(self, ref: str) -> str:
-        return self.reads.resolve_id(ref)
+    def resolve_id(self, ref: str, access: Access = FULL) -> str:
+        return self.reads.resolve_id(ref, access)
 
-    def facets(self, field: str, filter_json: str = "") -> list[Facet]:
-        return self.reads.facets(field, filter_json)
+    def facets(self, field: str, filter_json: str = "", access: Access = FULL) -> list[Facet]:
+        return self.reads.facets(field, filter_json, access)
 
     def list_memories(self, query: ListQuery) -> ListPage:
         return self.reads.list_memories(query)
 
-    def export(self) -> Iterator[tuple[Memory, Vector]]:
-        return self.reads.export()
+    def export(self, access: Access = FULL) -> Iterator[tuple[Memory, Vector]]:
+        return self.reads.export(access)
 
     def band_counts(self) -> dict[str, int]:
         return self.reads.band_counts()
 
-    def trash(self) -> list[tuple[Memory, float]]:
-        return self.reads.trash()
+    def trash(self, access: Access = FULL) -> list[tuple[Memory, float]]:
+        return self.reads.trash(access)
+
+    def shows_event(self, event: Event, access: Access) -> bool:
+        return self.reads.shows_event(event, access)
 
     # -- upkeep (upkeep.py) ---------------------------------------------------
 
-    def sweep(self, dry_run: bool, threshold: float | None = None) -> tuple[int, SweepPlan]:
-        return self.upkeep.sweep(dry_run, threshold)
+    def sweep(self, dry_run: bool, threshold: float | None = None, access: Access = FULL
+              ) -> tuple[int, SweepPlan]:
+        return self.upkeep.sweep(dry_run, threshold, access)
 
-    def consolidate(self, request: consolidation.Request, dry_run: bool
+    def consolidate(self, request: consolidation.Request, dry_run: bool,
+                    access: Access = FULL
                     ) -> tuple[int, list[consolidation.Consolidated], int]:
-        return self.upkeep.consolidate(request, dry_run)
+        return self.upkeep.consolidate(request, dry_run, access)
 
     def last_upkeep(self, what: str) -> float:
         return self.upkeep.last_upkeep(what)

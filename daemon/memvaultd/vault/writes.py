@@ -1,9 +1,11 @@
 """Writes: remember, supersede, update, reinforce, forget (into the trash, or
 purged), the trash's restore and empty, turns, import and a watched file's
 chunks; each validated and embedded first. A remember is judged against the
-memories of its type and topic (`restatement.py`): the same statement again
-reinforces the earlier memory, a changed one supersedes it, anything else is
-added."""
+memories of its scope, type and topic (`restatement.py`): the same statement
+again reinforces the earlier memory, a changed one supersedes it, anything
+else is added. Each checks the caller's declared access (`model/scopes.py`)
+before anything is embedded or written: a write outside it is
+PermissionDenied and changes nothing."""
 
 from __future__ import annotations
 
@@ -39,6 +41,7 @@ from memvaultd.model.operations import (
     UPDATE,
     Operation,
 )
+from memvaultd.model.scopes import FULL, Access, check_scope
 from memvaultd.model.vector import Vector
 from memvaultd.recall.filter.parse import parse_filter
 from memvaultd.vault import restatement
@@ -82,18 +85,27 @@ class Writes:
     def __init__(self, core: VaultCore) -> None:
         self.core = core
 
-    def remember(self, items: Sequence[MemoryDraft]) -> list[RememberOutcome]:
+    def remember(self, items: Sequence[MemoryDraft], access: Access = FULL
+                 ) -> list[RememberOutcome]:
         if not items:
             raise InvalidArgument("memories: at least one memory is required")
         if len(items) > MAX_BATCH:
             raise InvalidArgument(f"memories: {len(items)} is over the batch limit of {MAX_BATCH}")
+        items = [replace(d, scope=d.scope or access.default_scope) for d in items]
+        for i, draft in enumerate(items):
+            where = f"memories[{i}]." if len(items) > 1 else ""
+            access.check_new(check_scope(draft.scope, where + "scope"), draft.topic_key,
+                             "remember")
         prepared = self._prepare(items)
         self.core.await_loaded()
         with self.core.write_lock:
             for item in prepared:
                 older = item.memory.supersedes
-                if older and self.core.memories.get(older) is None:
+                old = self.core.memories.get(older) if older else None
+                if older and old is None:
                     raise InvalidArgument(f"supersedes: no memory {item.memory.supersedes!r}")
+                if old is not None:
+                    access.check_change(old, "supersede")
             ops, judged = self._plan(prepared)
             replaced = [j.target for j in judged if j.outcome == SUPERSEDED]
             # After the puts, in the same append: a consolidated memory that
@@ -103,24 +115,27 @@ class Writes:
         return [RememberOutcome(op.memory_id, first + i, j.outcome, j.target, j.reason)
                 for i, (op, j) in enumerate(zip(ops, judged, strict=True))]
 
-    def supersede(self, memory_id: str, draft: MemoryDraft, cleared: Sequence[str] = ()
-                  ) -> RememberOutcome:
+    def supersede(self, memory_id: str, draft: MemoryDraft, cleared: Sequence[str] = (),
+                  access: Access = FULL) -> RememberOutcome:
         """`draft` as the new version of `memory_id`, taking from it every
         field of `INHERITED` that `draft` leaves unset and `cleared` does not
-        name."""
+        name, and its scope unless `draft` names one."""
         unknown = sorted(set(cleared) - set(INHERITED))
         if unknown:
             raise InvalidArgument(f"cleared: {', '.join(unknown)} cannot be cleared; these "
                                   f"can: {', '.join(INHERITED)}")
         old = self.core.get(memory_id)
+        access.check_change(old, "supersede")
         (outcome,) = self.remember([replace(inherited(draft, old, cleared),
-                                            supersedes=memory_id)])
+                                            supersedes=memory_id,
+                                            scope=draft.scope or old.scope)], access)
         return outcome
 
-    def update(self, memory_id: str, draft: MemoryDraft, names: Sequence[str]
-               ) -> tuple[int, Memory]:
+    def update(self, memory_id: str, draft: MemoryDraft, names: Sequence[str],
+               access: Access = FULL) -> tuple[int, Memory]:
         if not names:
             raise InvalidArgument("fields: name at least one field to update")
+        access.check_writable("update")
         changes = drafts.checked_fields(draft, names)
         vector = None
         if "text" in changes:
@@ -130,7 +145,7 @@ class Writes:
                       else self.core.embedder.embed_documents([changes["text"]])[0])
         self.core.await_loaded()
         with self.core.write_lock:
-            self.core.get(memory_id)
+            self._check_change(memory_id, access, "update", changes)
             now = time.time()
             ops = [Operation(new_id(), UPDATE, self.core.clock.now(), target=memory_id, at=now,
                              fields=changes, vector=vector)]
@@ -139,55 +154,76 @@ class Writes:
             txid = self.core.commit(ops)
             return txid, self.core.get(memory_id)
 
-    def reinforce(self, memory_id: str) -> tuple[int, Memory]:
+    def reinforce(self, memory_id: str, access: Access = FULL) -> tuple[int, Memory]:
         self.core.await_loaded()
         with self.core.write_lock:
-            self.core.get(memory_id)
+            self._check_change(memory_id, access, "reinforce")
             txid = self.core.commit([self._reinforce_op(memory_id, time.time())])
             return txid, self.core.get(memory_id)
 
+    def _check_change(self, memory_id: str, access: Access, what: str,
+                      changes: dict[str, Any] | None = None) -> None:
+        """NotFound if no memory `memory_id` is held; PermissionDenied unless
+        `access` may change it, and (`changes`) what it becomes too."""
+        memory = self.core.get(memory_id)
+        if access.full:
+            return
+        access.check_change(memory, what)
+        if changes:
+            after = memory.copy(**changes)
+            access.check_new(after.scope, after.topic_key, what)
+
     def forget(self, memory_id: str = "", filter_json: str = "", dry_run: bool = False, *,
-               purge: bool = False, by: str = "") -> tuple[int, list[str]]:
+               purge: bool = False, by: str = "", access: Access = FULL
+               ) -> tuple[int, list[str]]:
         """Move the memory `memory_id`, or every memory the filter matches,
         to the trash, `by` (what asks: "cli", "mcp", ...) noted there.
         `purge`: erase them for good instead, on every device, and what of
-        the trash the id or filter names too. Returns (last txid, the ids)."""
+        the trash the id or filter names too. A filter matches only what
+        `access` may change. Returns (last txid, the ids)."""
         if bool(memory_id) == bool(filter_json):
             raise InvalidArgument("id: give either an id or a filter to forget by")
         by = m.check_short(by, "by") or BY_CLIENT
         matches = parse_filter(filter_json) if filter_json else None
+        access.check_writable("forget")
         self.core.await_loaded()
         with self.core.write_lock:
             trash = self.core.state.trash
             if matches is None:
-                if not (purge and trash.get(memory_id) is not None):
-                    self.core.get(memory_id)
+                target = trash.get(memory_id) if purge else None
+                access.check_change(target or self.core.get(memory_id), "forget")
                 ids = [memory_id]
             else:
                 pool = [*self.core.memories.memories(), *(trash.memories() if purge else ())]
-                ids = sorted(mem.id for mem in pool if matches.matches(mem))
+                ids = sorted(mem.id for mem in pool
+                             if matches.matches(mem) and access.may_change(mem))
             if dry_run or not ids:
                 return self.core.applied_txid, ids
             last = self.core.commit(self._forget_ops(ids, purge, by))
             return last + len(ids) - 1, ids
 
-    def restore(self, ids: Sequence[str], every: bool = False) -> tuple[int, list[Memory]]:
+    def restore(self, ids: Sequence[str], every: bool = False, access: Access = FULL
+                ) -> tuple[int, list[Memory]]:
         """Bring memories back from the trash, every field as it was (and
-        as updated since, on any device); `every`: the whole trash. An id
-        that is not forgotten is returned as it is. Returns (last txid, the
-        memories)."""
+        as updated since, on any device); `every`: the whole trash (what
+        of it `access` may change). An id that is not forgotten is returned
+        as it is. Returns (last txid, the memories)."""
         if bool(ids) == every:
             raise InvalidArgument("ids: give the ids to restore, or restore all")
         if len(ids) > MAX_BATCH:
             raise InvalidArgument(f"ids: {len(ids)} is over the batch limit of {MAX_BATCH}")
+        access.check_writable("restore")
         self.core.await_loaded()
         with self.core.write_lock:
             trash = self.core.state.trash
             if every:
-                ids = [mem.id for mem in sorted(trash.memories(), key=_forgotten_order)]
+                ids = [mem.id for mem in sorted(trash.memories(), key=_forgotten_order)
+                       if access.may_change(mem)]
             for memory_id in ids:
-                if trash.get(memory_id) is None and self.core.memories.get(memory_id) is None:
+                held = trash.get(memory_id) or self.core.memories.get(memory_id)
+                if held is None:
                     raise self._gone(memory_id)
+                access.check_change(held, "restore")
             back = [i for i in dict.fromkeys(ids) if trash.get(i) is not None]
             txid = self.core.applied_txid
             if back:
@@ -197,8 +233,9 @@ class Writes:
                 txid = first + len(back) - 1
             return txid, [self.core.get(i) for i in dict.fromkeys(ids)]
 
-    def empty_trash(self) -> tuple[int, list[str]]:
+    def empty_trash(self, access: Access = FULL) -> tuple[int, list[str]]:
         """Purge everything in the trash, on every device. Returns (last txid, the ids)."""
+        access.check_full("emptying the trash")
         self.core.await_loaded()
         with self.core.write_lock:
             ids = [mem.id for mem in sorted(self.core.state.trash.memories(),
@@ -219,11 +256,15 @@ class Writes:
             return NotFound(f"id: memory {memory_id!r} was purged; nothing can bring it back")
         return NotFound(f"id: no memory {memory_id!r} in the trash")
 
-    def append_turns(self, session_id: str, turns: Sequence[TurnDraft]) -> tuple[int, list[str]]:
+    def append_turns(self, session_id: str, turns: Sequence[TurnDraft], access: Access = FULL
+                     ) -> tuple[int, list[str]]:
+        """The turns, in the caller's default scope; they have no topic, so
+        a caller that declared topics may not write them (nor see them)."""
         if not session_id:
             raise InvalidArgument("session_id: turns belong to a session; name it")
         if not turns or len(turns) > MAX_BATCH:
             raise InvalidArgument(f"turns: between 1 and {MAX_BATCH} turns per call")
+        access.check_new(access.default_scope, "", "append turns")
         now = time.time()
         memories = []
         for i, turn in enumerate(turns):
@@ -233,7 +274,8 @@ class Writes:
                                                    type=m.EPISODIC,
                                                    entity=turn.speaker, session_id=session_id,
                                                    source=turn.speaker,
-                                                   payload_json=turn.payload_json),
+                                                   payload_json=turn.payload_json,
+                                                   scope=access.default_scope),
                                        now, f"turns[{i}].")
             at = m.check_time(turn.at, f"turns[{i}].at") or now
             memories.append(memory.copy(created_at=at, last_reinforced_at=at))
@@ -245,23 +287,29 @@ class Writes:
                                   for t, v in zip(memories, vectors, strict=True)])
         return first + len(memories) - 1, [t.id for t in memories]
 
-    def import_memories(self, records: Sequence[ImportedRecord], allow_secret: bool = False
-                        ) -> tuple[int, int, int]:
+    def import_memories(self, records: Sequence[ImportedRecord], allow_secret: bool = False,
+                        access: Access = FULL) -> tuple[int, int, int]:
         """Whole records, ids, times and chains kept, each checked as a
-        remembered memory is (`drafts.imported_memory`). A record carries its
-        own id, so it is never merged into another memory: an export imported
-        into an empty vault gives back every memory. Returns (added, 0, txid);
-        the 0 fills the reinforcement count old clients read."""
+        remembered memory is (`drafts.imported_memory`), and in a scope
+        `access` may write (a record without one: the caller's default). A
+        record carries its own id, so it is never merged into another
+        memory: an export imported into an empty vault gives back every
+        memory. Returns (added, 0, txid); the 0 fills the reinforcement
+        count old clients read."""
         if len(records) > MAX_BATCH:
             raise InvalidArgument(f"memories: over the batch limit of {MAX_BATCH}")
+        access.check_writable("import")
         info = self.core.info
         now = time.time()
         memories = []
         for i, record in enumerate(records):
+            fields = {**record.fields, "scope": record.fields.get("scope") or access.default_scope}
             try:
-                memories.append(drafts.imported_memory(record.fields, now, allow_secret))
+                memory = drafts.imported_memory(fields, now, allow_secret)
             except InvalidArgument as exc:
                 raise InvalidArgument(f"memories[{i}].{exc}") from exc
+            access.check_new(memory.scope, memory.topic_key, f"import (memories[{i}])")
+            memories.append(memory)
         vectors: list[Vector | None] = [
             drafts.own_vector(record.vector, info.dimension, info.model,
                               f"memories[{i}].vector") if record.vector else None
@@ -346,8 +394,8 @@ class Writes:
 
     def _judge(self, item: _Prepared, batch: _Batch, retired: set[str], now: float
                ) -> _Judged:
-        """What `item` is to the visible memories of its type and topic (and
-        entity, when both name one), in the vault or earlier in the batch:
+        """What `item` is to the visible memories of its scope, type and
+        topic (and entity, when both name one), in the vault or earlier in the batch:
         its nearest few by cosine are judged by `restatement.judge`; a
         reinforcement of any of them wins, then a supersession of the
         nearest that is one. An episodic memory is an event: another event
@@ -364,6 +412,7 @@ class Writes:
 
         def same_kind(old: Memory) -> bool:
             return (old.type == new.type and old.topic_key == new.topic_key
+                    and old.scope == new.scope
                     and not (old.entity and new.entity and old.entity != new.entity)
                     and visible(old, now) and old.id not in retired)
 

@@ -35,7 +35,7 @@ _FIELD_KIND: Final[dict[str, str]] = {
     "tags": TAGS, "category": STRING, "importance": NUMBER, "session_id": STRING,
     "source": STRING, "tier": STRING, "created_at": TIME, "last_reinforced_at": TIME,
     "reinforce_count": NUMBER, "access_count": NUMBER, "expires_at": TIME,
-    "superseded_by": STRING, "supersedes": STRING,
+    "superseded_by": STRING, "supersedes": STRING, "scope": STRING,
 }  # fmt: skip
 FIELDS: Final = tuple(_FIELD_KIND)
 LOGICAL: Final = ("AND", "OR", "NOT")

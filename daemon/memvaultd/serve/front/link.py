@@ -7,11 +7,11 @@ to a unix socket in the core's 0700 inner directory, and its answer comes
 back as frames; the core also tells the front its serving state, which the
 front's health service reports (docs/format.md, "The front-to-core link"):
 
-    preface  "memvault-link/1\\n"                  front -> core, once, 16 bytes
+    preface  "memvault-link/2\\n"                  front -> core, once, 16 bytes
     frame    length:4 | kind:1 | call:4 | body
 
     kind  name    from    body
-    1     CALL    front   name_length:1 | name | request
+    1     CALL    front   name_length:1 | name | access_length:2 | access | request
     2     CANCEL  front   (empty)
     3     MORE    front   count:4
     4     REPLY   core    reply
@@ -24,7 +24,10 @@ least, MAX_FRAME at most: a frame outside those bounds, an unknown kind or
 a malformed body ends the link, read no further). `call` is the front's
 number for a call, never 0 and never one still in use; every frame of a
 call carries it. `name` is the method's name in the Memory service (ASCII,
-`Recall`); `request`, `reply` and `item` are protobuf messages, the
+`Recall`); `access` the call's `memvault-*` metadata, the caller's declared
+access (`memvault_base.access`), as ASCII lines `key=value\\n` in the
+order received (at most MAX_ACCESS bytes), which the core checks and
+enforces; `request`, `reply` and `item` are protobuf messages, the
 client's and the servicer's bytes, which the front never parses.
 
 - A unary call: CALL, answered by REPLY (status OK) or END (any other).
@@ -73,10 +76,13 @@ from memvault_base.limits import MAX_MESSAGE
 
 log = logging.getLogger("memvaultd.link")
 
-PREFACE = b"memvault-link/1\n"
+PREFACE = b"memvault-link/2\n"
 READY = b"ready\n"
-# The largest frame: a CALL of a 255-byte name and a message of the limit.
-MAX_FRAME = 1 + 4 + 1 + 255 + MAX_MESSAGE
+# A call's declared access: a few scopes and topic patterns are ~100 bytes;
+# 4 KiB holds dozens.
+MAX_ACCESS = 4096
+# The largest frame: a CALL of a 255-byte name, its access and a message of the limit.
+MAX_FRAME = 1 + 4 + 1 + 255 + 2 + MAX_ACCESS + MAX_MESSAGE
 # Items the core may send ahead on one stream. An Events item is ~50 bytes,
 # an Export record with its vector ~2-5 KB: 64 of them are at most ~320 KB
 # held in the front for a client that reads slowly.
@@ -84,6 +90,7 @@ STREAM_WINDOW = 64
 
 _HEAD = struct.Struct(">IBI")  # length, kind, call
 _LENGTH = _CALL = _COUNT = struct.Struct(">I")
+_ACCESS_LENGTH = struct.Struct(">H")
 _MIN_LENGTH = 5  # kind and call
 
 
@@ -113,9 +120,25 @@ def frame(kind: Kind, call: int, body: bytes = b"") -> bytes:
     return _HEAD.pack(_MIN_LENGTH + len(body), kind, call) + body
 
 
-def call_frame(call: int, method: str, request: bytes) -> bytes:
+Metadata = tuple[tuple[str, str], ...]
+
+
+def access_lines(access: Metadata) -> bytes:
+    """A CALL's `access`; ValueError unless it is key=value lines of ASCII,
+    MAX_ACCESS bytes at most."""
+    if any("\n" in key + value or "=" in key for key, value in access):
+        raise ValueError("the call's memvault-* metadata does not make key=value lines")
+    lines = "".join(f"{key}={value}\n" for key, value in access).encode("ascii")
+    if len(lines) > MAX_ACCESS:
+        raise ValueError(f"the call's memvault-* metadata is over {MAX_ACCESS} bytes")
+    return lines
+
+
+def call_frame(call: int, method: str, request: bytes, access: bytes = b"") -> bytes:
+    """A CALL; `access` as `access_lines` makes it."""
     name = method.encode("ascii")
-    return frame(Kind.CALL, call, bytes([len(name)]) + name + request)
+    return frame(Kind.CALL, call, bytes([len(name)]) + name
+                 + _ACCESS_LENGTH.pack(len(access)) + access + request)
 
 
 def more_frame(call: int, count: int) -> bytes:
@@ -130,12 +153,19 @@ def state_frame(state: State) -> bytes:
     return frame(Kind.STATE, 0, bytes([state]))
 
 
-def parse_call(body: bytes) -> tuple[str, bytes]:
-    """(method, request) of a CALL; LinkBroken if its name does not fit it."""
-    if not body or 1 + body[0] > len(body):
+def parse_call(body: bytes) -> tuple[str, Metadata, bytes]:
+    """(method, access metadata, request) of a CALL; LinkBroken if its name
+    or access does not fit it."""
+    if not body or 1 + body[0] + _ACCESS_LENGTH.size > len(body):
         raise LinkBroken("a CALL whose name runs past its frame")
     end = 1 + body[0]
-    return body[1:end].decode("ascii", "replace"), body[end:]
+    (size,) = _ACCESS_LENGTH.unpack_from(body, end)
+    start = end + _ACCESS_LENGTH.size
+    if size > MAX_ACCESS or start + size > len(body):
+        raise LinkBroken("a CALL whose access runs past its frame")
+    lines = body[start : start + size].decode("ascii", "replace").splitlines()
+    access = tuple((key, value) for key, _, value in (line.partition("=") for line in lines))
+    return body[1:end].decode("ascii", "replace"), access, body[start + size :]
 
 
 def parse_more(body: bytes) -> int:
@@ -328,20 +358,25 @@ class LinkClient(asyncio.Protocol):
             if number and number not in self._unary and number not in self._streams:
                 return number
 
-    async def call(self, method: str, request: bytes) -> tuple[int, bytes]:
-        """(status, reply bytes or UTF-8 details); ConnectionError if the core is gone."""
+    async def call(self, method: str, request: bytes, access: Metadata = ()
+                   ) -> tuple[int, bytes]:
+        """(status, reply bytes or UTF-8 details); ConnectionError if the core
+        is gone, ValueError if `access` does not fit a CALL."""
+        lines = access_lines(access)
         number = self._number()
         waiting: asyncio.Future[tuple[int, bytes]] = asyncio.get_running_loop().create_future()
         self._unary[number] = waiting
         try:
-            self.send(call_frame(number, method, request))
+            self.send(call_frame(number, method, request, lines))
             return await waiting
         finally:
             del self._unary[number]
 
-    def stream(self, method: str, request: bytes) -> Streamed:
-        """A server-streaming call, started; ConnectionError if the core is gone."""
+    def stream(self, method: str, request: bytes, access: Metadata = ()) -> Streamed:
+        """A server-streaming call, started; ConnectionError if the core is
+        gone, ValueError if `access` does not fit a CALL."""
+        lines = access_lines(access)
         number = self._number()
         streamed = self._streams[number] = Streamed(self, number)
-        self.send(call_frame(number, method, request))
+        self.send(call_frame(number, method, request, lines))
         return streamed

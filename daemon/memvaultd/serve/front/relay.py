@@ -4,7 +4,9 @@ memvaultd starts this process (`python -m memvaultd.serve.front`,
 `front_process.py`) and it serves the public socket: the gate checks each
 peer's uid (`peer_gate.py`) and grpc reads and writes the calls. Every
 Memory call, unary or streaming, goes to the core over the link
-(`link.py`) as the client's bytes, and its answer comes back the same way.
+(`link.py`) as the client's bytes, with its `memvault-*` metadata (the
+caller's declared access, which the core checks), and its answer comes
+back the same way.
 Health (Check, Watch) and reflection are answered here: health from the
 serving state the core sends over the link, NOT_SERVING until the core
 says SERVING, and NOT_SERVING for good once either side stops.
@@ -38,10 +40,11 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc  # type: ignore[import-untyped]
 from grpc_reflection.v1alpha import reflection  # type: ignore[import-untyped]
 
+from memvault_base.access import PREFIX
 from memvault_base.errors import Status
 from memvault_base.rpc import ANSWERED, MESSAGE_OPTIONS, status_code
 from memvault_base.v1 import memory_pb2
-from memvaultd.serve.front.link import READY, LinkClient, State
+from memvaultd.serve.front.link import READY, LinkClient, Metadata, State
 from memvaultd.serve.front.peer_gate import PeerGate
 
 log = logging.getLogger("memvaultd.front")
@@ -69,12 +72,21 @@ class Relay(grpc.GenericRpcHandler):
         return self._handlers.get(handler_call_details.method)
 
 
+def _access(context: Any) -> Metadata:
+    """The call's `memvault-*` metadata: the caller's declared access,
+    handed on unread (the core checks it)."""
+    return tuple((key, value) for key, value in context.invocation_metadata() or ()
+                 if key.startswith(PREFIX) and isinstance(value, str))
+
+
 def _linked(link: LinkClient, method: str) -> Callable[[bytes, Any], Awaitable[bytes]]:
     async def handle(request: bytes, context: Any) -> bytes:
         try:
-            status, payload = await link.call(method, request)
+            status, payload = await link.call(method, request, _access(context))
         except ConnectionError:
             await context.abort(grpc.StatusCode.UNAVAILABLE, _STOPPING, (ANSWERED,))
+        except ValueError as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc), (ANSWERED,))
         if status != Status.OK:
             await context.abort(status_code(status), payload.decode("utf-8", "replace"),
                                 (ANSWERED,))
@@ -85,9 +97,11 @@ def _linked(link: LinkClient, method: str) -> Callable[[bytes, Any], Awaitable[b
 def _streamed(link: LinkClient, method: str) -> Callable[[bytes, Any], AsyncIterator[bytes]]:
     async def handle(request: bytes, context: Any) -> AsyncIterator[bytes]:
         try:
-            streamed = link.stream(method, request)
+            streamed = link.stream(method, request, _access(context))
         except ConnectionError:
             await context.abort(grpc.StatusCode.UNAVAILABLE, _STOPPING, (ANSWERED,))
+        except ValueError as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc), (ANSWERED,))
         try:
             async for item in streamed:
                 yield item
