@@ -74,6 +74,12 @@ def test_node_suite_against_a_real_daemon(
         refusing = sockets.enter_context(socket.socket(socket.AF_UNIX))
         refusing.bind(str(odd / "refusing.sock"))
         env["MEMVAULT_TS_REFUSING_SOCKET"] = str(odd / "refusing.sock")
+        # Listening, never answering: the kernel completes the connect, and the
+        # HTTP/2 handshake waits, as at a hung daemon.
+        silent = sockets.enter_context(socket.socket(socket.AF_UNIX))
+        silent.bind(str(odd / "silent.sock"))
+        silent.listen()
+        env["MEMVAULT_TS_SILENT_SOCKET"] = str(odd / "silent.sock")
         (odd / "plain-file.sock").write_text("")
         env["MEMVAULT_TS_NOT_A_SOCKET"] = str(odd / "plain-file.sock")
         if os.getuid() == 0:  # only root can make a socket another uid owns

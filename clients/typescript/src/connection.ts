@@ -10,7 +10,15 @@
 
 import * as fs from "node:fs";
 
-import { ChannelOptions, ClientReadableStream, connectivityState, credentials, Metadata, ServiceError, status } from "@grpc/grpc-js";
+import {
+  ChannelOptions,
+  ClientReadableStream,
+  connectivityState,
+  credentials,
+  Metadata,
+  ServiceError,
+  status,
+} from "@grpc/grpc-js";
 
 import { MemvaultError, Unavailable, errorOf } from "./errors";
 import { MemoryClient } from "./gen/memvault_base/v1/memory";

@@ -2,8 +2,8 @@
  * The client against a real memvaultd: tests/test_typescript_client.py starts
  * the daemon, sets MEMVAULT_HOME to its home (so the client finds the socket
  * by the same rule as the Python client), and names in MEMVAULT_TS_* the
- * sockets that must be refused: one nobody listens on, one of another user,
- * and a plain file.
+ * sockets that must be refused: one nobody listens on, one that accepts and
+ * never answers, one of another user, and a plain file.
  */
 
 import assert from "node:assert/strict";
@@ -13,6 +13,7 @@ import * as path from "node:path";
 import { after, before, describe, test } from "node:test";
 
 import {
+  CONNECT_TIMEOUT_MS,
   ForeignSocket,
   InvalidArgument,
   MemvaultClient,
@@ -180,6 +181,15 @@ describe("without a daemon", () => {
     assert.ok(error instanceof Unavailable, String(error));
     assert.match((error as Error).message, /refuses connections/);
     assert.ok(ms < 5000, `took ${ms} ms`);
+  });
+
+  test("a socket that accepts and never answers (a hung daemon): Unavailable after the connect timeout", async () => {
+    const client = new MemvaultClient({ socket: required("MEMVAULT_TS_SILENT_SOCKET") });
+    const { error, ms } = await failure(client.recall("anything"));
+    client.close();
+    assert.ok(error instanceof Unavailable, String(error));
+    assert.match((error as Error).message, /did not accept a connection within 5 s; it may be hung/);
+    assert.ok(ms >= CONNECT_TIMEOUT_MS - 100 && ms < CONNECT_TIMEOUT_MS + 2000, `took ${ms} ms`);
   });
 
   const foreign = process.env.MEMVAULT_TS_FOREIGN_SOCKET;
