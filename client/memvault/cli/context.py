@@ -27,6 +27,11 @@ class LazyClient:
         self._args = (home, socket, timeout)
         self._client: Client | None = None
 
+    @property
+    def where(self) -> tuple[str | None, str | None]:
+        """The `--home` and `--socket` given (None: not given)."""
+        return self._args[0], self._args[1]
+
     def client(self) -> Client:
         if self._client is None:
             home, socket, timeout = self._args
