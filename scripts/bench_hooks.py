@@ -50,7 +50,7 @@ from typing import Any
 from memvault import Client
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "claude_code"
-THRESHOLDS = [round(0.05 * i, 2) for i in range(1, 17)]
+THRESHOLDS = [round(0.01 * i, 2) for i in range(30, 71)]
 
 
 def start_daemon(home: Path) -> tuple[subprocess.Popen[bytes], dict[str, str]]:
