@@ -240,6 +240,19 @@ def test_a_hook_fails_open_on_input_that_is_not_json(tmp_path: Path) -> None:
     assert "not JSON" in json.loads(done.stdout)["systemMessage"]
 
 
+@pytest.mark.parametrize("args", [
+    ["bogus-event"], ["prompt", "--max-tokens", "many"], ["prompt", "--min-relevance", "nan"],
+    ["prompt", "--min-relevance"], ["prompt", "--an-option-of-a-later-version", "1"],
+])
+def test_a_command_line_it_cannot_read_never_blocks_the_agent(tmp_path: Path,
+                                                              args: list[str]) -> None:
+    # Claude Code takes exit code 2 as "block the prompt": a usage error must not be one.
+    done = memvault(tmp_path / "home", "hooks", "run", *args,
+                    stdin=json.dumps(example("user_prompt_submit")))
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["systemMessage"].startswith("memvault: ")
+
+
 def test_a_hung_daemon_holds_a_hook_for_seconds_at_most(tmp_path: Path) -> None:
     home = tmp_path / "home"
     (home / "run").mkdir(parents=True)

@@ -129,16 +129,44 @@ def uninstall(agent: str, project: str | None, dry_run: bool, as_json: bool) -> 
         click.echo(f"{path} has no memvault hooks; nothing changed")
 
 
-@hooks.command("run")
-@click.argument("event", type=click.Choice(list(EVENTS)))
-@click.option("--max-tokens", type=click.IntRange(min=1), metavar="TOKENS",
+class _FailOpenCommand(click.Command):
+    """A command whose usage errors reach its callback (as `ctx.meta[USAGE]`)
+    instead of ending the process with exit code 2."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.UsageError as err:
+            ctx.meta[_USAGE] = err.format_message()
+            for param in self.get_params(ctx):
+                if param.expose_value and param.name is not None:
+                    ctx.params.setdefault(param.name, None)
+            ctx.args = []
+            return []
+
+
+_USAGE = "memvault.hooks.usage_error"
+
+
+# Claude Code takes exit code 2 as "block": a usage error here (an option a
+# newer install wrote, a value that does not parse) would stop the agent's
+# prompt. So `run` takes its options as text, ignores options it does not
+# know, and leaves every check to the runner, which fails open.
+@hooks.command("run", cls=_FailOpenCommand,
+               context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+@click.argument("event", metavar="|".join(EVENTS))
+@click.option("--max-tokens", metavar="TOKENS",
               help="Tokens session-start or prompt may add (defaults: docs/hooks.md).")
-@click.option("--min-relevance", type=click.FloatRange(0, 1), metavar="R",
+@click.option("--min-relevance", metavar="R",
               help="Relevance (0..1) a memory needs to be added (defaults: docs/hooks.md).")
-def run_hook(event: str, max_tokens: int | None, min_relevance: float | None) -> None:
+@click.pass_context
+def run_hook(ctx: click.Context, event: str | None, max_tokens: str | None,
+             min_relevance: str | None) -> None:
     """What Claude Code runs at EVENT: its JSON on stdin, the answer on stdout; exits 0."""
     home, socket = _where()
-    answer = run(event, sys.stdin.read(), Options(home, socket, max_tokens, min_relevance))
+    options = Options(home, socket, max_tokens, min_relevance, ignored=tuple(ctx.args),
+                      usage_error=ctx.meta.get(_USAGE, ""))
+    answer = run(event or "", sys.stdin.read(), options)
     if answer.stdout is not None:
         output.echo_json(answer.stdout, indent=None)
     if answer.stderr:
