@@ -4,12 +4,18 @@ One rule, used by the daemon and every client alike, so that `Client()` finds
 the socket the daemon bound without being told:
 
 1. `MEMVAULT_HOME=DIR` (or `--home DIR`): everything under DIR —
-   `DIR/config.toml`, `DIR/data/`, `DIR/run/memvault.sock`, `DIR/cache/`.
+   `DIR/config.toml`, `DIR/data/`, `DIR/run/memvault.sock`, `DIR/cache/`,
+   `DIR/state/`.
    Tests, benchmarks and several instances on one machine stay apart this way.
 2. Otherwise the platform's directories (platformdirs): on Linux
    `~/.config/memvault/config.toml`, `~/.local/share/memvault/`,
    `$XDG_RUNTIME_DIR/memvault/memvault.sock` (falling back to the data dir's
-   `run/` when there is no runtime dir), `~/.cache/memvault/`.
+   `run/` when there is no runtime dir), `~/.cache/memvault/`,
+   `~/.local/state/memvault/`.
+
+The state directory holds a client's small bookkeeping that is neither user
+data nor derived from public inputs: how far the Claude Code hooks have read
+each session's transcript (`memvault.hooks.offsets`), never any text of it.
 
 The cache holds only files derived from public inputs (numba's compiled IVF
 loop in `numba/`), never user data, so it is plaintext and may be deleted at
@@ -45,6 +51,7 @@ class Paths:
     socket: Path
     cache_dir: Path
     model_cache: Path
+    state_dir: Path
 
     @property
     def run_dir(self) -> Path:
@@ -65,10 +72,11 @@ def resolve(home: str | os.PathLike[str] | None = None) -> Paths:
     if home:
         root = Path(home).expanduser().absolute()
         return Paths(root / "config.toml", root / "data", root / "run" / SOCKET_NAME,
-                     cache_dir or root / "cache", model_cache)
+                     cache_dir or root / "cache", model_cache, root / "state")
     config_dir = Path(platformdirs.user_config_dir("memvault", appauthor=False))
     data_dir = Path(platformdirs.user_data_dir("memvault", appauthor=False))
     runtime = os.environ.get("XDG_RUNTIME_DIR")
     run_dir = Path(runtime) / "memvault" if runtime else data_dir / "run"
+    state_dir = Path(platformdirs.user_state_dir("memvault", appauthor=False))
     return Paths(config_dir / "config.toml", data_dir, run_dir / SOCKET_NAME,
-                 cache_dir or user_cache, model_cache)
+                 cache_dir or user_cache, model_cache, state_dir)

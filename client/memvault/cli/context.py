@@ -29,6 +29,11 @@ class LazyClient:
         self.scopes = scopes  # the access it declares (docs/scopes.md); (): full
         self._client: Client | None = None
 
+    @property
+    def where(self) -> tuple[str | None, str | None]:
+        """The `--home` and `--socket` given (None: not given)."""
+        return self._args[0], self._args[1]
+
     def client(self) -> Client:
         if self._client is None:
             home, socket, timeout = self._args

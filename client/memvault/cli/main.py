@@ -2,7 +2,7 @@
 
 remember, supersede, update, reinforce, recall, get, list, forget (and forget --sweep),
 trash (restore, empty), consolidate, topics, entities, turns append, export,
-import, import-from, status, events, doctor, check, ui. Every command that prints data
+import, import-from, status, events, doctor, check, ui, hooks. Every command that prints data
 takes `--json` for output a program can parse. Failures print one line,
 prefixed "memvault: ", to stderr and exit with a code that says what kind of
 failure it was (the table is in EXIT_CODES_HELP and docs/cli.md); a
@@ -12,8 +12,8 @@ This module is the group and that error handling; the commands live in
 modules of their own (`write_commands`, `read_commands`, `status_commands`,
 `turns_commands`, `transfer_commands`, `upkeep_commands`, `trash_commands`,
 `sync_commands`, `list_command`, `ui_commands`, `import_commands`,
-`check_command`, `service`, `mcp_bridge`, `doctor`), which never import this one (see
-`cli_context`).
+`check_command`, `service`, `mcp_bridge`, `doctor`, `hooks_commands`), which never
+import this one (see `cli_context`).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from memvault import __version__
 from memvault.cli.check_command import check
 from memvault.cli.context import LazyClient
 from memvault.cli.doctor import doctor
+from memvault.cli.hooks_commands import hooks
 from memvault.cli.import_commands import import_from
 from memvault.cli.list_command import list_
 from memvault.cli.mcp_bridge import mcp
@@ -129,7 +130,7 @@ def cli(ctx: click.Context, home: str | None, socket: str | None, timeout: float
 for command in (
     remember, recall, get, list_, forget, trash, supersede, update, reinforce, topics, entities,
     status, events, turns, export, import_, import_from, consolidate, service, mcp, doctor, check,
-    ui, *SYNC_COMMANDS,
+    ui, hooks, *SYNC_COMMANDS,
 ):
     cli.add_command(command)
 
