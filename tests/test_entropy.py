@@ -62,3 +62,16 @@ def test_seals_of_one_plaintext_differ_and_open() -> None:
     sealed = {seal(KEY, b"same text", aad=b"ctx") for _ in range(1_000)}
     assert len(sealed) == 1_000
     assert {open_sealed(KEY, s, aad=b"ctx") for s in sealed} == {b"same text"}
+
+
+
+def test_a_restored_snapshot_of_the_process_repeats_no_nonce() -> None:
+    """A virtual machine restored from a snapshot resumes with the blocks it
+    held then: ids drawn after it repeat, nonces must not."""
+    entropy.random_bytes(NONCE_SIZE)  # this thread holds a block, partly used
+    held = (entropy._local.block, entropy._local.offset, entropy._local.generation)
+    first = [seal(KEY, b"a", aad=b"ctx")[:NONCE_SIZE], entropy.new_id()]
+    entropy._local.block, entropy._local.offset, entropy._local.generation = held  # restored
+    again = [seal(KEY, b"b", aad=b"ctx")[:NONCE_SIZE], entropy.new_id()]
+    assert again[1] == first[1], "the restore was not simulated"
+    assert again[0] != first[0]

@@ -93,6 +93,6 @@ def test_join_without_a_terminal_says_how_to_give_the_recovery_key(tmp_path: Pat
     done = _memvault(tmp_path, "join", "--remote", f"file://{tmp_path}/remote")
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
-        "memvault: the recovery key is needed and there is no terminal to ask for it: give "
-        "--recovery-key KEY or set MEMVAULT_RECOVERY_KEY"]
+        "memvault: the recovery key is needed and there is no terminal to ask for it: set "
+        "MEMVAULT_RECOVERY_KEY or give --recovery-key-file FILE (- for stdin)"]
     assert done.stdout == ""

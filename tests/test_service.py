@@ -92,7 +92,7 @@ def test_unit_settings() -> None:
     daemon = Path(exec_start.removeprefix("ExecStart="))
     assert daemon.is_absolute() and daemon.name == "memvaultd" and os.access(daemon, os.X_OK)
     for expected in ("Type=notify", "RuntimeDirectory=memvault", "RuntimeDirectoryMode=0700",
-                     "UMask=0077", "NoNewPrivileges=yes", "ProtectSystem=strict",
+                     "UMask=0077", "LimitCORE=0", "NoNewPrivileges=yes", "ProtectSystem=strict",
                      "Restart=on-failure", "Environment=HF_HUB_OFFLINE=1",
                      "RestartPreventExitStatus=2", "WantedBy=default.target"):
         assert expected in unit
@@ -176,6 +176,8 @@ def test_plist_round_trips_with_the_expected_keys(tmp_path: Path) -> None:
     assert agent["StandardOutPath"] == agent["StandardErrorPath"] == log
     assert agent["EnvironmentVariables"]["HF_HUB_OFFLINE"] == "1"
     assert agent["Umask"] == 0o077
+    # No core file: the daemon holds the vault key and memories in clear.
+    assert agent["SoftResourceLimits"] == agent["HardResourceLimits"] == {"Core": 0}
     assert agent["ExitTimeOut"] >= _STOP_GRACE_S + 2 * _SNAPSHOT_1M_S  # as TimeoutStopSec
     assert plistlib.loads(plistlib.dumps(agent)) == agent
     assert agent == agent_plist(str(find_daemon()), log, agent["EnvironmentVariables"])

@@ -145,6 +145,13 @@ class Connection:
             return
         if not self.socket.exists():
             raise Unavailable(self._not_running(f"no socket at {self.socket}"))
+        owner = self.socket.stat().st_uid
+        if owner != os.getuid():
+            # Another user's process there would read every memory sent and
+            # answer recalls with what it likes.
+            raise Unavailable(f"the socket {self.socket} belongs to uid {owner}, not to you "
+                              f"(uid {os.getuid()}): refusing to talk to it. Check "
+                              "MEMVAULT_HOME / --socket, or stop whatever serves it")
         settled = threading.Event()
         seen: list[grpc.ChannelConnectivity] = []
 

@@ -1,7 +1,11 @@
 """What the user hands the `memvault` command, read and checked before anything
 is sent: an option's JSON object, JSON lines (`turns append`, `import`), and
 secrets typed at a terminal (`join`'s recovery key, `service install`'s
-passphrase)."""
+passphrase) or read from a file or stdin (`--token-file`, `--recovery-key-file`).
+
+A secret given as an argument still works, with a warning on stderr: any
+process of any user reads another's arguments (`ps`, `/proc/<pid>/cmdline`),
+and the shell keeps them in its history."""
 
 from __future__ import annotations
 
@@ -12,11 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from memvault.types import Memory
 from memvault_base.errors import InvalidArgument
 
-__all__ = ["json_lines", "json_object", "line_source", "read_memories", "secret"]
+__all__ = ["json_lines", "json_object", "line_source", "read_memories", "secret",
+           "secret_from_file", "warn_if_in_argv"]
 
 
 def json_object(text: str | None, option: str) -> dict[str, Any] | None:
@@ -81,3 +87,32 @@ def secret(label: str, what: str, how: str, *, confirm: bool = False) -> str:
         raise InvalidArgument(f"{what} is needed and there is no terminal to ask for it: {how}")
     value: str = click.prompt(label, hide_input=True, confirmation_prompt=confirm)
     return value
+
+
+def secret_from_file(file: str, what: str) -> str:
+    """The first line of `file` ("-": of stdin), stripped; InvalidArgument if
+    it cannot be read or is empty."""
+    try:
+        text = sys.stdin.readline() if file == "-" else Path(file).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise InvalidArgument(f"cannot read {what} from {file}: {err}") from None
+    lines = text.splitlines()
+    value = lines[0].strip() if lines else ""
+    if not value:
+        raise InvalidArgument(f"{file} holds no {what} (its first line is empty)")
+    return value
+
+
+def warn_if_in_argv(env: str, file_option: str) -> Callable[
+        [click.Context, click.Parameter, str | None], str | None]:
+    """A click callback: warn on stderr when the option's value came from the
+    command line, naming `env` and `file_option` as the ways to give it."""
+    def callback(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+        if value and param.name and \
+                ctx.get_parameter_source(param.name) is ParameterSource.COMMANDLINE:
+            flag = param.opts[0]
+            click.echo(f"warning: {flag} on the command line can be read by every user of this "
+                       "machine (ps, /proc/<pid>/cmdline) and stays in your shell history; "
+                       f"set {env} or use {file_option} FILE (- for stdin) instead", err=True)
+        return value
+    return callback

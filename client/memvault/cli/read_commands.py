@@ -3,6 +3,7 @@ memories and print them as tables (or JSON)."""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import click
@@ -58,7 +59,11 @@ def recall(
     as_json: bool,
     **options: Any,
 ) -> None:
-    """The memories that best answer QUERY, best first."""
+    """The memories that best answer QUERY ("-" reads it from stdin), best first."""
+    if query == "-":
+        # From stdin, a query is not in the process's arguments, which every
+        # user of the machine can read (ps).
+        query = sys.stdin.read().strip()
     # The filter goes through verbatim: the daemon owns its grammar and says
     # what is wrong with it (exit 2).
     hits = _client().recall(

@@ -26,6 +26,12 @@ Why these hardening options and not others (systemd 252 user manager):
   shared /tmp is then read-only (`ProtectSystem=strict`), so `TMPDIR` points
   at the model cache: exporting the model needs a temporary directory, and
   without one the daemon fell back to torch and failed to start.
+- `LimitCORE=0`: the daemon holds the vault key and every memory in clear,
+  and a core file would put them on disk. The daemon also sets its own
+  `RLIMIT_CORE` to 0 and `PR_SET_DUMPABLE` to 0 (`memvault_base.secrecy`),
+  so it holds under any manager; the unit makes it true from the first
+  instruction. The plist's `HardResourceLimits`/`SoftResourceLimits` `Core`
+  0 are launchd's equivalent.
 - Exit status 2 means "cannot start" (bad config, key locked, socket in use):
   restarting cannot fix it, so `RestartPreventExitStatus=2`.
 - A vault whose key is in a key file needs its passphrase at every start,
@@ -63,6 +69,7 @@ KillMode=mixed
 RuntimeDirectory=memvault
 RuntimeDirectoryMode=0700
 UMask=0077
+LimitCORE=0
 {writable}NoNewPrivileges=yes
 ProtectSystem=strict
 PrivateTmp=yes
@@ -147,6 +154,10 @@ def agent_plist(exec_start: str, log_file: str, environment: dict[str, str]) -> 
         "StandardOutPath": log_file,
         "StandardErrorPath": log_file,
         "Umask": 0o077,
+        # The daemon holds the vault key and memories in clear: no core file,
+        # as the unit's LimitCORE=0 (the daemon sets RLIMIT_CORE 0 itself too).
+        "SoftResourceLimits": {"Core": 0},
+        "HardResourceLimits": {"Core": 0},
         "ExitTimeOut": 90,  # as the systemd unit's TimeoutStopSec (service.md says why)
         "ProcessType": "Interactive",  # recall latency matters: no background throttling
     }

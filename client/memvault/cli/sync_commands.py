@@ -4,21 +4,42 @@ does the work; these commands ask it to and print what it says."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import click
 
 from memvault.cli import output
 from memvault.cli.context import current_client
-from memvault.cli.input import secret
+from memvault.cli.input import secret, secret_from_file, warn_if_in_argv
 from memvault.cli.sync_output import sync_table
 from memvault.types import InitResult, SyncInfo
 
 RECOVERY_ENV = "MEMVAULT_RECOVERY_KEY"
+TOKEN_ENV = "MEMVAULT_TOKEN"
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 remote_option = click.option("--remote", required=True, metavar="URL",
                              help="grpc://host:port, grpcs://host:port, s3://bucket/prefix "
                                   "or file:///path")
-token_option = click.option("--token", envvar="MEMVAULT_TOKEN", default=None,
-                            help="Bearer token for a memvault-server (MEMVAULT_TOKEN).")
+
+
+def token_option(command: Callable[..., None]) -> Callable[..., None]:
+    """`--token-file FILE` (- for stdin), `MEMVAULT_TOKEN`, or `--token` (warned)."""
+    command = click.option(
+        "--token-file", metavar="FILE", default=None,
+        help="Read the memvault-server bearer token from FILE's first line (- for stdin).",
+    )(command)
+    return click.option(
+        "--token", envvar=TOKEN_ENV, default=None, expose_value=True,
+        callback=warn_if_in_argv(TOKEN_ENV, "--token-file"),
+        help=f"Bearer token for a memvault-server ({TOKEN_ENV}). As an argument it is "
+             "visible to other users: prefer the variable or --token-file.",
+    )(command)
+
+
+def _token(token: str | None, token_file: str | None) -> str | None:
+    if token_file is not None:
+        return secret_from_file(token_file, "a token")
+    return token
 cleartext_option = click.option(
     "--allow-cleartext-token", is_flag=True,
     help="Send the token over grpc:// (no TLS) to a host other than this one. Without it "
@@ -33,9 +54,10 @@ _client = current_client
 @token_option
 @cleartext_option
 @json_option
-def init(remote: str, token: str | None, allow_cleartext_token: bool, as_json: bool) -> None:
+def init(remote: str, token: str | None, token_file: str | None, allow_cleartext_token: bool,
+         as_json: bool) -> None:
     """Start syncing this vault to an empty remote; prints the recovery key once."""
-    result = _client().init_sync(remote, token=token,
+    result = _client().init_sync(remote, token=_token(token, token_file),
                                  allow_cleartext_token=allow_cleartext_token)
     _show_recovery(result, remote, as_json)
 
@@ -54,15 +76,23 @@ def _show_recovery(result: InitResult, remote: str, as_json: bool) -> None:
 @token_option
 @cleartext_option
 @click.option("--recovery-key", envvar=RECOVERY_ENV, default=None,
-              help=f"The vault's recovery key ({RECOVERY_ENV}); asked for when absent.")
+              callback=warn_if_in_argv(RECOVERY_ENV, "--recovery-key-file"),
+              help=f"The vault's recovery key ({RECOVERY_ENV}); asked for when absent. As an "
+                   "argument it is visible to other users: prefer the prompt, the variable "
+                   "or --recovery-key-file.")
+@click.option("--recovery-key-file", metavar="FILE", default=None,
+              help="Read the recovery key from FILE's first line (- for stdin).")
 @json_option
-def join(remote: str, token: str | None, allow_cleartext_token: bool,
-         recovery_key: str | None, as_json: bool) -> None:
+def join(remote: str, token: str | None, token_file: str | None, allow_cleartext_token: bool,
+         recovery_key: str | None, recovery_key_file: str | None, as_json: bool) -> None:
     """Join the vault on REMOTE; the memories this device holds are kept."""
+    if recovery_key_file is not None:
+        recovery_key = secret_from_file(recovery_key_file, "a recovery key")
     if not recovery_key:
         recovery_key = secret("Recovery key", "the recovery key",
-                              f"give --recovery-key KEY or set {RECOVERY_ENV}")
-    result = _client().join_sync(remote, recovery_key, token=token,
+                              f"set {RECOVERY_ENV} or give --recovery-key-file FILE "
+                              "(- for stdin)")
+    result = _client().join_sync(remote, recovery_key, token=_token(token, token_file),
                                  allow_cleartext_token=allow_cleartext_token)
     if as_json:
         output.echo_json(result.to_dict())
@@ -139,13 +169,14 @@ def leave(as_json: bool) -> None:
 @token_option
 @cleartext_option
 @json_option
-def move(remote: str, token: str | None, allow_cleartext_token: bool, as_json: bool) -> None:
+def move(remote: str, token: str | None, token_file: str | None, allow_cleartext_token: bool,
+         as_json: bool) -> None:
     """Sync to another, empty remote from now on; prints its recovery key once.
 
     Every memory of this device goes there, as a fresh chain. The old remote
     keeps its data and hears nothing: on every other device run
     `memvault sync leave`, then `memvault join` with the new remote and key."""
-    result = _client().move_sync(remote, token=token,
+    result = _client().move_sync(remote, token=_token(token, token_file),
                                  allow_cleartext_token=allow_cleartext_token)
     _show_recovery(result, remote, as_json)
     if not as_json:

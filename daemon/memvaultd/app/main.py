@@ -33,6 +33,7 @@ import click
 
 from memvault_base.errors import MemvaultError
 from memvault_base.paths import resolve
+from memvault_base.secrecy import forbid_dumps, private_directory
 from memvaultd import __version__
 from memvaultd.app.check import check_command, check_served
 from memvaultd.app.live_config import ConfigWatcher, applier
@@ -43,6 +44,7 @@ from memvaultd.embedding.embedder import Embedder
 from memvaultd.notes.watcher import NoteWatcher
 from memvaultd.serve.endpoint import Endpoint
 from memvaultd.serve.front.socket_guard import claim_socket, prepare_socket_dir
+from memvaultd.storage.keys import forget_passphrase, take_passphrase_from_env
 from memvaultd.sync.setup import Syncing
 from memvaultd.vault.events import EventBus
 from memvaultd.vault.vault import Vault
@@ -64,11 +66,22 @@ def main(ctx: click.Context, home: str | None, socket_path: str | None,
     """Run the memvault daemon in the foreground."""
     # Everything the daemon creates is the user's alone (as systemd's UMask=0077).
     os.umask(0o077)
+    # It holds the vault key and every memory in clear: no core file, no dump
+    # (memvault_base.secrecy), before anything is read.
+    forbid_dumps()
     if ctx.invoked_subcommand is not None:
         _setup_logging(log_level or "warning")
         ctx.obj = (home, socket_path)
         return
     paths = resolve(home)
+    # Before the model's export child or the front process starts: neither
+    # inherits the passphrase.
+    take_passphrase_from_env()
+    try:
+        # The daemon loads what it finds in the cache (numba's compiled loop).
+        private_directory(paths.cache_dir, "the cache")
+    except (OSError, MemvaultError) as exc:
+        _cannot_start(f"{exc}")
     # numba (imported once a vault has an IVF) keeps its compiled loop here:
     # under the systemd unit's ProtectSystem=strict neither the package's
     # __pycache__ nor ~/.cache/numba can be written, and it would compile
@@ -105,6 +118,7 @@ def run(config: Config, data_dir: Path, socket: Path, *, config_file: Path | Non
         prepare_socket_dir(socket)
         claim_socket(socket)
         vault = Vault.open(data_dir, config, embedder, events, prompt=sys.stdin.isatty())
+        forget_passphrase()
         syncing = Syncing(vault)
         server = Endpoint(vault, syncing, events, socket, on_failure=fail,
                           check=lambda remote: check_served(vault, remote=remote))

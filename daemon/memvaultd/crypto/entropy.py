@@ -1,4 +1,4 @@
-"""Random bytes for nonces and ids, fetched from the OS in blocks.
+"""Random bytes for ids, fetched from the OS in blocks.
 
 `os.urandom` is one getrandom(2) call, and CPython releases the interpreter
 lock around it. Taking the lock back waits behind whichever thread is
@@ -14,7 +14,9 @@ differs. Each thread has its own block (no lock to wait on), and a forked
 child never uses its parent's: a fork drops every block. Keys, salts and
 recovery secrets do not come from here; they are drawn straight from the OS
 when they are made (`keys.py`, `keyfile.py`, `sync/recovery.py`), so no
-block in memory ever held one.
+block in memory ever held one; nor do nonces (`aead.py`): a virtual machine
+restored from a snapshot replays the blocks it held, and a nonce must never
+repeat.
 """
 
 from __future__ import annotations

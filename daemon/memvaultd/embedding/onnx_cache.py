@@ -56,6 +56,8 @@ import numpy as np
 
 import memvault_base
 import memvaultd
+from memvault_base.errors import MemvaultError
+from memvault_base.secrecy import private_directory
 from memvaultd.embedding.onnx_model import Layout, OnnxModel, Unsupported, read_layout
 from memvaultd.model.vector import Vector
 
@@ -87,10 +89,14 @@ class ExportFailed(Exception):
 def load(model_dir: Path, name: str, cache_dir: Path) -> OnnxModel:
     """The model from the cache, exported into it first if missing or damaged."""
     layout = read_layout(model_dir)
+    # The daemon runs what it finds here: a cache another user owns, or that
+    # a symlink points elsewhere, could hand it a model of their making.
     try:
-        cache_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        private_directory(cache_dir, "the model cache")
     except OSError as exc:
         raise ExportFailed(f"cannot create the model cache {cache_dir}: {exc.strerror}") from exc
+    except MemvaultError as exc:
+        raise ExportFailed(str(exc)) from None
     path = cache_file(model_dir, name, cache_dir)
     model = _open_cached(path, layout)
     if model is None:

@@ -17,6 +17,10 @@ Passphrases come, in order, from ``MEMVAULT_PASSPHRASE``, from the first line
 of the file named by ``MEMVAULT_PASSPHRASE_FILE`` (refused if its group or
 others may read it), or from a terminal prompt; with none of them and no
 terminal, `Locked` says how to give one.
+The daemon moves ``MEMVAULT_PASSPHRASE`` out of its environment before it
+starts any other process (`take_passphrase_from_env`: children never inherit
+it, and `/proc/<pid>/environ` no longer shows it) and drops it once the vault
+is open (`forget_passphrase`).
 A key-file vault's `UnlockedKey` keeps the passphrase's Argon2id key
 (`KeyWrapping`), so `join` stores the joined vault's key the way the current
 one is stored without asking for the passphrase again (`store_joined_key`).
@@ -42,6 +46,7 @@ from keyring.errors import KeyringError
 
 from memvault_base.errors import IntegrityError, InvalidArgument, Locked
 from memvault_base.paths import KEY_FILE_NAME
+from memvault_base.secrecy import scrub_environment
 from memvaultd.crypto.aead import KEY_SIZE
 from memvaultd.crypto.kdf import Argon2Params
 from memvaultd.storage.keyfile import KeyWrapping, open_key_file, write_key_file
@@ -53,10 +58,12 @@ __all__ = [
     "KEY_FILE_NAME",
     "UnlockedKey",
     "create_vault_key",
+    "forget_passphrase",
     "has_vault_key",
     "keyring_username",
     "load_vault_key",
     "store_joined_key",
+    "take_passphrase_from_env",
     "usable_keyring",
 ]
 
@@ -66,6 +73,27 @@ KEYRING_SERVICE = "memvault"
 ENV_PASSPHRASE = "MEMVAULT_PASSPHRASE"
 ENV_PASSPHRASE_FILE = "MEMVAULT_PASSPHRASE_FILE"
 STORAGES = ("auto", "keyring", "keyfile")
+
+# MEMVAULT_PASSPHRASE once `take_passphrase_from_env` moved it out of the
+# environment; empty again after `forget_passphrase`.
+_taken: list[str] = []
+
+
+def take_passphrase_from_env() -> None:
+    """Move MEMVAULT_PASSPHRASE from the environment into this process's
+    memory alone: `_passphrase` reads it from here, no child process started
+    afterwards inherits it, and the process's initial environment block (what
+    `/proc/<pid>/environ` shows) holds zeros in its place."""
+    value = os.environ.get(ENV_PASSPHRASE)
+    if value is not None:
+        _taken[:] = [value]
+        scrub_environment(ENV_PASSPHRASE)
+
+
+def forget_passphrase() -> None:
+    """Drop the passphrase `take_passphrase_from_env` kept: the vault is open
+    (a key file's Argon2id key stays in `UnlockedKey.wrapping` for `join`)."""
+    _taken.clear()
 
 
 @dataclass(frozen=True)
@@ -144,7 +172,9 @@ def _prompt(confirm: bool) -> str:
 
 def _passphrase(key_file: Path, *, prompt: bool, confirm: bool) -> tuple[str, str]:
     """(passphrase, where it came from)."""
-    if ENV_PASSPHRASE in os.environ:
+    if _taken:
+        value, source = _taken[0], ENV_PASSPHRASE
+    elif ENV_PASSPHRASE in os.environ:
         value, source = os.environ[ENV_PASSPHRASE], ENV_PASSPHRASE
     elif ENV_PASSPHRASE_FILE in os.environ:
         path = Path(os.environ[ENV_PASSPHRASE_FILE])

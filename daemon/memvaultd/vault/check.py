@@ -264,8 +264,9 @@ def _key_running(core: VaultCore) -> Finding:
     keyfile = (core.data_dir / KEY_FILE_NAME).exists()
     name, kind = (KEY_FILE_NAME, "key") if keyfile else ("keyring", "key")
     if keyfile and not (ENV_PASSPHRASE in os.environ or ENV_PASSPHRASE_FILE in os.environ):
-        return Finding(name, kind, UNCHECKED, "its passphrase was typed when the daemon started "
-                       "and is not kept: stop the daemon and run `memvault check` to check it")
+        return Finding(name, kind, UNCHECKED, "its passphrase was typed or given in "
+                       f"{ENV_PASSPHRASE} when the daemon started, and is not kept: stop the "
+                       "daemon and run `memvault check` to check it")
     try:
         key = load_vault_key(core.data_dir, core.info.vault_id_bytes, prompt=False)
     except Locked as exc:

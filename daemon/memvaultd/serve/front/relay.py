@@ -43,6 +43,7 @@ from grpc_reflection.v1alpha import reflection  # type: ignore[import-untyped]
 from memvault_base.access import PREFIX
 from memvault_base.errors import Status
 from memvault_base.rpc import ANSWERED, MESSAGE_OPTIONS, status_code
+from memvault_base.secrecy import forbid_dumps
 from memvault_base.v1 import memory_pb2
 from memvaultd.serve.front.link import READY, LinkClient, Metadata, State
 from memvaultd.serve.front.peer_gate import PeerGate
@@ -201,6 +202,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--grace", type=float, required=True)
     parser.add_argument("--log-level", default="INFO")
     args = parser.parse_args(argv)
+    # Every request and answer passes through here in clear: no core file, no dump.
+    forbid_dumps()
     logging.basicConfig(level=args.log_level, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # Ctrl-C in a terminal reaches the whole process group: the core stops

@@ -1,19 +1,19 @@
 """The socket's directory, its permissions, and the one-daemon rule.
 
 The directory is created 0700 and must be owned by us, not a symlink, and
-not open to others; the socket is created under umask 077 so it is 0600 from
+not open to others (`memvault_base.secrecy.private_directory`, which the
+model cache shares); the socket is created under umask 077 so it is 0600 from
 the moment it exists. A socket file that answers belongs to a running daemon
 (we refuse to start); one that refuses is left over from a crash (we replace it).
 """
 
 from __future__ import annotations
 
-import os
 import socket
-import stat
 from pathlib import Path
 
 from memvault_base.errors import MemvaultError
+from memvault_base.secrecy import private_directory
 
 
 class SocketInUse(MemvaultError):
@@ -21,16 +21,7 @@ class SocketInUse(MemvaultError):
 
 
 def prepare_socket_dir(path: Path) -> None:
-    directory = path.parent
-    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-    info = os.lstat(directory)
-    if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
-        raise MemvaultError(f"{directory} is not a directory (a symlink?); refusing to use it")
-    if info.st_uid != os.getuid():
-        raise MemvaultError(f"{directory} belongs to uid {info.st_uid}, not to us; "
-                            "refusing to put the socket there")
-    if stat.S_IMODE(info.st_mode) & 0o077:
-        os.chmod(directory, 0o700)
+    private_directory(path.parent, "the socket's directory")
 
 
 def claim_socket(path: Path) -> None:
