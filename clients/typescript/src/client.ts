@@ -16,13 +16,26 @@ export interface ClientOptions {
   home?: string;
   /** Each call's deadline, in seconds (default 30). */
   timeout?: number;
+  /**
+   * The scopes this client works in (docs/scopes.md): it sees them and `user`,
+   * and writes only in them. Default: every scope.
+   */
+  scopes?: string[];
+  /** Topic patterns it may reach (`work.*`, `work`, `*`). Default: every topic. */
+  topics?: string[];
+  /** Refuse every call that changes anything. */
+  readOnly?: boolean;
 }
 
 export class MemvaultClient extends Connection {
   /** Finds the socket as the daemon does (paths.ts) unless `socket` names it. */
   constructor(options: ClientOptions = {}) {
     const socket = options.socket !== undefined ? absolute(options.socket) : socketPath(options.home);
-    super(socket, (options.timeout ?? 30) * 1000);
+    super(socket, (options.timeout ?? 30) * 1000, {
+      scopes: options.scopes ?? [],
+      topics: options.topics ?? [],
+      readOnly: options.readOnly ?? false,
+    });
   }
 
   /**

@@ -47,6 +47,20 @@ const CHANNEL_OPTIONS: ChannelOptions = {
 const ANSWERED_KEY = "memvault-answered";
 const ANSWERED_VALUE = "memvaultd";
 
+// The access a client declares with every call (memvault_base.access; the
+// daemon enforces it, docs/scopes.md).
+const ACCESS_SCOPES = "memvault-scopes";
+const ACCESS_TOPICS = "memvault-topics";
+const ACCESS_READ_ONLY = "memvault-read-only";
+
+export interface Access {
+  scopes: string[];
+  topics: string[];
+  readOnly: boolean;
+}
+
+const NO_DECLARATION: Access = { scopes: [], topics: [], readOnly: false };
+
 type UnaryMethod<Req, Resp> = (
   request: Req,
   metadata: Metadata,
@@ -59,12 +73,14 @@ export class Connection {
   /** Each call's deadline, in milliseconds. */
   readonly timeoutMs: number;
   protected readonly stub: MemoryClient;
+  private readonly access: Access;
   private connecting: Promise<void> | undefined;
   private closed = false;
 
-  constructor(socket: string, timeoutMs: number) {
+  constructor(socket: string, timeoutMs: number, access: Access = NO_DECLARATION) {
     this.socket = socket;
     this.timeoutMs = timeoutMs;
+    this.access = access;
     this.stub = new MemoryClient(`unix://${socket}`, credentials.createInsecure(), CHANNEL_OPTIONS);
   }
 
@@ -121,7 +137,7 @@ export class Connection {
     await this.connect();
     return new Promise<Resp>((resolve, reject) => {
       const options = { deadline: Date.now() + this.timeoutMs };
-      method.call(this.stub, request, new Metadata(), options, (err, reply) => {
+      method.call(this.stub, request, this.metadata(), options, (err, reply) => {
         if (err) {
           reject(this.translate(err));
         } else {
@@ -132,11 +148,26 @@ export class Connection {
   }
 
   protected async stream<Req, Resp>(
-    method: (request: Req) => ClientReadableStream<Resp>,
+    method: (request: Req, metadata: Metadata) => ClientReadableStream<Resp>,
     request: Req,
   ): Promise<ClientReadableStream<Resp>> {
     await this.connect();
-    return method.call(this.stub, request);
+    return method.call(this.stub, request, this.metadata());
+  }
+
+  /** The declared access, as memvault_base.access writes it: nothing for full access. */
+  private metadata(): Metadata {
+    const metadata = new Metadata();
+    if (this.access.scopes.length > 0) {
+      metadata.set(ACCESS_SCOPES, this.access.scopes.join(","));
+    }
+    if (this.access.topics.length > 0) {
+      metadata.set(ACCESS_TOPICS, this.access.topics.join(","));
+    }
+    if (this.access.readOnly) {
+      metadata.set(ACCESS_READ_ONLY, "1");
+    }
+    return metadata;
   }
 
   /** The memvault error for a failed call. */

@@ -52,6 +52,9 @@ export class Unavailable extends MemvaultError {}
  */
 export class ForeignSocket extends Unavailable {}
 
+/** The caller's declared access (scopes, topics, read-only) does not reach what it asked for. */
+export class PermissionDenied extends MemvaultError {}
+
 /** A size or space limit was reached. */
 export class ResourceExhausted extends MemvaultError {}
 
@@ -64,6 +67,7 @@ type ErrorClass = new (message: string, code?: status) => MemvaultError;
 const ERROR_OF: ReadonlyMap<status, ErrorClass> = new Map<status, ErrorClass>([
   [status.INVALID_ARGUMENT, InvalidArgument],
   [status.NOT_FOUND, NotFound],
+  [status.PERMISSION_DENIED, PermissionDenied],
   [status.DATA_LOSS, IntegrityError],
   [status.FAILED_PRECONDITION, Locked],
   [status.UNAVAILABLE, Unavailable],

@@ -15,6 +15,7 @@ export {
   Locked,
   MemvaultError,
   NotFound,
+  PermissionDenied,
   ResourceExhausted,
   RollbackDetected,
   Unavailable,

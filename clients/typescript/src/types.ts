@@ -71,6 +71,8 @@ export interface RememberOptions {
   new?: boolean;
   /** Store a text that looks like it holds a credential instead of refusing it. */
   allowSecret?: boolean;
+  /** user | project:<name> | agent:<name>; default: the client's first scope other than user, else user. */
+  scope?: string;
 }
 
 /** `recall`'s options; see RecallRequest in proto/memvault_base/v1/memory.proto. */
@@ -121,6 +123,7 @@ export function memoryInput(text: string, options: RememberOptions): pb.MemoryIn
     protected: options.protected,
     neverMerge: options.new ?? false,
     allowSecret: options.allowSecret ?? false,
+    scope: options.scope ?? "",
   };
 }
 

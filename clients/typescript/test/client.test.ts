@@ -20,6 +20,7 @@ import {
   MemvaultError,
   MemvaultEvent,
   NotFound,
+  PermissionDenied,
   Unavailable,
   socketPath,
 } from "../src";
@@ -113,6 +114,32 @@ describe("against the daemon", () => {
     const { error } = await failure(client.get("0123456789abcdef0123456789abcdef"));
     assert.ok(error instanceof NotFound, String(error));
     assert.ok(error instanceof MemvaultError);
+  });
+
+  test("a scoped client writes in its scope, sees no other project's, and a read-only one changes nothing", async () => {
+    const word = `numbat${randomUUID().slice(0, 8)}`;
+    const api = new MemvaultClient({ scopes: ["project:api"] });
+    const web = new MemvaultClient({ scopes: ["project:web"] });
+    const reader = new MemvaultClient({ scopes: ["project:api"], readOnly: true });
+    try {
+      const { id, txid } = await api.remember(`the api deploys with ${word}`);
+      assert.equal((await api.get(id)).scope, "project:api");
+      assert.equal((await client.get(id)).scope, "project:api");
+      const hidden = await failure(web.get(id));
+      assert.ok(hidden.error instanceof NotFound, String(hidden.error));
+      const seen = await web.recall(`api deploys ${word}`, { minTxid: txid });
+      assert.ok(seen.every((hit) => hit.memory.id !== id));
+      assert.ok((await reader.recall(`api deploys ${word}`, { minTxid: txid })).some((hit) => hit.memory.id === id));
+      const refused = await failure(reader.forget(id));
+      assert.ok(refused.error instanceof PermissionDenied, String(refused.error));
+      const outside = await failure(api.remember(`web note ${word}`, { scope: "project:web" }));
+      assert.ok(outside.error instanceof PermissionDenied, String(outside.error));
+      assert.match((outside.error as Error).message, /project:web/);
+    } finally {
+      api.close();
+      web.close();
+      reader.close();
+    }
   });
 
   test("the event stream delivers a remember", async () => {

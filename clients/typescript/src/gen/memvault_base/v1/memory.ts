@@ -34,6 +34,13 @@ export const protobufFileName = "memvault_base/v1/memory.proto";
  *   and answers INVALID_ARGUMENT naming the field when they do not parse.
  * - Every write reply carries the transaction id (`txid`) under which the write
  *   was appended to the local operation log; txids grow monotonically.
+ * - A caller may declare its access with every call, as metadata
+ *   (docs/scopes.md): `memvault-scopes` (comma-separated scopes: project:<name>,
+ *   agent:<name>, user), `memvault-topics` (topic patterns: work.*, work, *),
+ *   `memvault-read-only` (1). It then sees only memories of those scopes and
+ *   `user`, in those topics; a write outside them, any write when read-only,
+ *   and sync, check, sweep, consolidation and EmptyTrash are PERMISSION_DENIED.
+ *   A call without them has full access.
  */
 
 /** A stored memory, as the daemon returns it. */
@@ -74,6 +81,8 @@ export interface MemoryRecord {
    */
   consolidatedFrom: string[];
   consolidatedInto: string;
+  /** Whose it is: "user", "project:<name>" or "agent:<name>" (docs/scopes.md). */
+  scope: string;
 }
 
 /**
@@ -114,6 +123,12 @@ export interface MemoryInput {
    * refusing it (docs/secrets.md). The CLI's --allow-secret; MCP never sets it.
    */
   allowSecret: boolean;
+  /**
+   * "user", "project:<name>" or "agent:<name>"; unset: the first scope the
+   * caller declared other than user, else "user". Supersede: the old
+   * memory's. Update: name "scope" to move it (both scopes must be writable).
+   */
+  scope: string;
 }
 
 export interface RememberRequest {
@@ -798,6 +813,7 @@ function createBaseMemoryRecord(): MemoryRecord {
     protected: false,
     consolidatedFrom: [],
     consolidatedInto: "",
+    scope: "",
   };
 }
 
@@ -878,6 +894,9 @@ export const MemoryRecord: MessageFns<MemoryRecord> = {
     }
     if (message.consolidatedInto !== "") {
       writer.uint32(194).string(message.consolidatedInto);
+    }
+    if (message.scope !== "") {
+      writer.uint32(202).string(message.scope);
     }
     return writer;
   },
@@ -1097,6 +1116,14 @@ export const MemoryRecord: MessageFns<MemoryRecord> = {
             message.consolidatedInto = reader.string();
             continue;
           }
+          case 25: {
+            if (tag !== 202) {
+              break;
+            }
+
+            message.scope = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1185,6 +1212,7 @@ export const MemoryRecord: MessageFns<MemoryRecord> = {
         : isSet(object.consolidated_into)
         ? globalThis.String(object.consolidated_into)
         : "",
+      scope: isSet(object.scope) ? globalThis.String(object.scope) : "",
     };
   },
 
@@ -1262,6 +1290,9 @@ export const MemoryRecord: MessageFns<MemoryRecord> = {
     if (message.consolidatedInto !== "") {
       obj.consolidatedInto = message.consolidatedInto;
     }
+    if (message.scope !== "") {
+      obj.scope = message.scope;
+    }
     return obj;
   },
 
@@ -1294,6 +1325,7 @@ export const MemoryRecord: MessageFns<MemoryRecord> = {
     message.protected = object.protected ?? false;
     message.consolidatedFrom = object.consolidatedFrom?.map((e) => e) || [];
     message.consolidatedInto = object.consolidatedInto ?? "";
+    message.scope = object.scope ?? "";
     return message;
   },
 };
@@ -1317,6 +1349,7 @@ function createBaseMemoryInput(): MemoryInput {
     protected: undefined,
     neverMerge: false,
     allowSecret: false,
+    scope: "",
   };
 }
 
@@ -1376,6 +1409,9 @@ export const MemoryInput: MessageFns<MemoryInput> = {
     }
     if (message.allowSecret !== false) {
       writer.uint32(136).bool(message.allowSecret);
+    }
+    if (message.scope !== "") {
+      writer.uint32(146).string(message.scope);
     }
     return writer;
   },
@@ -1539,6 +1575,14 @@ export const MemoryInput: MessageFns<MemoryInput> = {
             message.allowSecret = reader.bool();
             continue;
           }
+          case 18: {
+            if (tag !== 146) {
+              break;
+            }
+
+            message.scope = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1596,6 +1640,7 @@ export const MemoryInput: MessageFns<MemoryInput> = {
         : isSet(object.allow_secret)
         ? globalThis.Boolean(object.allow_secret)
         : false,
+      scope: isSet(object.scope) ? globalThis.String(object.scope) : "",
     };
   },
 
@@ -1652,6 +1697,9 @@ export const MemoryInput: MessageFns<MemoryInput> = {
     if (message.allowSecret !== false) {
       obj.allowSecret = message.allowSecret;
     }
+    if (message.scope !== "") {
+      obj.scope = message.scope;
+    }
     return obj;
   },
 
@@ -1677,6 +1725,7 @@ export const MemoryInput: MessageFns<MemoryInput> = {
     message.protected = object.protected ?? undefined;
     message.neverMerge = object.neverMerge ?? false;
     message.allowSecret = object.allowSecret ?? false;
+    message.scope = object.scope ?? "";
     return message;
   },
 };
