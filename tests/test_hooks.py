@@ -203,6 +203,36 @@ def test_a_prompt_gets_the_memories_that_bear_on_it_and_an_unrelated_one_none(
     assert slash.returncode == 0 and slash.stdout == ""
 
 
+def test_the_hooks_work_in_the_sessions_project_scope(vault: DaemonProcess,
+                                                      tmp_path: Path) -> None:
+    sid, orbit, path = session(tmp_path, "scoped")
+    nebula = tmp_path / "scoped" / "nebula"
+    nebula.mkdir()
+    assert hook(vault.home, "stop", example("stop", session_id=sid, cwd=str(orbit),
+                                            transcript_path=str(path))).returncode == 0
+    with Client(vault.socket) as client:  # stored by this session or an earlier one
+        stored = [m.memory for m in client.list_memories(limit=500).memories
+                  if m.memory.text == "The staging database for orbit listens on port 5433."]
+        assert stored and {m.scope for m in stored} == {"project:orbit"}
+    with Client(vault.socket, scopes=["project:nebula"]) as client:
+        client.remember("The nebula integration tests run with make nebula-check.")
+    asked = "How do I run the nebula integration tests?"
+
+    def prompt(cwd: Path, *options: str) -> str:
+        done = hook(vault.home, "prompt", example("user_prompt_submit", cwd=str(cwd),
+                                                  prompt=asked), *options)
+        assert done.returncode == 0 and "skipped" not in done.stdout, done.stdout
+        return context_of(done, "UserPromptSubmit") if done.stdout else ""
+
+    assert "nebula-check" in prompt(nebula)
+    assert "nebula-check" not in prompt(orbit)  # another project's memory
+    assert "nebula-check" in prompt(orbit, "--scope", "all")
+    assert "nebula-check" in prompt(orbit, "--scope", "auto", "--scope", "project:nebula")
+    refused = hook(vault.home, "prompt", example("user_prompt_submit", cwd=str(orbit)),
+                   "--scope", "projekt:x")
+    assert refused.returncode == 0 and "projekt:x" in json.loads(refused.stdout)["systemMessage"]
+
+
 def test_the_project_is_the_repository_and_its_remote_without_credentials(
         tmp_path: Path) -> None:
     repo = tmp_path / "orbit"
@@ -338,6 +368,12 @@ def test_install_writes_the_users_settings_and_dry_run_writes_nothing(tmp_path: 
     assert result["path"] == str(user / ".claude" / "settings.json") and result["changed"]
     written = json.loads((user / ".claude" / "settings.json").read_text())
     assert set(written["hooks"]) == {"SessionStart", "UserPromptSubmit", "Stop", "PreCompact"}
+
+    scoped = memvault(tmp_path / "home", "hooks", "install", "claude-code", "--json",
+                      "--scope", "agent:coder", "--budget", "900", HOME=str(user))
+    commands = json.loads(scoped.stdout)["hooks"]
+    assert all("--scope agent:coder" in command for command in commands.values())
+    assert commands["SessionStart"].endswith("--scope agent:coder --max-tokens 900")
 
 
 def test_a_second_memvault_entry_and_an_older_install_are_replaced_not_added() -> None:

@@ -29,7 +29,7 @@ from memvault.cli.options import json_option
 from memvault.hooks import settings
 from memvault.hooks.events import EVENTS
 from memvault.hooks.injection import PROMPT_MIN_RELEVANCE, SESSION_MAX_TOKENS
-from memvault.hooks.runner import Options, run
+from memvault.hooks.runner import ALL, AUTO, Options, run
 
 __all__ = ["hooks"]
 
@@ -44,10 +44,20 @@ def hooks() -> None:
     """Hooks that give an agent memvault's memories and keep its sessions."""
 
 
-def _where() -> tuple[str | None, str | None]:
+_scope_option = click.option(
+    "--scope", "scopes", multiple=True, metavar="SCOPE",
+    help=f"The scope the hooks work in (repeat for several): {AUTO} (the default) is the "
+         f"session's project, project:NAME; {ALL} reaches every scope (docs/hooks.md).")
+
+
+def _lazy() -> LazyClient:
     lazy = click.get_current_context().find_object(LazyClient)
     assert lazy is not None, "the memvault group always sets its context object"
-    return lazy.where
+    return lazy
+
+
+def _where() -> tuple[str | None, str | None]:
+    return _lazy().where
 
 
 def _settings_path(project: str | None) -> Path:
@@ -72,18 +82,20 @@ def _program() -> str:
 @click.option("--min-relevance", type=click.FloatRange(0, 1), metavar="R",
               help="Relevance (0..1) a memory needs to be added to a prompt "
                    f"(default {PROMPT_MIN_RELEVANCE}).")
+@_scope_option
 @click.option("--dry-run", is_flag=True, help="Print the entries and write nothing.")
 @json_option
 def install(agent: str, project: str | None, budget: int | None, min_relevance: float | None,
-            dry_run: bool, as_json: bool) -> None:
+            scopes: tuple[str, ...], dry_run: bool, as_json: bool) -> None:
     """Add memvault's hooks to AGENT's settings, keeping every other hook and key."""
     home, socket = _where()
     before = [*(["--home", home] if home else []), *(["--socket", socket] if socket else [])]
-    after: dict[str, list[str]] = {}
+    everywhere = [arg for scope in scopes for arg in ("--scope", scope)]
+    after: dict[str, list[str]] = {name: list(everywhere) for name in EVENTS}
     if budget is not None:
-        after["session-start"] = ["--max-tokens", str(budget)]
+        after["session-start"] += ["--max-tokens", str(budget)]
     if min_relevance is not None:
-        after["prompt"] = ["--min-relevance", f"{min_relevance:g}"]
+        after["prompt"] += ["--min-relevance", f"{min_relevance:g}"]
     wanted = settings.commands(_program(), before, after)
     path = _settings_path(project)
     current = settings.read(path)
@@ -159,12 +171,15 @@ _USAGE = "memvault.hooks.usage_error"
               help="Tokens session-start or prompt may add (defaults: docs/hooks.md).")
 @click.option("--min-relevance", metavar="R",
               help="Relevance (0..1) a memory needs to be added (defaults: docs/hooks.md).")
+@_scope_option
 @click.pass_context
 def run_hook(ctx: click.Context, event: str | None, max_tokens: str | None,
-             min_relevance: str | None) -> None:
+             min_relevance: str | None, scopes: tuple[str, ...]) -> None:
     """What Claude Code runs at EVENT: its JSON on stdin, the answer on stdout; exits 0."""
     home, socket = _where()
-    options = Options(home, socket, max_tokens, min_relevance, ignored=tuple(ctx.args),
+    # The hook's own --scope, else the global one (`memvault --scope S hooks run`).
+    options = Options(home, socket, max_tokens, min_relevance, scopes or _lazy().scopes,
+                      ignored=tuple(ctx.args),
                       usage_error=ctx.meta.get(_USAGE, ""))
     answer = run(event or "", sys.stdin.read(), options)
     if answer.stdout is not None:

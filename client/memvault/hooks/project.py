@@ -22,6 +22,8 @@ from urllib.parse import urlsplit
 __all__ = ["Project", "normalized_remote", "of"]
 
 _GIT_TIMEOUT_S = 0.5
+_NOT_IN_A_SCOPE = re.compile(r"[^A-Za-z0-9._-]+")
+_SCOPE_NAME_MAX = 64
 # git's scp-like form: user@host:owner/repo.git
 _SCP_LIKE = re.compile(r"^(?:[^@/\s]+@)?(?P<host>[^:/\s]+):(?P<path>[^\s]+)$")
 
@@ -42,6 +44,14 @@ class Project:
         if self.remote:
             words.append(self.remote.split("/", 1)[-1])
         return " ".join(dict.fromkeys(w for w in words if w))
+
+    @property
+    def scope(self) -> str:
+        """The scope a hook of this project works in, `project:NAME`: its name
+        with what a scope name may not hold (docs/scopes.md) made `-`;
+        `user` for a name with nothing left (the root directory)."""
+        name = _NOT_IN_A_SCOPE.sub("-", self.name).lstrip("._-")[:_SCOPE_NAME_MAX]
+        return f"project:{name}" if name else "user"
 
     def payload(self) -> dict[str, Any]:
         """What a memory the hooks store says of its project."""

@@ -17,12 +17,16 @@ from typing import Any, TypeVar
 from memvault.hooks import answers, events, injection
 from memvault.hooks.capture import capture
 from memvault.hooks.offsets import SessionOffsets
+from memvault.hooks.project import Project
 from memvault.hooks.project import of as project_of
 from memvault.hooks.vault import open_client
 from memvault_base import paths
 from memvault_base.errors import InvalidArgument
 
-__all__ = ["Answer", "Options", "run"]
+__all__ = ["ALL", "AUTO", "Answer", "Options", "run", "scopes_of"]
+
+AUTO = "auto"  # the session's project
+ALL = "all"  # every scope: no declaration
 
 
 @dataclass(frozen=True)
@@ -34,6 +38,7 @@ class Options:
     socket: str | None = None
     max_tokens: str | None = None
     min_relevance: str | None = None
+    scopes: tuple[str, ...] = ()  # `--scope`s given; none: AUTO
     ignored: tuple[str, ...] = ()
     usage_error: str = ""  # the command line did not parse
 
@@ -57,10 +62,12 @@ def run(name: str, raw: str, options: Options) -> Answer:
         max_tokens = _number(options.max_tokens, "--max-tokens", int, 1, None)
         min_relevance = _number(options.min_relevance, "--min-relevance", float, 0, 1)
         hook = events.parse(raw, event)
-        with open_client(options.home, options.socket) as client:
+        project = project_of(hook.cwd)
+        with open_client(options.home, options.socket,
+                         scopes_of(options.scopes, project)) as client:
             if name == "session-start":
                 text = injection.for_session(
-                    client, project_of(hook.cwd),
+                    client, project,
                     max_tokens=max_tokens or injection.SESSION_MAX_TOKENS,
                     min_relevance=_or(min_relevance, injection.SESSION_MIN_RELEVANCE))
                 answer = Answer(answers.context(event, text) if text else None)
@@ -72,7 +79,7 @@ def run(name: str, raw: str, options: Options) -> Answer:
                 answer = Answer(answers.context(event, text) if text else None)
             else:
                 offsets = SessionOffsets(paths.resolve(options.home).state_dir)
-                done = capture(client, hook, project_of(hook.cwd), offsets)
+                done = capture(client, hook, project, offsets)
                 answer = Answer()
                 if done.refused:
                     note = (f"{len(done.refused)} request(s) to remember not stored: "
@@ -86,6 +93,17 @@ def run(name: str, raw: str, options: Options) -> Answer:
         ignored = f"memvault: {event} hook ignored {' '.join(options.ignored)}"
         return Answer(answer.stdout, "\n".join(filter(None, (answer.stderr, ignored))))
     return answer
+
+
+def scopes_of(given: tuple[str, ...], project: Project) -> tuple[str, ...]:
+    """The scopes a hook declares (docs/hooks.md): `auto` (the default) is
+    the session's project, `project:NAME`; `all` declares none, so the hook
+    reaches every scope; any other value is a scope, checked by the daemon."""
+    if given == (ALL,):
+        return ()
+    if ALL in given:
+        raise InvalidArgument(f"--scope {ALL} reaches every scope; give it alone")
+    return tuple(dict.fromkeys(project.scope if s == AUTO else s for s in given or (AUTO,)))
 
 
 _N = TypeVar("_N", int, float)

@@ -11,6 +11,8 @@ connection fails at once.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from memvault.client import Client
 
 __all__ = ["CALL_TIMEOUT_S", "open_client"]
@@ -18,6 +20,7 @@ __all__ = ["CALL_TIMEOUT_S", "open_client"]
 CALL_TIMEOUT_S = 2.0
 
 
-def open_client(home: str | None, socket: str | None) -> Client:
-    """The client of a hook run, for the daemon `--home` / `--socket` name."""
-    return Client(socket, home=home, timeout=CALL_TIMEOUT_S)
+def open_client(home: str | None, socket: str | None, scopes: Sequence[str] = ()) -> Client:
+    """The client of a hook run, for the daemon `--home` / `--socket` name,
+    declaring `scopes` (none: every scope)."""
+    return Client(socket, home=home, timeout=CALL_TIMEOUT_S, scopes=scopes)
