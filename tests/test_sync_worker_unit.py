@@ -20,13 +20,13 @@ import pytest
 
 from memvault_base.errors import RollbackDetected
 from memvaultd.model.hlc import Stamp
-from memvaultd.model.operations import ACCESS, Operation
+from memvaultd.model.operations import ACCESS, FORGET, Operation
 from memvaultd.sync import worker as worker_module
 from memvaultd.sync.envelope import VERSION, Envelope, chain_context
 from memvaultd.sync.high_water import HighWater, HighWaterFile
 from memvaultd.sync.remotes import open_remote
 from memvaultd.sync.remotes.base import Remote
-from memvaultd.sync.worker import SyncWorker, pack_ops, unpack_ops
+from memvaultd.sync.worker import SyncWorker, marks_wait, pack_ops, unpack_ops
 
 
 class _IdleVault:
@@ -177,3 +177,20 @@ def test_a_push_sends_what_follows_the_mark_in_order_in_versions_of_1000(
         parent = hashlib.sha256(blob).digest()
     assert [len(ops) for ops in sent] == [1000, 300]
     assert [op for ops in sent for op in ops] == [f"op{seq}" for seq in range(1201, 2501)]
+
+
+def test_access_marks_alone_wait_for_the_next_period_and_a_write_carries_them() -> None:
+    hour = 3600.0
+    now = 1_000 * 6 * hour + 2 * hour  # two hours into a six-hour period
+
+    def op(kind: str, seconds: float) -> tuple[int, Operation]:
+        return 1, Operation(uuid.uuid4().hex, kind, Stamp(int(seconds * 1000), 0, "d"),
+                            ids=("m",), target="m", at=seconds)
+
+    assert marks_wait([op(ACCESS, now - hour)], now, 6 * hour)
+    assert marks_wait([op(ACCESS, now - hour), op(ACCESS, now)], now, 6 * hour)
+    # One mark of the period before: they all go.
+    assert not marks_wait([op(ACCESS, now - 3 * hour), op(ACCESS, now)], now, 6 * hour)
+    # A write goes at once, and takes the marks before it along.
+    assert not marks_wait([op(ACCESS, now - hour), op(FORGET, now)], now, 6 * hour)
+    assert not marks_wait([], now, 6 * hour)

@@ -11,6 +11,8 @@ Every setting has a default that works with no file at all. The file is
                                   # least a tenth of the vault's memories)
     sync_backlog = 100000         # log records kept for the remote while sync is
                                   # stopped or offline (at least twice the vault)
+    access_marks_every_hours = 6  # how often a push of recalls' access marks alone
+                                  # may go out, at fixed times (docs/sync.md)
     log_level = "info"
     key_storage = "auto"          # auto | keyring | keyfile
 
@@ -98,6 +100,10 @@ class Config:
     # records go with the next snapshot and the next push puts the whole
     # vault again (`vault/snapshots.py`).
     sync_backlog: int = 100_000
+    # Access marks with nothing else to carry them wait for the next multiple
+    # of this many hours since the epoch: the remote learns at most that the
+    # user read something in those hours, not when (docs/threat-model.md).
+    access_marks_every_hours: float = 6.0
     log_level: str = "info"
     key_storage: str = "auto"
     half_lives: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULT_HALF_LIVES_DAYS))
@@ -222,6 +228,9 @@ def _check(config: Config, path: Path) -> None:
         raise InvalidArgument(f"{path}: snapshot_every must be a positive integer")
     if not isinstance(config.sync_backlog, int) or config.sync_backlog < 1:
         raise InvalidArgument(f"{path}: sync_backlog must be a positive integer")
+    if not _positive(config.access_marks_every_hours):
+        raise InvalidArgument(f"{path}: access_marks_every_hours must be a number of hours "
+                              "above 0")
     if config.key_storage not in ("auto", "keyring", "keyfile"):
         raise InvalidArgument(f"{path}: key_storage must be auto, keyring or keyfile")
     if config.model_runtime not in RUNTIMES:

@@ -59,8 +59,9 @@ class Syncing:
     stopped at stop. Holds the worker once there is one; the vault hears of
     it only through `on_local_commit` and `keep_log_from`."""
 
-    def __init__(self, vault: SyncedVault) -> None:
+    def __init__(self, vault: SyncedVault, *, marks_every_s: float = 6 * 3600) -> None:
         self.vault = vault
+        self.marks_every_s = marks_every_s  # `access_marks_every_hours`
         self.worker: SyncWorker | None = None
         self._resumable: HighWater | None = None
         # init, join, move, leave and repair one at a time: each replaces
@@ -290,7 +291,7 @@ class Syncing:
             return self._open(url, token, scope)
 
         worker = SyncWorker(self.vault, remote, water_file, high_water, envelope, base=base,
-                            open_scope=open_scope)
+                            open_scope=open_scope, marks_every_s=self.marks_every_s)
         self.vault.keep_log_from(high_water.pushed_seq)
         self.vault.on_local_commit(worker.poke)
         self.worker = worker

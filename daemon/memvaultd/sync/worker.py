@@ -49,12 +49,12 @@ import struct
 import threading
 import time
 from bisect import bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from memvault_base.errors import IntegrityError, InvalidArgument, RollbackDetected, Unavailable
 from memvault_base.objects.names import MAX_OBJECT
-from memvaultd.model.operations import Operation, decode, encode
+from memvaultd.model.operations import ACCESS, Operation, decode, encode
 from memvaultd.sync import moves, snapshots
 from memvaultd.sync.envelope import FIXED, VERSION, Envelope, chain_context
 from memvaultd.sync.high_water import HighWater, HighWaterFile
@@ -194,6 +194,24 @@ class SyncStatus:
     snapshot: int = 0  # the version of the newest remote snapshot known (0: none)
 
 
+def marks_wait(pending: Sequence[tuple[int, Operation]], now_s: float, every_s: float) -> bool:
+    """Whether `pending` waits: it holds access marks alone (what recalls
+    log), all made in the period of the fixed schedule that `now_s` is in
+    (periods of `every_s` seconds since the epoch). They then go out with the
+    next write, or at the first round of the next period. Pushed as they
+    came, each recall's marks reached the remote within a worker round
+    (30 s) in a version whose size grew with `top_k`, telling it when, and
+    roughly how much, the user reads; held, it learns at most that some
+    recall happened in a period (docs/threat-model.md). They still travel:
+    heat and the forgetting sweep on the other devices count them, and a
+    memory used only on this device must not look unused, and be swept,
+    there."""
+    if not pending or any(op.kind != ACCESS for _, op in pending):
+        return False
+    period = int(now_s // every_s)
+    return all(int(op.stamp.wall_ms / 1000 // every_s) == period for _, op in pending)
+
+
 class SyncWorker:
     """Sync of one vault on one remote. `remote` is the chain's scope,
     `base` the vault's own (where move notices live: the same remote on
@@ -201,8 +219,10 @@ class SyncWorker:
 
     def __init__(self, vault: PushedVault, remote: Remote, water_file: HighWaterFile,
                  high_water: HighWater, envelope: Envelope, *, base: Remote | None = None,
-                 open_scope: Callable[[str], Remote] | None = None) -> None:
+                 open_scope: Callable[[str], Remote] | None = None,
+                 marks_every_s: float = 6 * 3600) -> None:
         self.vault = vault
+        self.marks_every_s = marks_every_s  # see `marks_wait`
         self.remote = remote
         self.base = base or remote
         self.open_scope = open_scope
@@ -331,7 +351,7 @@ class SyncWorker:
             # slow the status shows what waits for it, not what waited after
             # the last round that succeeded.
             unpushed = self.vault.local_ops_after(self.high_water.pushed_seq)
-            self.status.pending = len(unpushed[0]) if unpushed else 0
+            self.status.pending = self._pending(unpushed)
             self.status.repush = unpushed is None
             try:
                 if (full_check or self._moves_due()) and self._follow_a_move(quiet=False):
@@ -339,7 +359,8 @@ class SyncWorker:
                 self.pull(full_check)
                 if unpushed is None:  # only once the remote answered
                     unpushed = self._repush()
-                self.push(*unpushed)
+                if not marks_wait(unpushed[0], time.time(), self.marks_every_s):
+                    self.push(*unpushed)
                 if publish:
                     self._maybe_snapshot()
             except (RollbackDetected, IntegrityError) as exc:
@@ -350,7 +371,14 @@ class SyncWorker:
             self.status.state, self.status.last_error = "idle", ""
             self.status.withheld_head = self.status.bad_version = 0
             unpushed = self.vault.local_ops_after(self.high_water.pushed_seq)
-            self.status.pending = len(unpushed[0]) if unpushed else 0
+            self.status.pending = self._pending(unpushed)
+
+    def _pending(self, unpushed: tuple[list[tuple[int, Operation]], int] | None) -> int:
+        """What waits to be pushed, for `sync status`: access marks that
+        wait for the schedule (`marks_wait`) are not counted."""
+        if not unpushed or marks_wait(unpushed[0], time.time(), self.marks_every_s):
+            return 0
+        return len(unpushed[0])
 
     def pull(self, full_check: bool = False) -> int:
         """Apply the versions the remote has beyond the mark; returns how many.

@@ -13,7 +13,7 @@ from memvault_base.errors import IntegrityError
 from memvaultd.crypto.entropy import new_id
 from memvaultd.crypto.kdf import PURPOSE_LOG, PURPOSE_SNAPSHOT, derive_key
 from memvaultd.model.hlc import MAX_AHEAD_MS, ClockAhead, ahead_ms
-from memvaultd.model.operations import ACCESS, FORGET, PUT, Operation, decode, encode
+from memvaultd.model.operations import FORGET, PUT, Operation, decode, encode
 from memvaultd.storage.crash_points import reached
 from memvaultd.storage.join_journal import JoinJournal
 from memvaultd.storage.keys import store_joined_key
@@ -57,11 +57,8 @@ class Replication:
         with `upto`). Reading them under the lock held every write back for
         as long as a backlog took to decode: after `init` on a vault of
         100k memories, or a remote down for long, seconds at every round.
-
-        Access marks (recall's `mark_accessed`) are left out: they stay on
-        this device. Pushed, each recall's marks reached the remote within a
-        worker tick (30 s) in a version whose size grew with `top_k`, telling
-        it when, and roughly how much, the user reads (docs/threat-model.md)."""
+        Access marks are among them; when they travel is the worker's
+        choice (`sync/worker.marks_wait`)."""
         core = self.core
         with core.write_lock:
             upto = core.log.last_seq
@@ -70,8 +67,7 @@ class Replication:
         info = core.info
         try:
             ops = [(at, op) for at, record in core.log.replay(after=seq, upto=upto)
-                   if info.wrote((op := decode(record)).stamp.device, at)
-                   and op.kind != ACCESS]
+                   if info.wrote((op := decode(record)).stamp.device, at)]
         except IntegrityError:
             if not self.holds_log_after(seq):
                 return None  # pruned while being read
