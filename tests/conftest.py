@@ -8,6 +8,7 @@ import pytest
 
 from .ceph import CephRGW, session_rgw
 from .daemon_process import DaemonProcess
+from .server_process import ServerProcess
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -33,6 +34,14 @@ def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonProcess]:
     with DaemonProcess(tmp_path_factory.mktemp("shared") / "home").start() as proc:
         yield proc
         proc.stop()
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[ServerProcess]:
+    """A real memvault-server on loopback, of this test alone."""
+    proc = ServerProcess(tmp_path / "server").start()
+    yield proc
+    proc.stop()
 
 
 @pytest.fixture(scope="session")

@@ -9,10 +9,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from .daemon_process import DaemonProcess
 from .server_process import ServerProcess
@@ -22,13 +19,6 @@ from .test_sync_cli import _init, _token
 # The daemon logs access marks once a second (vault/access.py); its sync
 # worker looks every 30 s and at once after a local write.
 _FLUSH_S = 1.0
-
-
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    proc = ServerProcess(tmp_path / "server").start()
-    yield proc
-    proc.stop()
 
 
 def _stored(server: ServerProcess) -> dict[str, int]:

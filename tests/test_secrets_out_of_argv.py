@@ -10,7 +10,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,13 +28,6 @@ def cli(home: Path, *args: str, stdin: str = "", **env: str) -> subprocess.Compl
     return subprocess.run([sys.executable, "-m", "memvault.cli.main", *args],
                           env=dict(os.environ, MEMVAULT_HOME=str(home), **env), input=stdin,
                           capture_output=True, text=True, timeout=120)
-
-
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    proc = ServerProcess(tmp_path / "server").start()
-    yield proc
-    proc.stop()
 
 
 def test_a_token_from_a_file_or_stdin_and_a_warning_for_one_in_argv(

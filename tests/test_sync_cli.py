@@ -6,23 +6,13 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from .daemon_process import DaemonProcess
 from .server_process import ServerProcess, create_token
 from .test_cli import memvault
 
 SYNC_S = 30.0
-
-
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    proc = ServerProcess(tmp_path / "server").start()
-    yield proc
-    proc.stop()
 
 
 def _token(server: ServerProcess, device: str) -> str:
