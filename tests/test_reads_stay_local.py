@@ -51,6 +51,13 @@ def _recall(home: Path, memory_id: str, times: int) -> None:
         assert done.returncode == 0 and memory_id in done.stdout, done.stderr
 
 
+def _sync(*homes: Path) -> None:
+    """`sync now` on each device, in this order."""
+    for home in homes:
+        done = memvault(home, "sync", "now")
+        assert done.returncode == 0, done.stderr
+
+
 # A period of a million hours: the test never meets the schedule's next
 # period, so every push in it is one a write made.
 _NEVER_H = 1_000_000
@@ -104,19 +111,16 @@ def test_the_marks_reach_the_other_devices_with_a_write_or_at_the_next_period(
         # a's recalls wait for a write, which carries them.
         _recall(a.home, memory_id, 2)
         time.sleep(3 * _FLUSH_S)
-        assert memvault(a.home, "sync", "now").returncode == 0
-        assert memvault(b.home, "sync", "now").returncode == 0
+        _sync(a.home, b.home)
         assert _access_count(b.home, memory_id) == 0
         assert memvault(a.home, "remember", "prefers vitest over jest").returncode == 0
-        assert memvault(a.home, "sync", "now").returncode == 0
-        assert memvault(b.home, "sync", "now").returncode == 0
+        _sync(a.home, b.home)
         assert _access_count(b.home, memory_id) == 2
 
         # b's recall goes out alone once its period is over.
         _recall(b.home, memory_id, 1)
         time.sleep(3 * _FLUSH_S)
-        assert memvault(b.home, "sync", "now").returncode == 0
-        assert memvault(a.home, "sync", "now").returncode == 0
+        _sync(b.home, a.home)
         assert _access_count(a.home, memory_id) == 3
         a.stop()
         b.stop()
