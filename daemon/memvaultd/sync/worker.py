@@ -126,6 +126,14 @@ def next_version(pending: list[tuple[int, Operation]], start: int) -> tuple[int,
     return end, _pack(records)
 
 
+def _writers(ops: list[Operation]) -> dict[str, float]:
+    """The devices that stamped `ops`, with the newest stamp of each (wall seconds)."""
+    writers: dict[str, float] = {}
+    for op in ops:
+        writers[op.stamp.device] = max(op.stamp.wall_ms / 1000, writers.get(op.stamp.device, 0.0))
+    return writers
+
+
 def unpack_ops(body: bytes, name: str) -> list[Operation]:
     try:
         (count,) = struct.unpack_from(">I", body)
@@ -192,6 +200,11 @@ class SyncStatus:
     repush: bool = False  # the log lost records the remote lacks: re-put the vault
     chain: int = 1  # which chain of the vault: one more per repair
     snapshot: int = 0  # the version of the newest remote snapshot known (0: none)
+    # Other devices whose newest pulled operation is older than
+    # `freeze_bound_s`: (device id, that operation's wall time), set by
+    # `Syncing.status` (a frozen view, docs/threat-model.md).
+    silent: list[tuple[str, float]] = field(default_factory=list)
+    freeze_bound_s: float = 0.0
 
 
 def marks_wait(pending: Sequence[tuple[int, Operation]], now_s: float, every_s: float) -> bool:
@@ -408,7 +421,7 @@ class SyncWorker:
                 self.vault.apply_remote(ops)
                 digest = hashlib.sha256(blob).digest()
                 self._advance(number, digest, pushed_seq=self._own_version(number, digest),
-                              ops=len(ops))
+                              ops=len(ops), writers=_writers(ops))
                 pulled += 1
             if len(batch) < 50:
                 break
@@ -510,13 +523,13 @@ class SyncWorker:
         return head
 
     def _advance(self, number: int, digest: bytes, pushed_seq: int | None = None,
-                 ops: int = 0) -> None:
+                 ops: int = 0, writers: dict[str, float] | None = None) -> None:
         """Move the mark to version `number`, which this device has just
-        pulled or had acknowledged (holding `ops` operations), so it is known
-        to be on the remote."""
+        pulled or had acknowledged (holding `ops` operations, of `writers`),
+        so it is known to be on the remote."""
         if number != self.high_water.head:
             self._known_at = time.monotonic()
-        self._save(self.high_water.advanced(number, digest, pushed_seq, ops))
+        self._save(self.high_water.advanced(number, digest, pushed_seq, ops, writers))
 
     def _save(self, mark: HighWater) -> None:
         self.high_water = mark
@@ -526,6 +539,60 @@ class SyncWorker:
 
     def _head_hash(self) -> bytes:
         return bytes.fromhex(self.high_water.head_hash) if self.high_water.head_hash else b""
+
+    # -- fingerprints: comparing views with another device (fingerprint.py) ---
+
+    def view(self) -> tuple[int, str, int, bytes]:
+        """What this device has seen: (chain, scope, head, sha256 of version head)."""
+        with self._lock:
+            mark = self.high_water
+            return mark.chain, mark.scope, mark.head, self._head_hash()
+
+    def hash_at(self, number: int) -> bytes:
+        """The sha256 of version `number` (at most the head) of the chain
+        this device has seen.
+
+        Only the head's hash is kept, so an earlier one is read back from
+        the remote: versions `number` to the head, each opened with its
+        predecessor's hash as parent (as a pull opens them) and the last
+        hashing to the mark. A remote that hands over anything else cannot
+        make it link up without the vault key: RollbackDetected. Costs a
+        download of the versions between (~4 KiB each for a few writes).
+        """
+        with self._lock:
+            mark = self.high_water
+            if number > mark.head:
+                raise InvalidArgument(f"version {number} is past this device's head {mark.head}")
+            if number == mark.head:
+                return self._head_hash()
+            if number == 0:
+                return b""
+            first, previous, after = b"", b"", number - 1
+            while after < mark.head:
+                batch = self.remote.versions_after(after, limit=min(50, mark.head - after))
+                if not batch:
+                    raise RollbackDetected(f"version {after + 1} is no longer on the remote, "
+                                           f"yet this device has seen version {mark.head}")
+                for found, blob in batch[: mark.head - after]:
+                    if found != after + 1:
+                        raise RollbackDetected(f"version {after + 1} is missing from the remote "
+                                               f"(it offered {found})")
+                    if found > number:
+                        self.envelope.open(VERSION, blob, chain_context(found, previous),
+                                           name=f"version {found}")
+                    previous, after = hashlib.sha256(blob).digest(), found
+                    first = first or previous
+            if previous != self._head_hash():
+                raise RollbackDetected(f"version {mark.head} on the remote is not the one this "
+                                       "device saw: the history was forked or replaced")
+            return first
+
+    def stop_on(self, error: str) -> None:
+        """Stop sync on `error`, found outside a round (a fingerprint that
+        does not match): as a round stops on RollbackDetected."""
+        with self._lock:
+            self._record(f"stopped: {error}", "stopped")
+        log.error("sync stopped: %s (`memvault sync repair` moves the vault past it)", error)
 
     # -- repair: moving to a fresh chain (moves.py) ---------------------------
 
@@ -571,7 +638,7 @@ class SyncWorker:
             self.remote.close()
         self.remote = remote
         self._save(HighWater(self.high_water.remote, self.high_water.token, pushed_seq=before,
-                             chain=move.chain, scope=move.scope))
+                             chain=move.chain, scope=move.scope, seen=self.high_water.seen))
         self._unanswered, self._known_at = None, None
         self.status = SyncStatus(self.status.remote, state="syncing", pushed_seq=before,
                                  chain=move.chain, errors=self.status.errors)
