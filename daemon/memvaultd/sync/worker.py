@@ -578,14 +578,24 @@ class SyncWorker:
                         raise RollbackDetected(f"version {after + 1} is missing from the remote "
                                                f"(it offered {found})")
                     if found > number:
-                        self.envelope.open(VERSION, blob, chain_context(found, previous),
-                                           name=f"version {found}")
+                        self._link(found, blob, previous)
                     previous, after = hashlib.sha256(blob).digest(), found
                     first = first or previous
             if previous != self._head_hash():
                 raise RollbackDetected(f"version {mark.head} on the remote is not the one this "
                                        "device saw: the history was forked or replaced")
             return first
+
+    def _link(self, number: int, blob: bytes, parent: bytes) -> None:
+        """Version `number` opens on `parent`, else RollbackDetected: it
+        opened on this device's chain when pulled, so now it is replaced."""
+        try:
+            self.envelope.open(VERSION, blob, chain_context(number, parent),
+                               name=f"version {number}")
+        except IntegrityError as exc:
+            raise RollbackDetected(f"version {number} or {number - 1} on the remote is not the "
+                                   "one this device saw: the history was forked or replaced"
+                                   ) from exc
 
     def stop_on(self, error: str) -> None:
         """Stop sync on `error`, found outside a round (a fingerprint that
