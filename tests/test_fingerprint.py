@@ -21,6 +21,7 @@ from memvaultd.sync.envelope import VERSION, Envelope, chain_context
 from memvaultd.sync.fingerprint import Fingerprint, FingerprintKey
 from memvaultd.sync.high_water import HighWater, HighWaterFile
 from memvaultd.sync.remotes import open_remote
+from memvaultd.sync.witness import Witness
 from memvaultd.sync.worker import SyncWorker, pack_ops
 
 from .test_sync_worker_unit import _Chain, _IdleVault
@@ -49,7 +50,7 @@ def test_every_single_mistyped_digit_is_refused(place: int, shift: int) -> None:
     digits = [i for i, char in enumerate(text) if char.isdigit()]
     at = digits[place % len(digits)]
     typo = text[:at] + str((int(text[at]) + shift) % 10) + text[at + 1 :]
-    with pytest.raises(InvalidArgument, match="mistyped|not a memvault fingerprint"):
+    with pytest.raises(InvalidArgument, match=r"mistyped|not a memvault fingerprint"):
         Fingerprint.parse(typo)
 
 
@@ -91,6 +92,8 @@ def test_the_device_ahead_recomputes_its_hash_at_any_earlier_version(
         synced: tuple[SyncWorker, _Chain]) -> None:
     worker, chain = synced
     assert [worker.hash_at(n) for n in range(1, 7)] == chain.hashes
+    worker._hashes.clear()  # read back from the remote, linked up to the head
+    assert [worker.hash_at(n) for n in range(1, 7)] == chain.hashes
     assert worker.hash_at(0) == b""
     with pytest.raises(InvalidArgument):
         worker.hash_at(7)
@@ -101,6 +104,9 @@ def test_a_version_swapped_between_is_a_fork_not_a_hash(synced: tuple[SyncWorker
     worker, chain = synced
     versions = chain.remote._vault.versions  # type: ignore[attr-defined]
     versions[3] = chain.envelope.seal(VERSION, pack_ops([]), chain_context(4, chain.hashes[2]))
+    # What this device pulled in this process is known without asking the remote.
+    assert worker.hash_at(2) == chain.hashes[1]
+    worker._hashes.clear()  # as after a restart: only the head's hash is on disk
     assert worker.hash_at(5) == chain.hashes[4]  # above the swap: unaffected
     with pytest.raises(RollbackDetected, match="forked or replaced"):
         worker.hash_at(2)
@@ -150,3 +156,39 @@ def test_the_mark_keeps_each_writers_newest_stamp() -> None:
     mark = HighWater("memory://test").advanced(1, b"a" * 32, writers={"x": 5.0, "y": 7.0})
     mark = mark.advanced(2, b"b" * 32, writers={"x": 3.0})
     assert mark.seen == {"x": 5.0, "y": 7.0}
+
+
+def _witnessed(worker: SyncWorker, chain: _Chain) -> Witness:
+    """A witness on a remote of its own, attached to `worker` as device "me";
+    returned as another device's, "other", to record views with."""
+    remote = open_remote(f"memory://{uuid.uuid4().hex}", vault_id=os.urandom(16).hex())
+    worker.attach_witness(Witness(remote, chain.envelope, "me"), "memory://witness", None)
+    return Witness(remote, chain.envelope, "other")
+
+
+def test_through_a_witness_a_consistent_view_passes_and_keeps_one_record(
+        synced: tuple[SyncWorker, _Chain]) -> None:
+    worker, chain = synced
+    other = _witnessed(worker, chain)
+    other.record(1, "", 4, chain.hashes[3])
+    other.record(1, "", 6, chain.hashes[5])
+    other.record(7, "moved", 99, os.urandom(32))  # another chain: not compared
+    worker.sync_once()
+    assert worker.status.state == "idle", worker.status.last_error
+    assert [view.device for view in other.others()] == ["me"]
+    assert len(other.remote.list_objects("seen/other/")) == 1
+
+
+def test_through_a_witness_a_fork_and_a_withheld_version_stop_sync(
+        synced: tuple[SyncWorker, _Chain]) -> None:
+    worker, chain = synced
+    other = _witnessed(worker, chain)
+    other.record(1, "", 5, hashlib.sha256(b"another history").digest())
+    with pytest.raises(RollbackDetected, match="different histories"):
+        worker.sync_once()
+    assert worker.status.state == "stopped" and "ForkDetected" in worker.status.last_error
+
+    worker.status.state = "idle"
+    other.record(1, "", 9, os.urandom(32))
+    with pytest.raises(RollbackDetected, match="withholds versions"):
+        worker.sync_once()

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from .daemon_process import DaemonProcess
-from .server_process import ServerProcess
+from .server_process import ServerProcess, create_token
 from .test_cli import memvault
 from .test_sync_cli import _eventually_holds, _init, _remember, _token
 
@@ -191,3 +191,64 @@ def _freeze(a: DaemonProcess, b: DaemonProcess, server: ServerProcess) -> None:
         b.stop()
     finally:
         server.stop()
+
+
+def _witness(home: Path, witness: ServerProcess) -> dict[str, object]:
+    token = create_token(witness.data_dir, home.name, account="user")
+    done = memvault(home, "sync", "witness", f"grpc://{witness.target}", "--token", token,
+                    "--json")
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)  # type: ignore[no-any-return]
+
+
+def test_a_fork_is_caught_through_a_witness(tmp_path: Path, server: ServerProcess) -> None:
+    with (ServerProcess(tmp_path / "witness").start() as witness,
+          _daemon(tmp_path, "a").start() as a, _daemon(tmp_path, "b").start() as b):
+        _through_a_witness(a, b, server, witness)
+
+
+def _through_a_witness(a: DaemonProcess, b: DaemonProcess, server: ServerProcess,
+                       witness: ServerProcess) -> None:
+    remote, key = _init(a.home, server)
+    _join(b.home, server, remote, key)
+    assert _witness(a.home, witness)["witness"] == f"grpc://{witness.target}"
+    _witness(b.home, witness)
+    shared = _remember(a.home, "both devices saw this one")
+    _eventually_holds(b.home, [shared])
+    for home in (a.home, b.home, a.home, b.home):  # each round reads the other's view
+        _now(home)
+    for home in (a.home, b.home):
+        status = json.loads(memvault(home, "sync", "status", "--json").stdout)
+        assert status["state"] == "idle" and status["witness"], status
+    b.stop()
+    _remember(a.home, "only the laptop was shown this one")
+    _now(a.home)  # on the remote, and A's view of it on the witness
+    a.stop()
+
+    # The remote forks as before; B writes its own version at A's number
+    # while the witness is away (a witness that is down never stops sync).
+    target = witness.target
+    witness.stop()
+    server = _hide_newest_version(server)
+    back = None
+    try:
+        b.start()
+        _remember(b.home, "only the desktop was shown this one")
+        _now(b.home)
+        back = ServerProcess(witness.data_dir, "--listen", target).start()
+        deadline = time.monotonic() + 60
+        while True:  # the first round that reaches the witness again stops sync
+            done = memvault(b.home, "sync", "now")
+            if done.returncode != 0 or time.monotonic() > deadline:
+                break
+            time.sleep(1)
+        assert done.returncode != 0 and "different histories" in done.stderr, done.stderr
+        status = json.loads(memvault(b.home, "sync", "status", "--json").stdout)
+        assert status["state"] == "stopped", status
+        assert "ForkDetected" in str(status["last_error"]), status
+        assert "witness" in str(status["last_error"]), status
+        b.stop()
+    finally:
+        server.stop()
+        if back is not None:
+            back.stop()

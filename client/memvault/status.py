@@ -110,6 +110,7 @@ class SyncInfo:
     # its newest operation pulled), the longest silent first (a frozen view).
     silent: tuple[tuple[str, float], ...] = ()
     freeze_bound_s: float = 0.0
+    witness: str = ""  # the witness remote, without secrets ("": none)
 
     def to_dict(self) -> dict[str, Any]:
         doc = {name: getattr(self, name) for name in self.__dataclass_fields__}

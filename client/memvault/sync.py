@@ -24,6 +24,8 @@ class SyncCalls(Connection):
         self._sync_status = self._unary("SyncStatus", pb.SyncStatusRequest, pb.SyncStatusReply)
         self._sync_repair = self._unary("SyncRepair", pb.SyncRepairRequest, pb.SyncStatusReply)
         self._sync_verify = self._unary("SyncVerify", pb.VerifySyncRequest, pb.VerifySyncReply)
+        self._sync_witness = self._unary("SyncWitness", pb.InitSyncRequest,
+                                         pb.SyncStatusReply)
         self._sync_leave = self._unary("SyncLeave", pb.SyncLeaveRequest, pb.SyncLeaveReply)
         self._sync_move = self._unary("SyncMove", pb.InitSyncRequest, pb.InitSyncReply)
 
@@ -75,6 +77,16 @@ class SyncCalls(Connection):
         return SyncVerdict(reply.fingerprint, reply.chain, reply.head, reply.agreed,
                            reply.compared_at, reply.undecided)
 
+    def witness_sync(self, remote: str, *, token: str | None = None,
+                     allow_cleartext_token: bool = False) -> SyncInfo:
+        """Record what this device has seen on a second remote, a witness,
+        and check the other devices' records there at every round (a fork
+        then needs both remotes); one round runs before it returns.
+        `allow_cleartext_token` as for `init_sync`."""
+        return _sync_info(self._call(self._sync_witness, pb.InitSyncRequest(
+            remote=remote, token=token or "", allow_cleartext_token=allow_cleartext_token),
+            timeout=600.0))
+
     def leave_sync(self) -> LeaveResult:
         """Stop syncing: the vault stays whole here (every memory, its key),
         the remote keeps what it holds. `init` or `join` may follow."""
@@ -99,4 +111,5 @@ def _sync_info(reply: pb.SyncStatusReply) -> SyncInfo:
                     reply.pending, reply.last_push, reply.last_pull, reply.last_error,
                     reply.bad_version, reply.withheld_head, reply.repush, reply.chain,
                     reply.snapshot, tuple((device.device, device.last_seen)
-                                          for device in reply.silent), reply.freeze_bound_s)
+                                          for device in reply.silent), reply.freeze_bound_s,
+                    reply.witness)

@@ -741,7 +741,7 @@ class SyncStatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class SyncStatusReply(_message.Message):
-    __slots__ = ("configured", "remote", "state", "head", "pushed_seq", "pending", "last_push", "last_pull", "last_error", "bad_version", "withheld_head", "repush", "chain", "snapshot", "silent", "freeze_bound_s")
+    __slots__ = ("configured", "remote", "state", "head", "pushed_seq", "pending", "last_push", "last_pull", "last_error", "bad_version", "withheld_head", "repush", "chain", "snapshot", "silent", "freeze_bound_s", "witness")
     CONFIGURED_FIELD_NUMBER: _ClassVar[int]
     REMOTE_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -758,6 +758,7 @@ class SyncStatusReply(_message.Message):
     SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
     SILENT_FIELD_NUMBER: _ClassVar[int]
     FREEZE_BOUND_S_FIELD_NUMBER: _ClassVar[int]
+    WITNESS_FIELD_NUMBER: _ClassVar[int]
     configured: bool
     remote: str
     state: str
@@ -774,7 +775,8 @@ class SyncStatusReply(_message.Message):
     snapshot: int
     silent: _containers.RepeatedCompositeFieldContainer[SilentDevice]
     freeze_bound_s: float
-    def __init__(self, configured: _Optional[bool] = ..., remote: _Optional[str] = ..., state: _Optional[str] = ..., head: _Optional[int] = ..., pushed_seq: _Optional[int] = ..., pending: _Optional[int] = ..., last_push: _Optional[float] = ..., last_pull: _Optional[float] = ..., last_error: _Optional[str] = ..., bad_version: _Optional[int] = ..., withheld_head: _Optional[int] = ..., repush: _Optional[bool] = ..., chain: _Optional[int] = ..., snapshot: _Optional[int] = ..., silent: _Optional[_Iterable[_Union[SilentDevice, _Mapping]]] = ..., freeze_bound_s: _Optional[float] = ...) -> None: ...
+    witness: str
+    def __init__(self, configured: _Optional[bool] = ..., remote: _Optional[str] = ..., state: _Optional[str] = ..., head: _Optional[int] = ..., pushed_seq: _Optional[int] = ..., pending: _Optional[int] = ..., last_push: _Optional[float] = ..., last_pull: _Optional[float] = ..., last_error: _Optional[str] = ..., bad_version: _Optional[int] = ..., withheld_head: _Optional[int] = ..., repush: _Optional[bool] = ..., chain: _Optional[int] = ..., snapshot: _Optional[int] = ..., silent: _Optional[_Iterable[_Union[SilentDevice, _Mapping]]] = ..., freeze_bound_s: _Optional[float] = ..., witness: _Optional[str] = ...) -> None: ...
 
 class SilentDevice(_message.Message):
     __slots__ = ("device", "last_seen")

@@ -1,5 +1,6 @@
-"""`memvault init`, `memvault join`, `memvault sync now|status|verify|repair|leave|move`:
-set up, watch, verify, repair, leave and move end-to-end encrypted sync. The daemon
+"""`memvault init`, `memvault join`,
+`memvault sync now|status|verify|witness|repair|leave|move`: set up, watch,
+verify, witness, repair, leave and move end-to-end encrypted sync. The daemon
 does the work; these commands ask it to and print what it says."""
 
 from __future__ import annotations
@@ -151,6 +152,24 @@ def verify(other: str | None, as_json: bool) -> None:
         if not as_json:
             click.echo(f"memvault: not compared: {verdict.undecided}", err=True)
         raise SystemExit(1)
+
+
+@sync.command("witness")
+@click.argument("url", metavar="URL")
+@token_option
+@cleartext_option
+@json_option
+def witness(url: str, token: str | None, token_file: str | None, allow_cleartext_token: bool,
+            as_json: bool) -> None:
+    """Record what this device has seen on a second remote, a witness.
+
+    Every device given the same witness URL records its view of the chain
+    there and checks the others' at every round: a remote that shows two
+    devices different histories, or hides one's versions from another, is
+    then caught without comparing fingerprints by hand, unless both remotes
+    collude. URL is any kind of remote, as for `init`."""
+    _show(_client().witness_sync(url, token=_token(token, token_file),
+                                 allow_cleartext_token=allow_cleartext_token), as_json)
 
 
 @sync.command("repair")

@@ -54,6 +54,8 @@ def sync_table(info: SyncInfo, *, now: float | None = None) -> Table:
         rows.append(("bad version", f"{info.bad_version} does not open"))
     if info.repush:
         rows.append(("repush", "the next push puts the whole vault again"))
+    if info.witness:
+        rows.append(("witness", info.witness))
     for device, last_seen in info.silent:
         rows.append(("silent", f"device {device}: nothing from it since "
                                f"{_moment(last_seen, now)}, over the bound of "

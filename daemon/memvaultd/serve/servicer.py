@@ -356,6 +356,12 @@ class MemoryServicer:
             agreed=verdict.agreed, compared_at=verdict.compared_at, forked=verdict.forked,
             undecided=verdict.undecided)
 
+    def SyncWitness(self, request: pb.InitSyncRequest, access: Access) -> pb.SyncStatusReply:
+        access.check_full("sync")
+        self.syncing.add_witness(request.remote, request.token or None,
+                                 request.allow_cleartext_token)
+        return self._sync_status()
+
     def SyncLeave(self, request: pb.SyncLeaveRequest, access: Access) -> pb.SyncLeaveReply:
         access.check_full("sync")
         remote, pending = self.syncing.leave()
@@ -379,7 +385,7 @@ class MemoryServicer:
             repush=status.repush, chain=status.chain, snapshot=status.snapshot,
             silent=[pb.SilentDevice(device=device, last_seen=last_seen)
                     for device, last_seen in status.silent],
-            freeze_bound_s=status.freeze_bound_s)
+            freeze_bound_s=status.freeze_bound_s, witness=status.witness)
 
     def Status(self, request: pb.StatusRequest, access: Access) -> pb.StatusReply:
         vault, embedder = self.vault, self.vault.embedder

@@ -7,7 +7,8 @@
               "head": N, "head_hash": HEX, "pushed_seq": S,
               "snapshot": M, "ops_since_snapshot": K,
               "chain": C, "scope": SCOPE,
-              "seen": {DEVICE_ID: WALL_S, ...}}
+              "seen": {DEVICE_ID: WALL_S, ...},
+              "witness": URL | "", "witness_token": TOKEN | null}
 
 `head` and `head_hash` are the high-water mark (borg's replay defence): the
 newest version this device has applied, and the sha256 of its object. A
@@ -29,7 +30,8 @@ they existed) reads as chain 1, no snapshot known.
 `seen` holds, for every other device whose operations this device pulled,
 the newest of their stamps' wall times (seconds): a device silent for
 longer than `freeze_bound_hours` is named by `sync status` (a frozen view,
-docs/threat-model.md).
+docs/threat-model.md). `witness` is the second remote where this device
+records what it has seen (`witness.py`), with its token.
 """
 
 from __future__ import annotations
@@ -60,6 +62,8 @@ class HighWater:
     chain: int = 1
     scope: str = ""
     seen: dict[str, float] = field(default_factory=dict)
+    witness: str = ""
+    witness_token: str | None = None
 
     def advanced(self, head: int, head_hash: bytes, pushed_seq: int | None = None,
                  ops: int = 0, writers: dict[str, float] | None = None) -> HighWater:

@@ -16,6 +16,9 @@ joins the newest chain.
 repair: once the user confirmed, moves a stopped vault to a fresh chain on
 the same remote (`SyncWorker.repair`); the other devices follow.
 
+witness: a second remote where this device records what it has seen and
+reads what the others have (`witness.py`), kept in `sync.state`.
+
 verify: this device's fingerprint of the chain, compared with another
 device's when given (`views.py`); `status` names the devices silent past
 `freeze_bound_hours`.
@@ -49,6 +52,7 @@ from memvaultd.sync.remotes.base import Remote
 from memvaultd.sync.snapshots import latest_snapshot
 from memvaultd.sync.vault_keys import DESCRIPTION_OBJECT, place, reaching
 from memvaultd.sync.vault_side import SyncedVault
+from memvaultd.sync.witness import Witness
 from memvaultd.sync.worker import SyncStatus, SyncWorker
 
 __all__ = ["DESCRIPTION_OBJECT", "AlreadyConfigured", "Syncing"]
@@ -92,6 +96,27 @@ class Syncing:
             time.time(), self.freeze_bound_s)
         worker.status.freeze_bound_s = self.freeze_bound_s
         return worker.status
+
+    def add_witness(self, url: str, token: str | None, allow_cleartext_token: bool = False
+                    ) -> None:
+        """Record this device's views on the remote at `url` too, and check
+        the other devices' there at every round; then one round at once."""
+        with self._setting_up:
+            worker = self._synced("witness")
+            if redact(url) == worker.status.remote:
+                raise InvalidArgument("sync witness: the witness must be another remote than "
+                                      f"the one this vault syncs to ({redact(url)})")
+            with reaching(url):
+                remote = self._open(url, token, self.vault.info.vault_id,
+                                    allow_cleartext_token=allow_cleartext_token)
+                witness = Witness(remote, worker.envelope, self.vault.info.device_id)
+                try:
+                    witness.others()  # reachable, and ours to write: before it is kept
+                except BaseException:
+                    remote.close()
+                    raise
+            worker.attach_witness(witness, url, token)
+        self.sync_now()
 
     def verify(self, other: str | None) -> views.Verdict:
         """This device's fingerprint of the chain; compared with `other`
@@ -314,6 +339,11 @@ class Syncing:
 
         worker = SyncWorker(self.vault, remote, water_file, high_water, envelope, base=base,
                             open_scope=open_scope, marks_every_s=self.marks_every_s)
+        if high_water.witness:
+            worker.witness = Witness(
+                self._open(high_water.witness, high_water.witness_token,
+                           self.vault.info.vault_id), envelope, self.vault.info.device_id)
+            worker.status.witness = redact(high_water.witness)
         self.vault.keep_log_from(high_water.pushed_seq)
         self.vault.on_local_commit(worker.poke)
         self.worker = worker

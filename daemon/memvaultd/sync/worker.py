@@ -50,9 +50,15 @@ import threading
 import time
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from memvault_base.errors import IntegrityError, InvalidArgument, RollbackDetected, Unavailable
+from memvault_base.errors import (
+    ForkDetected,
+    IntegrityError,
+    InvalidArgument,
+    RollbackDetected,
+    Unavailable,
+)
 from memvault_base.objects.names import MAX_OBJECT
 from memvaultd.model.operations import ACCESS, Operation, decode, encode
 from memvaultd.sync import moves, snapshots
@@ -61,6 +67,7 @@ from memvaultd.sync.high_water import HighWater, HighWaterFile
 from memvaultd.sync.remotes import redact
 from memvaultd.sync.remotes.base import Remote
 from memvaultd.sync.vault_side import PushedVault
+from memvaultd.sync.witness import View, Witness
 
 log = logging.getLogger("memvaultd.sync")
 
@@ -93,6 +100,15 @@ _MAX_BACKOFF_S = 64.0
 # on top of it cannot hide anyway, since the next pulled version carries its
 # parent's hash in its associated data.
 _RECHECK_S = 3600.0
+# Hashes of the versions this device pulled or appended, kept in memory so
+# that checking another device's view at a recent version downloads
+# nothing (`_hash_at`): 4,096 x 32 bytes, about an hour of a busy vault.
+_KEPT_HASHES = 4096
+# A device records its view on the witness at most this often, besides at
+# every `sync now`: on memvault-server, where a device token cannot delete,
+# each record stays (4 KiB), so a device writing all day leaves at most
+# 288 a day (1.2 MiB); the others see a view at most 5 minutes old.
+_WITNESS_EVERY_S = 300.0
 
 
 def pack_ops(ops: list[Operation]) -> bytes:
@@ -205,6 +221,7 @@ class SyncStatus:
     # `Syncing.status` (a frozen view, docs/threat-model.md).
     silent: list[tuple[str, float]] = field(default_factory=list)
     freeze_bound_s: float = 0.0
+    witness: str = ""  # the witness remote's URL without secrets ("": none)
 
 
 def marks_wait(pending: Sequence[tuple[int, Operation]], now_s: float, every_s: float) -> bool:
@@ -260,6 +277,13 @@ class SyncWorker:
         self.status.snapshot = high_water.snapshot
         # When (monotonic) `moves/` was last looked at; None: not yet.
         self._moves_seen_at: float | None = None
+        # The witness (`witness.py`), if one is set; the versions' hashes
+        # this device knows (number -> sha256, see `_KEPT_HASHES`); the
+        # other devices' views already found consistent with this one's.
+        self.witness: Witness | None = None
+        self._hashes: dict[int, bytes] = {}
+        self._witnessed: set[tuple[str, int, bytes]] = set()
+        self._witness_recorded_at: float | None = None
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -280,6 +304,8 @@ class SyncWorker:
         self._wake.set()
         self._threads[0].join(timeout=10)
         self.remote.close()
+        if self.witness is not None:
+            self.witness.close()
         if self.base is not self.remote:
             self.base.close()
         if wait_round:
@@ -369,11 +395,16 @@ class SyncWorker:
             try:
                 if (full_check or self._moves_due()) and self._follow_a_move(quiet=False):
                     unpushed = self.vault.local_ops_after(self.high_water.pushed_seq)
+                # Read before the pull: a device records only versions the
+                # remote already holds, so the pull then reaches them.
+                witnessed = self._read_witness()
                 self.pull(full_check)
                 if unpushed is None:  # only once the remote answered
                     unpushed = self._repush()
                 if not marks_wait(unpushed[0], time.time(), self.marks_every_s):
                     self.push(*unpushed)
+                self._check_witnessed(witnessed)
+                self._record_witness(force=full_check)
                 if publish:
                     self._maybe_snapshot()
             except (RollbackDetected, IntegrityError) as exc:
@@ -529,6 +560,9 @@ class SyncWorker:
         so it is known to be on the remote."""
         if number != self.high_water.head:
             self._known_at = time.monotonic()
+        self._hashes[number] = digest
+        if len(self._hashes) > _KEPT_HASHES:
+            del self._hashes[next(iter(self._hashes))]
         self._save(self.high_water.advanced(number, digest, pushed_seq, ops, writers))
 
     def _save(self, mark: HighWater) -> None:
@@ -560,31 +594,98 @@ class SyncWorker:
         download of the versions between (~4 KiB each for a few writes).
         """
         with self._lock:
-            mark = self.high_water
-            if number > mark.head:
-                raise InvalidArgument(f"version {number} is past this device's head {mark.head}")
-            if number == mark.head:
-                return self._head_hash()
-            if number == 0:
-                return b""
-            first, previous, after = b"", b"", number - 1
-            while after < mark.head:
-                batch = self.remote.versions_after(after, limit=min(50, mark.head - after))
-                if not batch:
-                    raise RollbackDetected(f"version {after + 1} is no longer on the remote, "
-                                           f"yet this device has seen version {mark.head}")
-                for found, blob in batch[: mark.head - after]:
-                    if found != after + 1:
-                        raise RollbackDetected(f"version {after + 1} is missing from the remote "
-                                               f"(it offered {found})")
-                    if found > number:
-                        self._link(found, blob, previous)
-                    previous, after = hashlib.sha256(blob).digest(), found
-                    first = first or previous
-            if previous != self._head_hash():
-                raise RollbackDetected(f"version {mark.head} on the remote is not the one this "
-                                       "device saw: the history was forked or replaced")
-            return first
+            return self._hash_at(number)
+
+    def _hash_at(self, number: int) -> bytes:
+        mark = self.high_water
+        if number > mark.head:
+            raise InvalidArgument(f"version {number} is past this device's head {mark.head}")
+        if number == mark.head:
+            return self._head_hash()
+        if number == 0:
+            return b""
+        if number in self._hashes:
+            return self._hashes[number]
+        first, previous, after = b"", b"", number - 1
+        while after < mark.head:
+            batch = self.remote.versions_after(after, limit=min(50, mark.head - after))
+            if not batch:
+                raise RollbackDetected(f"version {after + 1} is no longer on the remote, "
+                                       f"yet this device has seen version {mark.head}")
+            for found, blob in batch[: mark.head - after]:
+                if found != after + 1:
+                    raise RollbackDetected(f"version {after + 1} is missing from the remote "
+                                           f"(it offered {found})")
+                if found > number:
+                    self._link(found, blob, previous)
+                previous, after = hashlib.sha256(blob).digest(), found
+                first = first or previous
+        if previous != self._head_hash():
+            raise RollbackDetected(f"version {mark.head} on the remote is not the one this "
+                                   "device saw: the history was forked or replaced")
+        return first
+
+    # -- the witness (witness.py) ---------------------------------------------
+
+    def attach_witness(self, witness: Witness, url: str, token: str | None) -> None:
+        """Record this device's views on `witness` from now on, and check
+        the other devices' there; kept in `sync.state` for the next start."""
+        with self._lock:
+            if self.witness is not None:
+                self.witness.close()
+            self.witness, self._witnessed = witness, set()
+            self.status.witness = witness.url
+            self._save(replace(self.high_water, witness=url, witness_token=token))
+
+    def _read_witness(self) -> list[View]:
+        if self.witness is None:
+            return []
+        try:
+            return self.witness.others()
+        except Exception as exc:  # a witness that is down never stops sync
+            self._witness_failed(exc)
+            return []
+
+    def _record_witness(self, force: bool) -> None:
+        if self.witness is None or (
+                not force and self._witness_recorded_at is not None
+                and time.monotonic() - self._witness_recorded_at < _WITNESS_EVERY_S):
+            return
+        mark = self.high_water
+        try:
+            self.witness.record(mark.chain, mark.scope, mark.head, self._head_hash())
+            self._witness_recorded_at = time.monotonic()
+        except Exception as exc:
+            self._witness_failed(exc)
+
+    def _witness_failed(self, exc: Exception) -> None:
+        url = self.witness.url if self.witness else ""
+        self.status.errors = [*self.status.errors[-9:], f"witness {url}: {exc}"]
+        log.warning("the witness %s failed (%s); sync goes on without it this round", url, exc)
+
+    def _check_witnessed(self, views: list[View]) -> None:
+        """Every other device's view on the witness, read before this
+        round's pull, agrees with this device's: ForkDetected if not.
+        Views on another chain are passed over (a repair in between)."""
+        mark, url = self.high_water, self.witness.url if self.witness else ""
+        for view in views:
+            if (view.chain, view.scope) != (mark.chain, mark.scope):
+                continue
+            if view.head > mark.head:
+                raise ForkDetected(
+                    f"ForkDetected: device {view.device} recorded on the witness {url} that it "
+                    f"has seen version {view.head}, but the remote shows this device only "
+                    f"version {mark.head}: it withholds versions from this device (a frozen "
+                    "or forked view)")
+            seen = (view.device, view.head, view.hash)
+            if seen in self._witnessed:
+                continue
+            if self._hash_at(view.head) != view.hash:
+                raise ForkDetected(
+                    f"ForkDetected: device {view.device} recorded on the witness {url} "
+                    f"another version {view.head} than this device saw: the remote showed "
+                    "the two devices different histories (a fork)")
+            self._witnessed.add(seen)
 
     def _link(self, number: int, blob: bytes, parent: bytes) -> None:
         """Version `number` opens on `parent`, else RollbackDetected: it
@@ -648,10 +749,14 @@ class SyncWorker:
             self.remote.close()
         self.remote = remote
         self._save(HighWater(self.high_water.remote, self.high_water.token, pushed_seq=before,
-                             chain=move.chain, scope=move.scope, seen=self.high_water.seen))
+                             chain=move.chain, scope=move.scope, seen=self.high_water.seen,
+                             witness=self.high_water.witness,
+                             witness_token=self.high_water.witness_token))
         self._unanswered, self._known_at = None, None
+        self._hashes, self._witnessed = {}, set()
         self.status = SyncStatus(self.status.remote, state="syncing", pushed_seq=before,
-                                 chain=move.chain, errors=self.status.errors)
+                                 chain=move.chain, errors=self.status.errors,
+                                 witness=self.status.witness)
         return True
 
     def _repush(self) -> tuple[list[tuple[int, Operation]], int]:

@@ -743,6 +743,8 @@ export interface SyncStatusReply {
   silent: SilentDevice[];
   /** `freeze_bound_hours` in seconds. */
   freezeBoundS: number;
+  /** The witness remote's URL without secrets; empty: none (`SyncWitness`). */
+  witness: string;
 }
 
 export interface SilentDevice {
@@ -8573,6 +8575,7 @@ function createBaseSyncStatusReply(): SyncStatusReply {
     snapshot: 0,
     silent: [],
     freezeBoundS: 0,
+    witness: "",
   };
 }
 
@@ -8625,6 +8628,9 @@ export const SyncStatusReply: MessageFns<SyncStatusReply> = {
     }
     if (message.freezeBoundS !== 0) {
       writer.uint32(129).double(message.freezeBoundS);
+    }
+    if (message.witness !== "") {
+      writer.uint32(138).string(message.witness);
     }
     return writer;
   },
@@ -8770,6 +8776,14 @@ export const SyncStatusReply: MessageFns<SyncStatusReply> = {
             message.freezeBoundS = reader.double();
             continue;
           }
+          case 17: {
+            if (tag !== 138) {
+              break;
+            }
+
+            message.witness = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -8830,6 +8844,7 @@ export const SyncStatusReply: MessageFns<SyncStatusReply> = {
         : isSet(object.freeze_bound_s)
         ? globalThis.Number(object.freeze_bound_s)
         : 0,
+      witness: isSet(object.witness) ? globalThis.String(object.witness) : "",
     };
   },
 
@@ -8883,6 +8898,9 @@ export const SyncStatusReply: MessageFns<SyncStatusReply> = {
     if (message.freezeBoundS !== 0) {
       obj.freezeBoundS = floatToJson(message.freezeBoundS);
     }
+    if (message.witness !== "") {
+      obj.witness = message.witness;
+    }
     return obj;
   },
 
@@ -8907,6 +8925,7 @@ export const SyncStatusReply: MessageFns<SyncStatusReply> = {
     message.snapshot = object.snapshot ?? 0;
     message.silent = object.silent?.map((e) => SilentDevice.fromPartial(e)) || [];
     message.freezeBoundS = object.freezeBoundS ?? 0;
+    message.witness = object.witness ?? "";
     return message;
   },
 };
@@ -10128,6 +10147,22 @@ export const MemoryService = {
     responseDeserialize: (value: Buffer): VerifySyncReply => VerifySyncReply.decode(value),
   },
   /**
+   * Record what this device has seen on a second remote (`remote`, with
+   * `token`), a witness, and check the other devices' records there every
+   * round: a fork or a withheld history then needs both remotes. Then one
+   * round at once. INVALID_ARGUMENT when sync is not set up or the witness
+   * is the sync remote itself.
+   */
+  syncWitness: {
+    path: "/memvault.v1.Memory/SyncWitness" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: InitSyncRequest): Buffer => Buffer.from(InitSyncRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): InitSyncRequest => InitSyncRequest.decode(value),
+    responseSerialize: (value: SyncStatusReply): Buffer => Buffer.from(SyncStatusReply.encode(value).finish()),
+    responseDeserialize: (value: Buffer): SyncStatusReply => SyncStatusReply.decode(value),
+  },
+  /**
    * Stop syncing; the vault stays whole here and the remote keeps its data.
    * INVALID_ARGUMENT when sync is not set up.
    */
@@ -10243,6 +10278,14 @@ export interface MemoryServer extends UntypedServiceImplementation {
    * is not set up or the fingerprint is malformed or mistyped.
    */
   syncVerify: handleUnaryCall<VerifySyncRequest, VerifySyncReply>;
+  /**
+   * Record what this device has seen on a second remote (`remote`, with
+   * `token`), a witness, and check the other devices' records there every
+   * round: a fork or a withheld history then needs both remotes. Then one
+   * round at once. INVALID_ARGUMENT when sync is not set up or the witness
+   * is the sync remote itself.
+   */
+  syncWitness: handleUnaryCall<InitSyncRequest, SyncStatusReply>;
   /**
    * Stop syncing; the vault stays whole here and the remote keeps its data.
    * INVALID_ARGUMENT when sync is not set up.
@@ -10626,6 +10669,28 @@ export interface MemoryClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: VerifySyncReply) => void,
+  ): ClientUnaryCall;
+  /**
+   * Record what this device has seen on a second remote (`remote`, with
+   * `token`), a witness, and check the other devices' records there every
+   * round: a fork or a withheld history then needs both remotes. Then one
+   * round at once. INVALID_ARGUMENT when sync is not set up or the witness
+   * is the sync remote itself.
+   */
+  syncWitness(
+    request: InitSyncRequest,
+    callback: (error: ServiceError | null, response: SyncStatusReply) => void,
+  ): ClientUnaryCall;
+  syncWitness(
+    request: InitSyncRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: SyncStatusReply) => void,
+  ): ClientUnaryCall;
+  syncWitness(
+    request: InitSyncRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: SyncStatusReply) => void,
   ): ClientUnaryCall;
   /**
    * Stop syncing; the vault stays whole here and the remote keeps its data.
