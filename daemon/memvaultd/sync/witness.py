@@ -24,13 +24,14 @@ import json
 import logging
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from memvault_base.errors import IntegrityError, NotFound
+from memvault_base.errors import ForkDetected, IntegrityError, NotFound
 from memvaultd.sync.envelope import WITNESS, Envelope
 from memvaultd.sync.remotes.base import Remote
 
-__all__ = ["View", "Witness"]
+__all__ = ["View", "Witness", "check"]
 
 log = logging.getLogger(__name__)
 PREFIX = "seen/"
@@ -102,3 +103,31 @@ class Witness:
 
     def close(self) -> None:
         self.remote.close()
+
+
+def check(views: list[View], chain: int, scope: str, head: int,
+          hash_at: Callable[[int], bytes], agreed: set[tuple[str, int, bytes]], url: str
+          ) -> None:
+    """Each other device's view agrees with this device's, at version
+    `head` of `chain` (`scope`) after a pull: a version it has seen is one
+    this device holds too (`hash_at`), else ForkDetected. Views on another
+    chain are passed over (a repair in between); `agreed` keeps the views
+    found consistent, so each is checked once."""
+    for view in views:
+        if (view.chain, view.scope) != (chain, scope):
+            continue
+        if view.head > head:
+            raise ForkDetected(
+                f"ForkDetected: device {view.device} recorded on the witness {url} that it "
+                f"has seen version {view.head}, but the remote shows this device only "
+                f"version {head}: it withholds versions from this device (a frozen or "
+                "forked view)")
+        seen = (view.device, view.head, view.hash)
+        if seen in agreed:
+            continue
+        if hash_at(view.head) != view.hash:
+            raise ForkDetected(
+                f"ForkDetected: device {view.device} recorded on the witness {url} another "
+                f"version {view.head} than this device saw: the remote showed the two "
+                "devices different histories (a fork)")
+        agreed.add(seen)

@@ -52,13 +52,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
-from memvault_base.errors import (
-    ForkDetected,
-    IntegrityError,
-    InvalidArgument,
-    RollbackDetected,
-    Unavailable,
-)
+from memvault_base.errors import IntegrityError, InvalidArgument, RollbackDetected, Unavailable
 from memvault_base.objects.names import MAX_OBJECT
 from memvaultd.model.operations import ACCESS, Operation, decode, encode
 from memvaultd.sync import moves, snapshots
@@ -67,7 +61,7 @@ from memvaultd.sync.high_water import HighWater, HighWaterFile
 from memvaultd.sync.remotes import redact
 from memvaultd.sync.remotes.base import Remote
 from memvaultd.sync.vault_side import PushedVault
-from memvaultd.sync.witness import View, Witness
+from memvaultd.sync.witness import View, Witness, check
 
 log = logging.getLogger("memvaultd.sync")
 
@@ -664,28 +658,12 @@ class SyncWorker:
         log.warning("the witness %s failed (%s); sync goes on without it this round", url, exc)
 
     def _check_witnessed(self, views: list[View]) -> None:
-        """Every other device's view on the witness, read before this
-        round's pull, agrees with this device's: ForkDetected if not.
-        Views on another chain are passed over (a repair in between)."""
-        mark, url = self.high_water, self.witness.url if self.witness else ""
-        for view in views:
-            if (view.chain, view.scope) != (mark.chain, mark.scope):
-                continue
-            if view.head > mark.head:
-                raise ForkDetected(
-                    f"ForkDetected: device {view.device} recorded on the witness {url} that it "
-                    f"has seen version {view.head}, but the remote shows this device only "
-                    f"version {mark.head}: it withholds versions from this device (a frozen "
-                    "or forked view)")
-            seen = (view.device, view.head, view.hash)
-            if seen in self._witnessed:
-                continue
-            if self._hash_at(view.head) != view.hash:
-                raise ForkDetected(
-                    f"ForkDetected: device {view.device} recorded on the witness {url} "
-                    f"another version {view.head} than this device saw: the remote showed "
-                    "the two devices different histories (a fork)")
-            self._witnessed.add(seen)
+        """The other devices' views, read before this round's pull, agree
+        with this device's (`witness.check`): ForkDetected if not."""
+        if self.witness is not None:
+            mark = self.high_water
+            check(views, mark.chain, mark.scope, mark.head, self._hash_at, self._witnessed,
+                  self.witness.url)
 
     def _link(self, number: int, blob: bytes, parent: bytes) -> None:
         """Version `number` opens on `parent`, else RollbackDetected: it
