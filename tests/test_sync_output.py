@@ -56,3 +56,16 @@ def test_ago_as_people_say_it() -> None:
     assert ago(7_300) == "2 hours ago"
     assert ago(3 * 86_400 + 5) == "3 days ago"
     assert ago(-60).startswith("in the future")
+
+
+def test_a_silent_device_and_the_witness_read_as_sentences_within_80_columns() -> None:
+    info = SyncInfo(True, "grpcs://sync.example.org:7443", "idle", head=12, chain=1,
+                    silent=(("3f9c0a1b2c3d4e5f", NOW - 4 * 86_400),), freeze_bound_s=72 * 3600,
+                    witness="s3://witness-bucket/memvault")
+    text = _text(info)
+    assert all(len(line) <= 80 for line in text.splitlines()), text
+    flat = " ".join(text.split())
+    assert "silent device 3f9c0a1b2c3d4e5f: nothing from it since" in flat, text
+    assert "(4 days ago), over the bound of 3 days: idle, gone, or hidden by the remote" in flat
+    assert re.search(r"^witness +s3://witness-bucket/memvault", text, re.M), text
+    assert "silent" not in _text(SyncInfo(True, "grpcs://sync.example.org:7443", "idle"))

@@ -9,6 +9,7 @@
     ├── Unavailable         the daemon (or remote) cannot be reached or is not ready
     ├── ResourceExhausted   a size or space limit was hit
     └── RollbackDetected    a remote showed an older or forked history
+        └── ForkDetected    two devices' fingerprints of the chain differ
 
 Each class's docstring is its user-facing meaning. Calls map the tree to
 status codes in one table, `CODE_OF`, used both ways: the daemon answers a
@@ -25,6 +26,7 @@ from enum import IntEnum
 
 __all__ = [
     "CODE_OF",
+    "ForkDetected",
     "IntegrityError",
     "InvalidArgument",
     "Locked",
@@ -74,6 +76,12 @@ class ResourceExhausted(MemvaultError):
 
 class RollbackDetected(MemvaultError):
     """The remote showed an older or different history than this device has seen; sync stopped."""
+
+
+class ForkDetected(RollbackDetected):
+    """This device and another saw different histories on the remote (their fingerprints
+    differ): the remote forked or withheld versions. Sync stopped; compare the fingerprints
+    of the other devices, then `memvault sync repair`."""
 
 
 class Status(IntEnum):

@@ -31,6 +31,7 @@ from memvault.types import (
     UpdateResult,
 )
 from memvault_base.errors import (
+    ForkDetected,
     IntegrityError,
     InvalidArgument,
     Locked,
@@ -50,6 +51,7 @@ __all__ = [
     "EventStream",
     "Facet",
     "ForgetResult",
+    "ForkDetected",
     "Hit",
     "Hits",
     "ImportResult",

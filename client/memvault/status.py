@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Event", "Status", "SyncInfo"]
+__all__ = ["Event", "Status", "SyncInfo", "SyncVerdict"]
 
 
 @dataclass(frozen=True)
@@ -106,6 +106,30 @@ class SyncInfo:
     repush: bool = False
     chain: int = 0  # which chain of the vault: 1, then one more per repair
     snapshot: int = 0  # the version of the newest remote snapshot known (0: none)
+    # Other devices silent past `freeze_bound_s`: (device id, wall time of
+    # its newest operation pulled), the longest silent first (a frozen view).
+    silent: tuple[tuple[str, float], ...] = ()
+    freeze_bound_s: float = 0.0
+    witness: str = ""  # the witness remote, without secrets ("": none)
+
+    def to_dict(self) -> dict[str, Any]:
+        doc = {name: getattr(self, name) for name in self.__dataclass_fields__}
+        doc["silent"] = [{"device": device, "last_seen": last_seen}
+                         for device, last_seen in self.silent]
+        return doc
+
+
+@dataclass(frozen=True)
+class SyncVerdict:
+    """What `memvault sync verify` found: this device's fingerprint, and
+    whether another's agreed with it (a mismatch raises ForkDetected)."""
+
+    fingerprint: str
+    chain: int
+    head: int
+    agreed: bool = False
+    compared_at: int = 0  # the version the two fingerprints were compared at
+    undecided: str = ""  # why they could not be compared yet ("" when they were)
 
     def to_dict(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.__dataclass_fields__}

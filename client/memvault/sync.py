@@ -7,7 +7,8 @@
 from __future__ import annotations
 
 from memvault.connection import Connection
-from memvault.types import InitResult, JoinResult, LeaveResult, SyncInfo
+from memvault.types import InitResult, JoinResult, LeaveResult, SyncInfo, SyncVerdict
+from memvault_base.errors import ForkDetected
 from memvault_base.v1 import memory_pb2 as pb
 
 __all__ = ["SyncCalls"]
@@ -22,6 +23,9 @@ class SyncCalls(Connection):
         self._sync_now = self._unary("SyncNow", pb.SyncStatusRequest, pb.SyncStatusReply)
         self._sync_status = self._unary("SyncStatus", pb.SyncStatusRequest, pb.SyncStatusReply)
         self._sync_repair = self._unary("SyncRepair", pb.SyncRepairRequest, pb.SyncStatusReply)
+        self._sync_verify = self._unary("SyncVerify", pb.VerifySyncRequest, pb.VerifySyncReply)
+        self._sync_witness = self._unary("SyncWitness", pb.InitSyncRequest,
+                                         pb.SyncStatusReply)
         self._sync_leave = self._unary("SyncLeave", pb.SyncLeaveRequest, pb.SyncLeaveReply)
         self._sync_move = self._unary("SyncMove", pb.InitSyncRequest, pb.InitSyncReply)
 
@@ -58,6 +62,31 @@ class SyncCalls(Connection):
         return _sync_info(self._call(self._sync_repair, pb.SyncRepairRequest(confirm=confirm),
                                      timeout=600.0))
 
+    def verify_sync(self, other: str | None = None) -> SyncVerdict:
+        """This device's fingerprint of the chain, compared with `other`
+        (another device's, as it printed it) when given. Raises
+        ForkDetected when the two differ: the remote showed the devices
+        different histories or withheld versions from this one, and sync
+        stopped here. Catching up first may take a round of sync."""
+        reply = self._call(self._sync_verify, pb.VerifySyncRequest(fingerprint=other or ""),
+                           timeout=600.0)
+        if reply.forked:
+            raise ForkDetected(f"{reply.forked}. This device's fingerprint: "
+                               f"{reply.fingerprint}. Sync stopped; `memvault sync repair` "
+                               "moves the vault to a fresh chain")
+        return SyncVerdict(reply.fingerprint, reply.chain, reply.head, reply.agreed,
+                           reply.compared_at, reply.undecided)
+
+    def witness_sync(self, remote: str, *, token: str | None = None,
+                     allow_cleartext_token: bool = False) -> SyncInfo:
+        """Record what this device has seen on a second remote, a witness,
+        and check the other devices' records there at every round (a fork
+        then needs both remotes); one round runs before it returns.
+        `allow_cleartext_token` as for `init_sync`."""
+        return _sync_info(self._call(self._sync_witness, pb.InitSyncRequest(
+            remote=remote, token=token or "", allow_cleartext_token=allow_cleartext_token),
+            timeout=600.0))
+
     def leave_sync(self) -> LeaveResult:
         """Stop syncing: the vault stays whole here (every memory, its key),
         the remote keeps what it holds. `init` or `join` may follow."""
@@ -81,4 +110,6 @@ def _sync_info(reply: pb.SyncStatusReply) -> SyncInfo:
     return SyncInfo(reply.configured, reply.remote, reply.state, reply.head, reply.pushed_seq,
                     reply.pending, reply.last_push, reply.last_pull, reply.last_error,
                     reply.bad_version, reply.withheld_head, reply.repush, reply.chain,
-                    reply.snapshot)
+                    reply.snapshot, tuple((device.device, device.last_seen)
+                                          for device in reply.silent), reply.freeze_bound_s,
+                    reply.witness)

@@ -28,6 +28,7 @@ from memvault.read_results import (
 )
 from memvault.status import Event, Status
 from memvault.status import SyncInfo as SyncInfo
+from memvault.status import SyncVerdict as SyncVerdict
 from memvault.write_results import (
     AppendResult,
     ForgetResult,

@@ -741,7 +741,7 @@ class SyncStatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class SyncStatusReply(_message.Message):
-    __slots__ = ("configured", "remote", "state", "head", "pushed_seq", "pending", "last_push", "last_pull", "last_error", "bad_version", "withheld_head", "repush", "chain", "snapshot")
+    __slots__ = ("configured", "remote", "state", "head", "pushed_seq", "pending", "last_push", "last_pull", "last_error", "bad_version", "withheld_head", "repush", "chain", "snapshot", "silent", "freeze_bound_s", "witness")
     CONFIGURED_FIELD_NUMBER: _ClassVar[int]
     REMOTE_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -756,6 +756,9 @@ class SyncStatusReply(_message.Message):
     REPUSH_FIELD_NUMBER: _ClassVar[int]
     CHAIN_FIELD_NUMBER: _ClassVar[int]
     SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+    SILENT_FIELD_NUMBER: _ClassVar[int]
+    FREEZE_BOUND_S_FIELD_NUMBER: _ClassVar[int]
+    WITNESS_FIELD_NUMBER: _ClassVar[int]
     configured: bool
     remote: str
     state: str
@@ -770,7 +773,42 @@ class SyncStatusReply(_message.Message):
     repush: bool
     chain: int
     snapshot: int
-    def __init__(self, configured: _Optional[bool] = ..., remote: _Optional[str] = ..., state: _Optional[str] = ..., head: _Optional[int] = ..., pushed_seq: _Optional[int] = ..., pending: _Optional[int] = ..., last_push: _Optional[float] = ..., last_pull: _Optional[float] = ..., last_error: _Optional[str] = ..., bad_version: _Optional[int] = ..., withheld_head: _Optional[int] = ..., repush: _Optional[bool] = ..., chain: _Optional[int] = ..., snapshot: _Optional[int] = ...) -> None: ...
+    silent: _containers.RepeatedCompositeFieldContainer[SilentDevice]
+    freeze_bound_s: float
+    witness: str
+    def __init__(self, configured: _Optional[bool] = ..., remote: _Optional[str] = ..., state: _Optional[str] = ..., head: _Optional[int] = ..., pushed_seq: _Optional[int] = ..., pending: _Optional[int] = ..., last_push: _Optional[float] = ..., last_pull: _Optional[float] = ..., last_error: _Optional[str] = ..., bad_version: _Optional[int] = ..., withheld_head: _Optional[int] = ..., repush: _Optional[bool] = ..., chain: _Optional[int] = ..., snapshot: _Optional[int] = ..., silent: _Optional[_Iterable[_Union[SilentDevice, _Mapping]]] = ..., freeze_bound_s: _Optional[float] = ..., witness: _Optional[str] = ...) -> None: ...
+
+class SilentDevice(_message.Message):
+    __slots__ = ("device", "last_seen")
+    DEVICE_FIELD_NUMBER: _ClassVar[int]
+    LAST_SEEN_FIELD_NUMBER: _ClassVar[int]
+    device: str
+    last_seen: float
+    def __init__(self, device: _Optional[str] = ..., last_seen: _Optional[float] = ...) -> None: ...
+
+class VerifySyncRequest(_message.Message):
+    __slots__ = ("fingerprint",)
+    FINGERPRINT_FIELD_NUMBER: _ClassVar[int]
+    fingerprint: str
+    def __init__(self, fingerprint: _Optional[str] = ...) -> None: ...
+
+class VerifySyncReply(_message.Message):
+    __slots__ = ("fingerprint", "chain", "head", "agreed", "compared_at", "forked", "undecided")
+    FINGERPRINT_FIELD_NUMBER: _ClassVar[int]
+    CHAIN_FIELD_NUMBER: _ClassVar[int]
+    HEAD_FIELD_NUMBER: _ClassVar[int]
+    AGREED_FIELD_NUMBER: _ClassVar[int]
+    COMPARED_AT_FIELD_NUMBER: _ClassVar[int]
+    FORKED_FIELD_NUMBER: _ClassVar[int]
+    UNDECIDED_FIELD_NUMBER: _ClassVar[int]
+    fingerprint: str
+    chain: int
+    head: int
+    agreed: bool
+    compared_at: int
+    forked: str
+    undecided: str
+    def __init__(self, fingerprint: _Optional[str] = ..., chain: _Optional[int] = ..., head: _Optional[int] = ..., agreed: _Optional[bool] = ..., compared_at: _Optional[int] = ..., forked: _Optional[str] = ..., undecided: _Optional[str] = ...) -> None: ...
 
 class SyncRepairRequest(_message.Message):
     __slots__ = ("confirm",)

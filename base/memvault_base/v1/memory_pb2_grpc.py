@@ -149,6 +149,16 @@ class MemoryStub:
                 request_serializer=memvault__base_dot_v1_dot_memory__pb2.SyncRepairRequest.SerializeToString,
                 response_deserializer=memvault__base_dot_v1_dot_memory__pb2.SyncStatusReply.FromString,
                 _registered_method=True)
+        self.SyncVerify = channel.unary_unary(
+                '/memvault.v1.Memory/SyncVerify',
+                request_serializer=memvault__base_dot_v1_dot_memory__pb2.VerifySyncRequest.SerializeToString,
+                response_deserializer=memvault__base_dot_v1_dot_memory__pb2.VerifySyncReply.FromString,
+                _registered_method=True)
+        self.SyncWitness = channel.unary_unary(
+                '/memvault.v1.Memory/SyncWitness',
+                request_serializer=memvault__base_dot_v1_dot_memory__pb2.InitSyncRequest.SerializeToString,
+                response_deserializer=memvault__base_dot_v1_dot_memory__pb2.SyncStatusReply.FromString,
+                _registered_method=True)
         self.SyncLeave = channel.unary_unary(
                 '/memvault.v1.Memory/SyncLeave',
                 request_serializer=memvault__base_dot_v1_dot_memory__pb2.SyncLeaveRequest.SerializeToString,
@@ -333,6 +343,26 @@ class MemoryServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SyncVerify(self, request, context):
+        """This device's fingerprint of the chain, compared with another device's
+        when given: a mismatch stops sync (`forked`). INVALID_ARGUMENT when sync
+        is not set up or the fingerprint is malformed or mistyped.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SyncWitness(self, request, context):
+        """Record what this device has seen on a second remote (`remote`, with
+        `token`), a witness, and check the other devices' records there every
+        round: a fork or a withheld history then needs both remotes. Then one
+        round at once. INVALID_ARGUMENT when sync is not set up or the witness
+        is the sync remote itself.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def SyncLeave(self, request, context):
         """Stop syncing; the vault stays whole here and the remote keeps its data.
         INVALID_ARGUMENT when sync is not set up.
@@ -500,6 +530,16 @@ def add_MemoryServicer_to_server(servicer, server):
             'SyncRepair': grpc.unary_unary_rpc_method_handler(
                     servicer.SyncRepair,
                     request_deserializer=memvault__base_dot_v1_dot_memory__pb2.SyncRepairRequest.FromString,
+                    response_serializer=memvault__base_dot_v1_dot_memory__pb2.SyncStatusReply.SerializeToString,
+            ),
+            'SyncVerify': grpc.unary_unary_rpc_method_handler(
+                    servicer.SyncVerify,
+                    request_deserializer=memvault__base_dot_v1_dot_memory__pb2.VerifySyncRequest.FromString,
+                    response_serializer=memvault__base_dot_v1_dot_memory__pb2.VerifySyncReply.SerializeToString,
+            ),
+            'SyncWitness': grpc.unary_unary_rpc_method_handler(
+                    servicer.SyncWitness,
+                    request_deserializer=memvault__base_dot_v1_dot_memory__pb2.InitSyncRequest.FromString,
                     response_serializer=memvault__base_dot_v1_dot_memory__pb2.SyncStatusReply.SerializeToString,
             ),
             'SyncLeave': grpc.unary_unary_rpc_method_handler(
@@ -1158,6 +1198,60 @@ class Memory:
             target,
             '/memvault.v1.Memory/SyncRepair',
             memvault__base_dot_v1_dot_memory__pb2.SyncRepairRequest.SerializeToString,
+            memvault__base_dot_v1_dot_memory__pb2.SyncStatusReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SyncVerify(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.v1.Memory/SyncVerify',
+            memvault__base_dot_v1_dot_memory__pb2.VerifySyncRequest.SerializeToString,
+            memvault__base_dot_v1_dot_memory__pb2.VerifySyncReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SyncWitness(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.v1.Memory/SyncWitness',
+            memvault__base_dot_v1_dot_memory__pb2.InitSyncRequest.SerializeToString,
             memvault__base_dot_v1_dot_memory__pb2.SyncStatusReply.FromString,
             options,
             channel_credentials,

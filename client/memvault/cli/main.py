@@ -46,7 +46,13 @@ from memvault.cli.turns_commands import turns
 from memvault.cli.ui_commands import ui
 from memvault.cli.upkeep_commands import consolidate
 from memvault.cli.write_commands import forget, reinforce, remember, supersede, update
-from memvault_base.errors import InvalidArgument, MemvaultError, NotFound, Unavailable
+from memvault_base.errors import (
+    ForkDetected,
+    InvalidArgument,
+    MemvaultError,
+    NotFound,
+    Unavailable,
+)
 
 __all__ = ["EXIT_OK", "cli", "exit_code", "main"]
 
@@ -55,6 +61,7 @@ EXIT_ERROR = 1
 EXIT_USAGE = 2
 EXIT_UNAVAILABLE = 3
 EXIT_NOT_FOUND = 4
+EXIT_FORKED = 5
 
 # "\b" keeps click from re-flowing the table into one paragraph.
 EXIT_CODES_HELP = """An ID may be given by its first characters, as tables show them (at least 4),
@@ -69,6 +76,8 @@ Exit codes:
   3  the daemon is not running or not reachable, or the sync remote it
      was asked to reach is not (the message names which)
   4  no memory with that id (or whose id begins with that prefix)
+  5  `sync verify`: the other device's fingerprint differs from this one's
+     (the remote forked the history or withheld versions; sync stopped)
 """
 
 
@@ -80,6 +89,8 @@ def exit_code(err: MemvaultError) -> int:
         return EXIT_UNAVAILABLE
     if isinstance(err, NotFound):
         return EXIT_NOT_FOUND
+    if isinstance(err, ForkDetected):
+        return EXIT_FORKED
     return EXIT_ERROR
 
 

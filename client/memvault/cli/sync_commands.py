@@ -1,5 +1,6 @@
-"""`memvault init`, `memvault join`, `memvault sync now|status|repair|leave|move`:
-set up, watch, repair, leave and move end-to-end encrypted sync. The daemon
+"""`memvault init`, `memvault join`,
+`memvault sync now|status|verify|witness|repair|leave|move`: set up, watch,
+verify, witness, repair, leave and move end-to-end encrypted sync. The daemon
 does the work; these commands ask it to and print what it says."""
 
 from __future__ import annotations
@@ -122,6 +123,53 @@ def status(as_json: bool) -> None:
     if not as_json and info.state == "stopped":
         click.echo("Sync is stopped; `memvault sync repair` moves the vault to a fresh chain "
                    "(every memory kept).")
+
+
+@sync.command("verify")
+@click.argument("other", required=False, metavar="[FINGERPRINT]")
+@json_option
+def verify(other: str | None, as_json: bool) -> None:
+    """Print this device's fingerprint of the chain; compare another device's.
+
+    Run it on two devices of the vault and compare what they print (read it
+    aloud, or give one's to the other as FINGERPRINT): the same history
+    gives the same fingerprint, a remote that forked it cannot. With
+    FINGERPRINT a mismatch stops sync here and exits with 5."""
+    verdict = _client().verify_sync(other)
+    if as_json:
+        output.echo_json(verdict.to_dict())
+    elif other is None:
+        click.echo(f"This device's fingerprint (version {verdict.head} of chain "
+                   f"{verdict.chain}):")
+        click.echo(f"  {verdict.fingerprint}")
+        click.echo("Run `memvault sync verify` on another device and compare, or give its "
+                   "fingerprint here: `memvault sync verify FINGERPRINT`.")
+    elif verdict.agreed:
+        click.echo(f"The fingerprints agree at version {verdict.compared_at} of chain "
+                   f"{verdict.chain}: both devices saw the same history up to there.")
+        click.echo(f"This device's fingerprint: {verdict.fingerprint}")
+    if verdict.undecided:
+        if not as_json:
+            click.echo(f"memvault: not compared: {verdict.undecided}", err=True)
+        raise SystemExit(1)
+
+
+@sync.command("witness")
+@click.argument("url", metavar="URL")
+@token_option
+@cleartext_option
+@json_option
+def witness(url: str, token: str | None, token_file: str | None, allow_cleartext_token: bool,
+            as_json: bool) -> None:
+    """Record what this device has seen on a second remote, a witness.
+
+    Every device given the same witness URL records its view of the chain
+    there and checks the others' at every round: a remote that shows two
+    devices different histories, or hides one's versions from another, is
+    then caught without comparing fingerprints by hand, unless both remotes
+    collude. URL is any kind of remote, as for `init`."""
+    _show(_client().witness_sync(url, token=_token(token, token_file),
+                                 allow_cleartext_token=allow_cleartext_token), as_json)
 
 
 @sync.command("repair")

@@ -54,6 +54,13 @@ def sync_table(info: SyncInfo, *, now: float | None = None) -> Table:
         rows.append(("bad version", f"{info.bad_version} does not open"))
     if info.repush:
         rows.append(("repush", "the next push puts the whole vault again"))
+    if info.witness:
+        rows.append(("witness", info.witness))
+    for device, last_seen in info.silent:
+        rows.append(("silent", f"device {device}: nothing from it since "
+                               f"{_moment(last_seen, now)}, over the bound of "
+                               f"{_span(info.freeze_bound_s)}: idle, gone, or hidden by the "
+                               "remote (compare `memvault sync verify` there)"))
     if info.last_error:
         rows.append(("last error", info.last_error))
     for label, value in rows:
@@ -72,6 +79,14 @@ def ago(seconds: float) -> str:
             count = int(seconds // size)
             return f"{plural(count, unit, unit + 's')} ago"
     return "just now"
+
+
+def _span(seconds: float) -> str:
+    """A bound as people say it: "3 days", "2 hours", "4 seconds"."""
+    for size, unit in ((86_400, "day"), (3_600, "hour"), (60, "minute")):
+        if seconds >= size:
+            return plural(round(seconds / size), unit, unit + "s")
+    return plural(round(seconds), "second", "seconds")
 
 
 def _moment(epoch: float, now: float) -> str:

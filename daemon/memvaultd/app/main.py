@@ -119,7 +119,8 @@ def run(config: Config, data_dir: Path, socket: Path, *, config_file: Path | Non
         claim_socket(socket)
         vault = Vault.open(data_dir, config, embedder, events, prompt=sys.stdin.isatty())
         forget_passphrase()
-        syncing = Syncing(vault, marks_every_s=config.access_marks_every_hours * 3600)
+        syncing = Syncing(vault, marks_every_s=config.access_marks_every_hours * 3600,
+                          freeze_bound_s=config.freeze_bound_hours * 3600)
         server = Endpoint(vault, syncing, events, socket, on_failure=fail,
                           check=lambda remote: check_served(vault, remote=remote))
         server.start()

@@ -13,6 +13,8 @@ Every setting has a default that works with no file at all. The file is
                                   # stopped or offline (at least twice the vault)
     access_marks_every_hours = 6  # how often a push of recalls' access marks alone
                                   # may go out, at fixed times (docs/sync.md)
+    freeze_bound_hours = 72       # another device silent this long is named by
+                                  # `sync status` (a frozen view?)
     log_level = "info"
     key_storage = "auto"          # auto | keyring | keyfile
 
@@ -104,6 +106,11 @@ class Config:
     # of this many hours since the epoch: the remote learns at most that the
     # user read something in those hours, not when (docs/threat-model.md).
     access_marks_every_hours: float = 6.0
+    # Another device that wrote before and whose newest operation pulled is
+    # older than this is named by `sync status`: idle, gone, or hidden by the
+    # remote (a frozen view, docs/threat-model.md). 72 h: a laptop left shut
+    # over a weekend is not reported.
+    freeze_bound_hours: float = 72.0
     log_level: str = "info"
     key_storage: str = "auto"
     half_lives: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULT_HALF_LIVES_DAYS))
@@ -231,6 +238,8 @@ def _check(config: Config, path: Path) -> None:
     if not _positive(config.access_marks_every_hours):
         raise InvalidArgument(f"{path}: access_marks_every_hours must be a number of hours "
                               "above 0")
+    if not _positive(config.freeze_bound_hours):
+        raise InvalidArgument(f"{path}: freeze_bound_hours must be a number of hours above 0")
     if config.key_storage not in ("auto", "keyring", "keyfile"):
         raise InvalidArgument(f"{path}: key_storage must be auto, keyring or keyfile")
     if config.model_runtime not in RUNTIMES:

@@ -348,6 +348,20 @@ class MemoryServicer:
         self.syncing.repair(confirmed=request.confirm)
         return self._sync_status()
 
+    def SyncVerify(self, request: pb.VerifySyncRequest, access: Access) -> pb.VerifySyncReply:
+        access.check_full("sync")
+        verdict = self.syncing.verify(request.fingerprint or None)
+        return pb.VerifySyncReply(
+            fingerprint=verdict.mine.text(), chain=verdict.mine.chain, head=verdict.mine.head,
+            agreed=verdict.agreed, compared_at=verdict.compared_at, forked=verdict.forked,
+            undecided=verdict.undecided)
+
+    def SyncWitness(self, request: pb.InitSyncRequest, access: Access) -> pb.SyncStatusReply:
+        access.check_full("sync")
+        self.syncing.add_witness(request.remote, request.token or None,
+                                 request.allow_cleartext_token)
+        return self._sync_status()
+
     def SyncLeave(self, request: pb.SyncLeaveRequest, access: Access) -> pb.SyncLeaveReply:
         access.check_full("sync")
         remote, pending = self.syncing.leave()
@@ -368,7 +382,10 @@ class MemoryServicer:
             pushed_seq=status.pushed_seq, pending=status.pending, last_push=status.last_push,
             last_pull=status.last_pull, last_error=status.last_error,
             bad_version=status.bad_version, withheld_head=status.withheld_head,
-            repush=status.repush, chain=status.chain, snapshot=status.snapshot)
+            repush=status.repush, chain=status.chain, snapshot=status.snapshot,
+            silent=[pb.SilentDevice(device=device, last_seen=last_seen)
+                    for device, last_seen in status.silent],
+            freeze_bound_s=status.freeze_bound_s, witness=status.witness)
 
     def Status(self, request: pb.StatusRequest, access: Access) -> pb.StatusReply:
         vault, embedder = self.vault, self.vault.embedder

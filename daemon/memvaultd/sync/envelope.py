@@ -11,6 +11,7 @@
     kind 4, a snapshot's chunk:       context = number:u64 | version hash:32 | sid:16 |
                                                 index:u32 | count:u32
     kind 5, a move to another chain:  context = ""
+    kind 6, a device's view, on a witness: context = device id (`witness.py`)
 
 (`snapshots.py` has the snapshot kinds' bodies, `moves.py` the move's.)
 
@@ -32,9 +33,9 @@ from memvaultd.crypto.kdf import derive_key
 
 MAGIC = b"MVRO"
 FORMAT = 1
-VERSION, SNAPSHOT, DESCRIPTION, SNAPSHOT_CHUNK, MOVE = 1, 2, 3, 4, 5
+VERSION, SNAPSHOT, DESCRIPTION, SNAPSHOT_CHUNK, MOVE, WITNESS = 1, 2, 3, 4, 5, 6
 _KIND_NAMES = {VERSION: "version", SNAPSHOT: "snapshot", DESCRIPTION: "description",
-               SNAPSHOT_CHUNK: "snapshot-chunk", MOVE: "move"}
+               SNAPSHOT_CHUNK: "snapshot-chunk", MOVE: "move", WITNESS: "witness"}
 _HEADER = struct.Struct(">4sBB")
 _MIN_BUCKET = 4096
 _MIB = 1 << 20

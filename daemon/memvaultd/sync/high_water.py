@@ -6,7 +6,9 @@
     JSON  := {"remote": URL, "token": TOKEN | null,
               "head": N, "head_hash": HEX, "pushed_seq": S,
               "snapshot": M, "ops_since_snapshot": K,
-              "chain": C, "scope": SCOPE}
+              "chain": C, "scope": SCOPE,
+              "seen": {DEVICE_ID: WALL_S, ...},
+              "witness": URL | "", "witness_token": TOKEN | null}
 
 `head` and `head_hash` are the high-water mark (borg's replay defence): the
 newest version this device has applied, and the sha256 of its object. A
@@ -24,12 +26,18 @@ chain of the vault this device syncs on: chain 1 lives under the vault's id
 on the remote (`scope` ""), each repair moves the vault to a new one under
 a scope of its own (`moves.py`). A file without these keys (written before
 they existed) reads as chain 1, no snapshot known.
+
+`seen` holds, for every other device whose operations this device pulled,
+the newest of their stamps' wall times (seconds): a device silent for
+longer than `freeze_bound_hours` is named by `sync status` (a frozen view,
+docs/threat-model.md). `witness` is the second remote where this device
+records what it has seen (`witness.py`), with its token.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from memvault_base.durable import replace_file, sync_dir
@@ -53,15 +61,24 @@ class HighWater:
     ops_since_snapshot: int = 0
     chain: int = 1
     scope: str = ""
+    seen: dict[str, float] = field(default_factory=dict)
+    witness: str = ""
+    witness_token: str | None = None
 
     def advanced(self, head: int, head_hash: bytes, pushed_seq: int | None = None,
-                 ops: int = 0) -> HighWater:
+                 ops: int = 0, writers: dict[str, float] | None = None) -> HighWater:
         """At version `head` (hashing to `head_hash`), `ops` more operations
         since the snapshot, everything of this device up to `pushed_seq` on
-        the remote."""
+        the remote; `writers`: the devices whose operations it pulled, with
+        the newest of their stamps (wall seconds)."""
+        seen = self.seen
+        if writers:
+            seen = dict(seen)
+            for device, wall_s in writers.items():
+                seen[device] = max(wall_s, seen.get(device, 0.0))
         return replace(self, head=head, head_hash=head_hash.hex(),
                        pushed_seq=self.pushed_seq if pushed_seq is None else pushed_seq,
-                       ops_since_snapshot=self.ops_since_snapshot + ops)
+                       ops_since_snapshot=self.ops_since_snapshot + ops, seen=seen)
 
     def snapshot_at(self, number: int) -> HighWater:
         """A remote snapshot at version `number` is known: count from there."""

@@ -16,6 +16,13 @@ joins the newest chain.
 repair: once the user confirmed, moves a stopped vault to a fresh chain on
 the same remote (`SyncWorker.repair`); the other devices follow.
 
+witness: a second remote where this device records what it has seen and
+reads what the others have (`witness.py`), kept in `sync.state`.
+
+verify: this device's fingerprint of the chain, compared with another
+device's when given (`views.py`); `status` names the devices silent past
+`freeze_bound_hours`.
+
 leave: stops the worker and removes `sync.state` (the commit point); the
 vault stays whole and the remote keeps what it holds. move: `init` on
 another, empty remote, with `sync.state` replaced in one rename (the commit
@@ -29,13 +36,15 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from dataclasses import replace
 
 from memvault_base.errors import InvalidArgument
 from memvaultd.storage.crash_points import reached
 from memvaultd.storage.snapshot_body import decode_body
-from memvaultd.sync import moves, recovery
+from memvaultd.sync import moves, recovery, views
 from memvaultd.sync.envelope import DESCRIPTION, Envelope
+from memvaultd.sync.fingerprint import FingerprintKey
 from memvaultd.sync.high_water import HighWater, HighWaterFile
 from memvaultd.sync.pending_setup import PendingSetupFile
 from memvaultd.sync.remotes import open_remote, redact
@@ -43,6 +52,7 @@ from memvaultd.sync.remotes.base import Remote
 from memvaultd.sync.snapshots import latest_snapshot
 from memvaultd.sync.vault_keys import DESCRIPTION_OBJECT, place, reaching
 from memvaultd.sync.vault_side import SyncedVault
+from memvaultd.sync.witness import Witness
 from memvaultd.sync.worker import SyncStatus, SyncWorker
 
 __all__ = ["DESCRIPTION_OBJECT", "AlreadyConfigured", "Syncing"]
@@ -59,9 +69,11 @@ class Syncing:
     stopped at stop. Holds the worker once there is one; the vault hears of
     it only through `on_local_commit` and `keep_log_from`."""
 
-    def __init__(self, vault: SyncedVault, *, marks_every_s: float = 6 * 3600) -> None:
+    def __init__(self, vault: SyncedVault, *, marks_every_s: float = 6 * 3600,
+                 freeze_bound_s: float = 72 * 3600) -> None:
         self.vault = vault
         self.marks_every_s = marks_every_s  # `access_marks_every_hours`
+        self.freeze_bound_s = freeze_bound_s  # `freeze_bound_hours`
         self.worker: SyncWorker | None = None
         self._resumable: HighWater | None = None
         # init, join, move, leave and repair one at a time: each replaces
@@ -77,7 +89,42 @@ class Syncing:
         # Asked of the log now: a snapshot may have dropped the records the
         # remote lacks while the worker is stopped or waiting.
         worker.status.repush = not self.vault.holds_log_after(worker.high_water.pushed_seq)
+        info = self.vault.info
+        earlier = {device for device, _ in info.earlier_devices}
+        worker.status.silent = views.silent_devices(
+            worker.high_water.seen, lambda device: device == info.device_id or device in earlier,
+            time.time(), self.freeze_bound_s)
+        worker.status.freeze_bound_s = self.freeze_bound_s
         return worker.status
+
+    def add_witness(self, url: str, token: str | None, allow_cleartext_token: bool = False
+                    ) -> None:
+        """Record this device's views on the remote at `url` too, and check
+        the other devices' there at every round; then one round at once."""
+        with self._setting_up:
+            worker = self._synced("witness")
+            if redact(url) == worker.status.remote:
+                raise InvalidArgument("sync witness: the witness must be another remote than "
+                                      f"the one this vault syncs to ({redact(url)})")
+            with reaching(url):
+                remote = self._open(url, token, self.vault.info.vault_id,
+                                    allow_cleartext_token=allow_cleartext_token)
+                witness = Witness(remote, worker.envelope, self.vault.info.device_id)
+                try:
+                    witness.others()  # reachable, and ours to write: before it is kept
+                except BaseException:
+                    remote.close()
+                    raise
+            worker.attach_witness(witness, url, token)
+        self.sync_now()
+
+    def verify(self, other: str | None) -> views.Verdict:
+        """This device's fingerprint of the chain; compared with `other`
+        (another device's, as printed there) when given."""
+        worker = self._synced("verify")
+        key = FingerprintKey(self.vault.vault_key, self.vault.info.vault_id_bytes)
+        with reaching(worker.status.remote):
+            return views.verify(worker, key, other, self.sync_now)
 
     def sync_now(self) -> None:
         """One round now, if sync is set up; its failure is raised."""
@@ -292,6 +339,11 @@ class Syncing:
 
         worker = SyncWorker(self.vault, remote, water_file, high_water, envelope, base=base,
                             open_scope=open_scope, marks_every_s=self.marks_every_s)
+        if high_water.witness:
+            worker.witness = Witness(
+                self._open(high_water.witness, high_water.witness_token,
+                           self.vault.info.vault_id), envelope, self.vault.info.device_id)
+            worker.status.witness = redact(high_water.witness)
         self.vault.keep_log_from(high_water.pushed_seq)
         self.vault.on_local_commit(worker.poke)
         self.worker = worker

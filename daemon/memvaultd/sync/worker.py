@@ -50,7 +50,7 @@ import threading
 import time
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from memvault_base.errors import IntegrityError, InvalidArgument, RollbackDetected, Unavailable
 from memvault_base.objects.names import MAX_OBJECT
@@ -61,6 +61,7 @@ from memvaultd.sync.high_water import HighWater, HighWaterFile
 from memvaultd.sync.remotes import redact
 from memvaultd.sync.remotes.base import Remote
 from memvaultd.sync.vault_side import PushedVault
+from memvaultd.sync.witness import View, Witness, check
 
 log = logging.getLogger("memvaultd.sync")
 
@@ -93,6 +94,15 @@ _MAX_BACKOFF_S = 64.0
 # on top of it cannot hide anyway, since the next pulled version carries its
 # parent's hash in its associated data.
 _RECHECK_S = 3600.0
+# Hashes of the versions this device pulled or appended, kept in memory so
+# that checking another device's view at a recent version downloads
+# nothing (`_hash_at`): 4,096 x 32 bytes, about an hour of a busy vault.
+_KEPT_HASHES = 4096
+# A device records its view on the witness at most this often, besides at
+# every `sync now`: on memvault-server, where a device token cannot delete,
+# each record stays (4 KiB), so a device writing all day leaves at most
+# 288 a day (1.2 MiB); the others see a view at most 5 minutes old.
+_WITNESS_EVERY_S = 300.0
 
 
 def pack_ops(ops: list[Operation]) -> bytes:
@@ -124,6 +134,14 @@ def next_version(pending: list[tuple[int, Operation]], start: int) -> tuple[int,
         records.append(record)
         end += 1
     return end, _pack(records)
+
+
+def _writers(ops: list[Operation]) -> dict[str, float]:
+    """The devices that stamped `ops`, with the newest stamp of each (wall seconds)."""
+    writers: dict[str, float] = {}
+    for op in ops:
+        writers[op.stamp.device] = max(op.stamp.wall_ms / 1000, writers.get(op.stamp.device, 0.0))
+    return writers
 
 
 def unpack_ops(body: bytes, name: str) -> list[Operation]:
@@ -192,6 +210,12 @@ class SyncStatus:
     repush: bool = False  # the log lost records the remote lacks: re-put the vault
     chain: int = 1  # which chain of the vault: one more per repair
     snapshot: int = 0  # the version of the newest remote snapshot known (0: none)
+    # Other devices whose newest pulled operation is older than
+    # `freeze_bound_s`: (device id, that operation's wall time), set by
+    # `Syncing.status` (a frozen view, docs/threat-model.md).
+    silent: list[tuple[str, float]] = field(default_factory=list)
+    freeze_bound_s: float = 0.0
+    witness: str = ""  # the witness remote's URL without secrets ("": none)
 
 
 def marks_wait(pending: Sequence[tuple[int, Operation]], now_s: float, every_s: float) -> bool:
@@ -247,6 +271,13 @@ class SyncWorker:
         self.status.snapshot = high_water.snapshot
         # When (monotonic) `moves/` was last looked at; None: not yet.
         self._moves_seen_at: float | None = None
+        # The witness (`witness.py`), if one is set; the versions' hashes
+        # this device knows (number -> sha256, see `_KEPT_HASHES`); the
+        # other devices' views already found consistent with this one's.
+        self.witness: Witness | None = None
+        self._hashes: dict[int, bytes] = {}
+        self._witnessed: set[tuple[str, int, bytes]] = set()
+        self._witness_recorded_at: float | None = None
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -267,6 +298,8 @@ class SyncWorker:
         self._wake.set()
         self._threads[0].join(timeout=10)
         self.remote.close()
+        if self.witness is not None:
+            self.witness.close()
         if self.base is not self.remote:
             self.base.close()
         if wait_round:
@@ -356,11 +389,16 @@ class SyncWorker:
             try:
                 if (full_check or self._moves_due()) and self._follow_a_move(quiet=False):
                     unpushed = self.vault.local_ops_after(self.high_water.pushed_seq)
+                # Read before the pull: a device records only versions the
+                # remote already holds, so the pull then reaches them.
+                witnessed = self._read_witness()
                 self.pull(full_check)
                 if unpushed is None:  # only once the remote answered
                     unpushed = self._repush()
                 if not marks_wait(unpushed[0], time.time(), self.marks_every_s):
                     self.push(*unpushed)
+                self._check_witnessed(witnessed)
+                self._record_witness(force=full_check)
                 if publish:
                     self._maybe_snapshot()
             except (RollbackDetected, IntegrityError) as exc:
@@ -408,7 +446,7 @@ class SyncWorker:
                 self.vault.apply_remote(ops)
                 digest = hashlib.sha256(blob).digest()
                 self._advance(number, digest, pushed_seq=self._own_version(number, digest),
-                              ops=len(ops))
+                              ops=len(ops), writers=_writers(ops))
                 pulled += 1
             if len(batch) < 50:
                 break
@@ -510,13 +548,16 @@ class SyncWorker:
         return head
 
     def _advance(self, number: int, digest: bytes, pushed_seq: int | None = None,
-                 ops: int = 0) -> None:
+                 ops: int = 0, writers: dict[str, float] | None = None) -> None:
         """Move the mark to version `number`, which this device has just
-        pulled or had acknowledged (holding `ops` operations), so it is known
-        to be on the remote."""
+        pulled or had acknowledged (holding `ops` operations, of `writers`),
+        so it is known to be on the remote."""
         if number != self.high_water.head:
             self._known_at = time.monotonic()
-        self._save(self.high_water.advanced(number, digest, pushed_seq, ops))
+        self._hashes[number] = digest
+        if len(self._hashes) > _KEPT_HASHES:
+            del self._hashes[next(iter(self._hashes))]
+        self._save(self.high_water.advanced(number, digest, pushed_seq, ops, writers))
 
     def _save(self, mark: HighWater) -> None:
         self.high_water = mark
@@ -526,6 +567,121 @@ class SyncWorker:
 
     def _head_hash(self) -> bytes:
         return bytes.fromhex(self.high_water.head_hash) if self.high_water.head_hash else b""
+
+    # -- fingerprints: comparing views with another device (fingerprint.py) ---
+
+    def view(self) -> tuple[int, str, int, bytes]:
+        """What this device has seen: (chain, scope, head, sha256 of version head)."""
+        with self._lock:
+            mark = self.high_water
+            return mark.chain, mark.scope, mark.head, self._head_hash()
+
+    def hash_at(self, number: int) -> bytes:
+        """The sha256 of version `number` (at most the head) of the chain
+        this device has seen.
+
+        Only the head's hash is kept, so an earlier one is read back from
+        the remote: versions `number` to the head, each opened with its
+        predecessor's hash as parent (as a pull opens them) and the last
+        hashing to the mark. A remote that hands over anything else cannot
+        make it link up without the vault key: RollbackDetected. Costs a
+        download of the versions between (~4 KiB each for a few writes).
+        """
+        with self._lock:
+            return self._hash_at(number)
+
+    def _hash_at(self, number: int) -> bytes:
+        mark = self.high_water
+        if number > mark.head:
+            raise InvalidArgument(f"version {number} is past this device's head {mark.head}")
+        if number == mark.head:
+            return self._head_hash()
+        if number == 0:
+            return b""
+        if number in self._hashes:
+            return self._hashes[number]
+        first, previous, after = b"", b"", number - 1
+        while after < mark.head:
+            batch = self.remote.versions_after(after, limit=min(50, mark.head - after))
+            if not batch:
+                raise RollbackDetected(f"version {after + 1} is no longer on the remote, "
+                                       f"yet this device has seen version {mark.head}")
+            for found, blob in batch[: mark.head - after]:
+                if found != after + 1:
+                    raise RollbackDetected(f"version {after + 1} is missing from the remote "
+                                           f"(it offered {found})")
+                if found > number:
+                    self._link(found, blob, previous)
+                previous, after = hashlib.sha256(blob).digest(), found
+                first = first or previous
+        if previous != self._head_hash():
+            raise RollbackDetected(f"version {mark.head} on the remote is not the one this "
+                                   "device saw: the history was forked or replaced")
+        return first
+
+    # -- the witness (witness.py) ---------------------------------------------
+
+    def attach_witness(self, witness: Witness, url: str, token: str | None) -> None:
+        """Record this device's views on `witness` from now on, and check
+        the other devices' there; kept in `sync.state` for the next start."""
+        with self._lock:
+            if self.witness is not None:
+                self.witness.close()
+            self.witness, self._witnessed = witness, set()
+            self.status.witness = witness.url
+            self._save(replace(self.high_water, witness=url, witness_token=token))
+
+    def _read_witness(self) -> list[View]:
+        if self.witness is None:
+            return []
+        try:
+            return self.witness.others()
+        except Exception as exc:  # a witness that is down never stops sync
+            self._witness_failed(exc)
+            return []
+
+    def _record_witness(self, force: bool) -> None:
+        if self.witness is None or (
+                not force and self._witness_recorded_at is not None
+                and time.monotonic() - self._witness_recorded_at < _WITNESS_EVERY_S):
+            return
+        mark = self.high_water
+        try:
+            self.witness.record(mark.chain, mark.scope, mark.head, self._head_hash())
+            self._witness_recorded_at = time.monotonic()
+        except Exception as exc:
+            self._witness_failed(exc)
+
+    def _witness_failed(self, exc: Exception) -> None:
+        url = self.witness.url if self.witness else ""
+        self.status.errors = [*self.status.errors[-9:], f"witness {url}: {exc}"]
+        log.warning("the witness %s failed (%s); sync goes on without it this round", url, exc)
+
+    def _check_witnessed(self, views: list[View]) -> None:
+        """The other devices' views, read before this round's pull, agree
+        with this device's (`witness.check`): ForkDetected if not."""
+        if self.witness is not None:
+            mark = self.high_water
+            check(views, mark.chain, mark.scope, mark.head, self._hash_at, self._witnessed,
+                  self.witness.url)
+
+    def _link(self, number: int, blob: bytes, parent: bytes) -> None:
+        """Version `number` opens on `parent`, else RollbackDetected: it
+        opened on this device's chain when pulled, so now it is replaced."""
+        try:
+            self.envelope.open(VERSION, blob, chain_context(number, parent),
+                               name=f"version {number}")
+        except IntegrityError as exc:
+            raise RollbackDetected(f"version {number} or {number - 1} on the remote is not the "
+                                   "one this device saw: the history was forked or replaced"
+                                   ) from exc
+
+    def stop_on(self, error: str) -> None:
+        """Stop sync on `error`, found outside a round (a fingerprint that
+        does not match): as a round stops on RollbackDetected."""
+        with self._lock:
+            self._record(f"stopped: {error}", "stopped")
+        log.error("sync stopped: %s (`memvault sync repair` moves the vault past it)", error)
 
     # -- repair: moving to a fresh chain (moves.py) ---------------------------
 
@@ -571,10 +727,14 @@ class SyncWorker:
             self.remote.close()
         self.remote = remote
         self._save(HighWater(self.high_water.remote, self.high_water.token, pushed_seq=before,
-                             chain=move.chain, scope=move.scope))
+                             chain=move.chain, scope=move.scope, seen=self.high_water.seen,
+                             witness=self.high_water.witness,
+                             witness_token=self.high_water.witness_token))
         self._unanswered, self._known_at = None, None
+        self._hashes, self._witnessed = {}, set()
         self.status = SyncStatus(self.status.remote, state="syncing", pushed_seq=before,
-                                 chain=move.chain, errors=self.status.errors)
+                                 chain=move.chain, errors=self.status.errors,
+                                 witness=self.status.witness)
         return True
 
     def _repush(self) -> tuple[list[tuple[int, Operation]], int]:

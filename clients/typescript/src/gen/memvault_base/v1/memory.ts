@@ -735,6 +735,47 @@ export interface SyncStatusReply {
   chain: number;
   /** The version of the newest remote snapshot this device knows of; 0 if none. */
   snapshot: number;
+  /**
+   * Other devices that wrote before and whose newest operation pulled is
+   * older than `freeze_bound_s`: idle, gone, or hidden by the remote (a
+   * frozen view). The longest silent first.
+   */
+  silent: SilentDevice[];
+  /** `freeze_bound_hours` in seconds. */
+  freezeBoundS: number;
+  /** The witness remote's URL without secrets; empty: none (`SyncWitness`). */
+  witness: string;
+}
+
+export interface SilentDevice {
+  device: string;
+  /** The wall time (epoch seconds) of its newest operation this device pulled. */
+  lastSeen: number;
+}
+
+export interface VerifySyncRequest {
+  /**
+   * Another device's fingerprint, as `SyncVerify` printed it there; empty:
+   * only this device's fingerprint is asked for.
+   */
+  fingerprint: string;
+}
+
+export interface VerifySyncReply {
+  /** This device's fingerprint: chain-head-six groups of five digits. */
+  fingerprint: string;
+  chain: number;
+  head: number;
+  /** Whether a fingerprint was given and the two views agree at `compared_at`. */
+  agreed: boolean;
+  comparedAt: number;
+  /**
+   * Non-empty: the views differ (a fork, or versions withheld from this
+   * device); sync stopped, as on a rollback.
+   */
+  forked: string;
+  /** Non-empty: they could not be compared yet, and why. */
+  undecided: string;
 }
 
 export interface SyncRepairRequest {
@@ -8532,6 +8573,9 @@ function createBaseSyncStatusReply(): SyncStatusReply {
     repush: false,
     chain: 0,
     snapshot: 0,
+    silent: [],
+    freezeBoundS: 0,
+    witness: "",
   };
 }
 
@@ -8578,6 +8622,15 @@ export const SyncStatusReply: MessageFns<SyncStatusReply> = {
     }
     if (message.snapshot !== 0) {
       writer.uint32(112).uint64(message.snapshot);
+    }
+    for (const v of message.silent) {
+      SilentDevice.encode(v!, writer.uint32(122).fork()).join();
+    }
+    if (message.freezeBoundS !== 0) {
+      writer.uint32(129).double(message.freezeBoundS);
+    }
+    if (message.witness !== "") {
+      writer.uint32(138).string(message.witness);
     }
     return writer;
   },
@@ -8707,6 +8760,30 @@ export const SyncStatusReply: MessageFns<SyncStatusReply> = {
             message.snapshot = longToNumber(reader.uint64());
             continue;
           }
+          case 15: {
+            if (tag !== 122) {
+              break;
+            }
+
+            message.silent.push(SilentDevice.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 16: {
+            if (tag !== 129) {
+              break;
+            }
+
+            message.freezeBoundS = reader.double();
+            continue;
+          }
+          case 17: {
+            if (tag !== 138) {
+              break;
+            }
+
+            message.witness = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -8759,6 +8836,15 @@ export const SyncStatusReply: MessageFns<SyncStatusReply> = {
       repush: isSet(object.repush) ? globalThis.Boolean(object.repush) : false,
       chain: isSet(object.chain) ? globalThis.Number(object.chain) : 0,
       snapshot: isSet(object.snapshot) ? globalThis.Number(object.snapshot) : 0,
+      silent: globalThis.Array.isArray(object?.silent)
+        ? object.silent.map((e: any) => SilentDevice.fromJSON(e))
+        : [],
+      freezeBoundS: isSet(object.freezeBoundS)
+        ? globalThis.Number(object.freezeBoundS)
+        : isSet(object.freeze_bound_s)
+        ? globalThis.Number(object.freeze_bound_s)
+        : 0,
+      witness: isSet(object.witness) ? globalThis.String(object.witness) : "",
     };
   },
 
@@ -8806,6 +8892,15 @@ export const SyncStatusReply: MessageFns<SyncStatusReply> = {
     if (message.snapshot !== 0) {
       obj.snapshot = Math.round(message.snapshot);
     }
+    if (message.silent?.length) {
+      obj.silent = message.silent.map((e) => SilentDevice.toJSON(e));
+    }
+    if (message.freezeBoundS !== 0) {
+      obj.freezeBoundS = floatToJson(message.freezeBoundS);
+    }
+    if (message.witness !== "") {
+      obj.witness = message.witness;
+    }
     return obj;
   },
 
@@ -8828,6 +8923,334 @@ export const SyncStatusReply: MessageFns<SyncStatusReply> = {
     message.repush = object.repush ?? false;
     message.chain = object.chain ?? 0;
     message.snapshot = object.snapshot ?? 0;
+    message.silent = object.silent?.map((e) => SilentDevice.fromPartial(e)) || [];
+    message.freezeBoundS = object.freezeBoundS ?? 0;
+    message.witness = object.witness ?? "";
+    return message;
+  },
+};
+
+function createBaseSilentDevice(): SilentDevice {
+  return { device: "", lastSeen: 0 };
+}
+
+export const SilentDevice: MessageFns<SilentDevice> = {
+  encode(message: SilentDevice, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.device !== "") {
+      writer.uint32(10).string(message.device);
+    }
+    if (message.lastSeen !== 0) {
+      writer.uint32(17).double(message.lastSeen);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SilentDevice {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSilentDevice();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.device = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 17) {
+              break;
+            }
+
+            message.lastSeen = reader.double();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): SilentDevice {
+    return {
+      device: isSet(object.device) ? globalThis.String(object.device) : "",
+      lastSeen: isSet(object.lastSeen)
+        ? globalThis.Number(object.lastSeen)
+        : isSet(object.last_seen)
+        ? globalThis.Number(object.last_seen)
+        : 0,
+    };
+  },
+
+  toJSON(message: SilentDevice): unknown {
+    const obj: any = {};
+    if (message.device !== "") {
+      obj.device = message.device;
+    }
+    if (message.lastSeen !== 0) {
+      obj.lastSeen = floatToJson(message.lastSeen);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<SilentDevice>, I>>(base?: I): SilentDevice {
+    return SilentDevice.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SilentDevice>, I>>(object: I): SilentDevice {
+    const message = createBaseSilentDevice();
+    message.device = object.device ?? "";
+    message.lastSeen = object.lastSeen ?? 0;
+    return message;
+  },
+};
+
+function createBaseVerifySyncRequest(): VerifySyncRequest {
+  return { fingerprint: "" };
+}
+
+export const VerifySyncRequest: MessageFns<VerifySyncRequest> = {
+  encode(message: VerifySyncRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.fingerprint !== "") {
+      writer.uint32(10).string(message.fingerprint);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): VerifySyncRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseVerifySyncRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.fingerprint = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): VerifySyncRequest {
+    return { fingerprint: isSet(object.fingerprint) ? globalThis.String(object.fingerprint) : "" };
+  },
+
+  toJSON(message: VerifySyncRequest): unknown {
+    const obj: any = {};
+    if (message.fingerprint !== "") {
+      obj.fingerprint = message.fingerprint;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<VerifySyncRequest>, I>>(base?: I): VerifySyncRequest {
+    return VerifySyncRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<VerifySyncRequest>, I>>(object: I): VerifySyncRequest {
+    const message = createBaseVerifySyncRequest();
+    message.fingerprint = object.fingerprint ?? "";
+    return message;
+  },
+};
+
+function createBaseVerifySyncReply(): VerifySyncReply {
+  return { fingerprint: "", chain: 0, head: 0, agreed: false, comparedAt: 0, forked: "", undecided: "" };
+}
+
+export const VerifySyncReply: MessageFns<VerifySyncReply> = {
+  encode(message: VerifySyncReply, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.fingerprint !== "") {
+      writer.uint32(10).string(message.fingerprint);
+    }
+    if (message.chain !== 0) {
+      writer.uint32(16).uint32(message.chain);
+    }
+    if (message.head !== 0) {
+      writer.uint32(24).uint64(message.head);
+    }
+    if (message.agreed !== false) {
+      writer.uint32(32).bool(message.agreed);
+    }
+    if (message.comparedAt !== 0) {
+      writer.uint32(40).uint64(message.comparedAt);
+    }
+    if (message.forked !== "") {
+      writer.uint32(50).string(message.forked);
+    }
+    if (message.undecided !== "") {
+      writer.uint32(58).string(message.undecided);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): VerifySyncReply {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseVerifySyncReply();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.fingerprint = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.chain = reader.uint32();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.head = longToNumber(reader.uint64());
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.agreed = reader.bool();
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.comparedAt = longToNumber(reader.uint64());
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.forked = reader.string();
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.undecided = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): VerifySyncReply {
+    return {
+      fingerprint: isSet(object.fingerprint) ? globalThis.String(object.fingerprint) : "",
+      chain: isSet(object.chain) ? globalThis.Number(object.chain) : 0,
+      head: isSet(object.head) ? globalThis.Number(object.head) : 0,
+      agreed: isSet(object.agreed) ? globalThis.Boolean(object.agreed) : false,
+      comparedAt: isSet(object.comparedAt)
+        ? globalThis.Number(object.comparedAt)
+        : isSet(object.compared_at)
+        ? globalThis.Number(object.compared_at)
+        : 0,
+      forked: isSet(object.forked) ? globalThis.String(object.forked) : "",
+      undecided: isSet(object.undecided) ? globalThis.String(object.undecided) : "",
+    };
+  },
+
+  toJSON(message: VerifySyncReply): unknown {
+    const obj: any = {};
+    if (message.fingerprint !== "") {
+      obj.fingerprint = message.fingerprint;
+    }
+    if (message.chain !== 0) {
+      obj.chain = Math.round(message.chain);
+    }
+    if (message.head !== 0) {
+      obj.head = Math.round(message.head);
+    }
+    if (message.agreed !== false) {
+      obj.agreed = message.agreed;
+    }
+    if (message.comparedAt !== 0) {
+      obj.comparedAt = Math.round(message.comparedAt);
+    }
+    if (message.forked !== "") {
+      obj.forked = message.forked;
+    }
+    if (message.undecided !== "") {
+      obj.undecided = message.undecided;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<VerifySyncReply>, I>>(base?: I): VerifySyncReply {
+    return VerifySyncReply.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<VerifySyncReply>, I>>(object: I): VerifySyncReply {
+    const message = createBaseVerifySyncReply();
+    message.fingerprint = object.fingerprint ?? "";
+    message.chain = object.chain ?? 0;
+    message.head = object.head ?? 0;
+    message.agreed = object.agreed ?? false;
+    message.comparedAt = object.comparedAt ?? 0;
+    message.forked = object.forked ?? "";
+    message.undecided = object.undecided ?? "";
     return message;
   },
 };
@@ -9710,6 +10133,36 @@ export const MemoryService = {
     responseDeserialize: (value: Buffer): SyncStatusReply => SyncStatusReply.decode(value),
   },
   /**
+   * This device's fingerprint of the chain, compared with another device's
+   * when given: a mismatch stops sync (`forked`). INVALID_ARGUMENT when sync
+   * is not set up or the fingerprint is malformed or mistyped.
+   */
+  syncVerify: {
+    path: "/memvault.v1.Memory/SyncVerify" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: VerifySyncRequest): Buffer => Buffer.from(VerifySyncRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): VerifySyncRequest => VerifySyncRequest.decode(value),
+    responseSerialize: (value: VerifySyncReply): Buffer => Buffer.from(VerifySyncReply.encode(value).finish()),
+    responseDeserialize: (value: Buffer): VerifySyncReply => VerifySyncReply.decode(value),
+  },
+  /**
+   * Record what this device has seen on a second remote (`remote`, with
+   * `token`), a witness, and check the other devices' records there every
+   * round: a fork or a withheld history then needs both remotes. Then one
+   * round at once. INVALID_ARGUMENT when sync is not set up or the witness
+   * is the sync remote itself.
+   */
+  syncWitness: {
+    path: "/memvault.v1.Memory/SyncWitness" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: InitSyncRequest): Buffer => Buffer.from(InitSyncRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): InitSyncRequest => InitSyncRequest.decode(value),
+    responseSerialize: (value: SyncStatusReply): Buffer => Buffer.from(SyncStatusReply.encode(value).finish()),
+    responseDeserialize: (value: Buffer): SyncStatusReply => SyncStatusReply.decode(value),
+  },
+  /**
    * Stop syncing; the vault stays whole here and the remote keeps its data.
    * INVALID_ARGUMENT when sync is not set up.
    */
@@ -9819,6 +10272,20 @@ export interface MemoryServer extends UntypedServiceImplementation {
    * the other devices follow. Refused unless sync is stopped and `confirm` is set.
    */
   syncRepair: handleUnaryCall<SyncRepairRequest, SyncStatusReply>;
+  /**
+   * This device's fingerprint of the chain, compared with another device's
+   * when given: a mismatch stops sync (`forked`). INVALID_ARGUMENT when sync
+   * is not set up or the fingerprint is malformed or mistyped.
+   */
+  syncVerify: handleUnaryCall<VerifySyncRequest, VerifySyncReply>;
+  /**
+   * Record what this device has seen on a second remote (`remote`, with
+   * `token`), a witness, and check the other devices' records there every
+   * round: a fork or a withheld history then needs both remotes. Then one
+   * round at once. INVALID_ARGUMENT when sync is not set up or the witness
+   * is the sync remote itself.
+   */
+  syncWitness: handleUnaryCall<InitSyncRequest, SyncStatusReply>;
   /**
    * Stop syncing; the vault stays whole here and the remote keeps its data.
    * INVALID_ARGUMENT when sync is not set up.
@@ -10179,6 +10646,48 @@ export interface MemoryClient extends Client {
   ): ClientUnaryCall;
   syncRepair(
     request: SyncRepairRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: SyncStatusReply) => void,
+  ): ClientUnaryCall;
+  /**
+   * This device's fingerprint of the chain, compared with another device's
+   * when given: a mismatch stops sync (`forked`). INVALID_ARGUMENT when sync
+   * is not set up or the fingerprint is malformed or mistyped.
+   */
+  syncVerify(
+    request: VerifySyncRequest,
+    callback: (error: ServiceError | null, response: VerifySyncReply) => void,
+  ): ClientUnaryCall;
+  syncVerify(
+    request: VerifySyncRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: VerifySyncReply) => void,
+  ): ClientUnaryCall;
+  syncVerify(
+    request: VerifySyncRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: VerifySyncReply) => void,
+  ): ClientUnaryCall;
+  /**
+   * Record what this device has seen on a second remote (`remote`, with
+   * `token`), a witness, and check the other devices' records there every
+   * round: a fork or a withheld history then needs both remotes. Then one
+   * round at once. INVALID_ARGUMENT when sync is not set up or the witness
+   * is the sync remote itself.
+   */
+  syncWitness(
+    request: InitSyncRequest,
+    callback: (error: ServiceError | null, response: SyncStatusReply) => void,
+  ): ClientUnaryCall;
+  syncWitness(
+    request: InitSyncRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: SyncStatusReply) => void,
+  ): ClientUnaryCall;
+  syncWitness(
+    request: InitSyncRequest,
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: SyncStatusReply) => void,
