@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from memvault_base.errors import IntegrityError
+from memvaultd.index.heap import trim_heap
 from memvaultd.index.layer import Layer
 from memvaultd.model.hlc import Stamp
 from memvaultd.model.memory import Memory
@@ -96,6 +97,8 @@ class Snapshots:
             oplog.prune(min(older, self._prune_to(body.seq, floor, held)))
             self.txid = body.seq
             log.info("snapshot at txid %d (%d memories)", body.seq, len(body.memories))
+            del body, parts
+            trim_heap()  # the encoding's pieces: the size of the body again
             return True
         finally:
             self._lock.release()

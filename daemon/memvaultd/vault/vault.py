@@ -30,6 +30,7 @@ from pathlib import Path
 from memvault_base.errors import IntegrityError, MemvaultError
 from memvaultd.config.settings import Config
 from memvaultd.embedding.embedder import Embedder
+from memvaultd.index.heap import trim_heap
 from memvaultd.index.layer import Layer
 from memvaultd.model.commands import (
     ImportedRecord,
@@ -156,6 +157,7 @@ class Vault:
         # thread for ~0.4 s at 200k memories (6 µs once frozen).
         gc.collect()
         gc.freeze()
+        trim_heap()  # the body and the parse's temporaries (`index/heap.py`)
         core.finish_loading()
         self.marks.start()
         log.info("loaded %d memories, %d turns (snapshot at %d, %d log records) in %.2f s",
