@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import struct
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import fields
 
 import numpy as np
@@ -58,10 +59,16 @@ def _put_one_by_one(memories: list[Memory], vectors: np.ndarray, threshold: int)
     return layer
 
 
-def _restored(memories: list[Memory], vectors: np.ndarray, threshold: int) -> Layer:
+def _restored(memories: list[Memory], vectors: np.ndarray, threshold: int,
+              finished: bool = True) -> Layer:
+    """A layer restored from `memories`; `finished`: its keyword index built
+    as the vault's thread builds it once serving, else left to the first
+    keyword search or write."""
     layer = Layer(DIM)
     layer.index.ivf_threshold = threshold
     layer.restore(list(memories), list(vectors))  # rows, as the vault passes them
+    if finished:
+        layer.finish_restore()
     return layer
 
 
@@ -109,8 +116,9 @@ def test_restore_equals_one_put_per_memory(n: int) -> None:
 
 def test_restored_layer_follows_later_writes_like_the_reference() -> None:
     memories, vectors = _memories(1500, seed=3)
+    # Its keyword index left unbuilt: the first write builds it, then applies.
     reference, restored = (_put_one_by_one(memories, vectors, 10**9),
-                           _restored(memories, vectors, 10**9))
+                           _restored(memories, vectors, 10**9, finished=False))
     extra, extra_vectors = _memories(40, seed=4)
     for layer in (reference, restored):
         for i in range(0, 1500, 3):  # a third re-indexed (new text), a tenth removed
@@ -121,6 +129,21 @@ def test_restored_layer_follows_later_writes_like_the_reference() -> None:
             layer.put(memory.copy(id=f"new-{memory.id}"), vector)
     _assert_same(reference, restored)
     _assert_same_answers(reference, restored, _memories(5, seed=98)[1])
+
+
+def test_a_search_before_the_keyword_index_is_built_builds_it_once() -> None:
+    """Searches on many threads, before the vault's thread has built the
+    restored keyword index: each gets the answers of a finished restore."""
+    memories, vectors = _memories(2500, seed=6)
+    reference = _restored(memories, vectors, 10**9)
+    pending = _restored(memories, vectors, 10**9, finished=False)
+    assert len(pending.keywords) == len(reference.keywords) == 2500
+    texts = ["deploy tests", "naive café", "tag1 ana", "topic 3"] * 4
+    with ThreadPoolExecutor(8) as pool:
+        found = list(pool.map(lambda text: list(ranked(pending.keywords.search(text))), texts))
+    assert found == [list(ranked(reference.keywords.search(text))) for text in texts]
+    pending.finish_restore()  # a no-op once built
+    _assert_same(reference, pending)
 
 
 def test_restore_above_the_ivf_threshold_builds_the_ivf() -> None:
@@ -262,6 +285,7 @@ def test_vault_state_restore_equals_applying_the_puts() -> None:
     restored = VaultState(DIM)
     restored.restore(list(zip(state.memories, state.vectors, strict=True)), [],
                      set(state.tombstones), set(state.seen), state.stamps)
+    restored.finish_restore()  # what the vault's thread does once serving
     _assert_same(reference.memories, restored.memories)
     assert restored.seen == set(state.seen) and restored.tombstones == set(state.tombstones)
 

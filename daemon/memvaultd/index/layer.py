@@ -164,14 +164,16 @@ class Layer:
     def restore(self, memories: list[Memory], vectors: Vector | list[Vector]) -> None:
         """What a `put` of each memory in order gives, built in bulk when the
         layer is empty and the ids distinct (a snapshot): one matrix copy,
-        keyword postings per term, the topic map in one pass."""
+        keyword postings per term (when `finish_restore` or the first
+        keyword search or write asks), the topic map in one pass."""
         ids = [memory.id for memory in memories]
         if len(self) or len(set(ids)) != len(ids):
             for memory, vector in zip(memories, vectors, strict=True):
                 self.put(memory, vector)
             return
         self.index.restore(memories, vectors)
-        self.keywords.restore(ids, map(keyword_fields, memories))
+        # Indexed by `finish_restore`, off the path to serving.
+        self.keywords.restore_later(ids, map(keyword_fields, memories))
         topics = self._topics
         for memory in memories:
             if memory.session_id:
@@ -182,6 +184,10 @@ class Layer:
                 topics[memory.topic_key] = {memory.id}
             else:
                 topic.add(memory.id)
+
+    def finish_restore(self) -> None:
+        """The keyword index of a `restore`, if no search or write has built it yet."""
+        self.keywords.finish_restore()
 
     def update(self, memory: Memory, vector: Vector | None = None) -> None:
         old = self.index.get(memory.id)
