@@ -329,3 +329,68 @@ def test_the_body_in_pieces_is_the_body_of_one_json_dumps(monkeypatch: pytest.Mo
                                 + np.ascontiguousarray(state.turn_vectors, "<f4").tobytes())
     assert len(parts) > 17
     _assert_states_equal(decode_body(body), state)
+
+
+def test_a_delta_laid_over_its_snapshot_gives_the_state_it_was_cut_from() -> None:
+    """A full cut, then puts, updates, counts, a trash, a purge and turns;
+    the delta of what changed, sealed and parsed, laid over the cut's body
+    restores the same layers, stamps, seen ids and tombstones as the state
+    the operations made."""
+    from memvaultd.model.operations import ACCESS, FORGET, REINFORCE, TRASH, TURNS, UPDATE
+    from memvaultd.vault.snapshots import capture_delta, capture_state, restore
+
+    memories, vectors = _memories(400, seed=11)
+    clock = iter(range(1, 10_000))
+
+    def op(kind: str, **fields: object) -> Operation:
+        tick = next(clock)
+        return Operation(f"op-{tick}", kind, Stamp(1_700_000_000_000 + tick, 0, "d"),
+                         **fields)  # type: ignore[arg-type]
+
+    live = VaultState(DIM)
+    for memory, vector in zip(memories[:300], vectors[:300], strict=True):
+        live.apply(op(PUT, memory=memory, vector=vector))
+    base = decode_body(encode_body(capture_state(live, 300, DIM, Stamp(1, 0, "d"))()))
+    live.take_changes()  # what a full snapshot's cut does
+    for memory, vector in zip(memories[300:], vectors[300:], strict=True):
+        live.apply(op(PUT, memory=memory, vector=vector))
+    live.apply(op(UPDATE, target="m1", fields={"text": "deploy on Friday"},
+                  vector=vectors[399]))
+    live.apply(op(UPDATE, target="m2", fields={"topic_key": "moved", "tags": ["tag9"]}))
+    live.apply(op(REINFORCE, target="m3", at=5.0))
+    live.apply(op(ACCESS, ids=("m4", "m350"), at=6.0))
+    live.apply(op(TRASH, target="m5", at=7.0, by="client"))
+    live.apply(op(FORGET, target="m6"))
+    live.apply(op(FORGET, target="m360"))
+    for turn, vector in zip(*_memories(3, seed=12), strict=True):
+        live.apply(op(PUT, memory=turn.copy(id=f"turn-{turn.id}"), vector=vector, layer=TURNS))
+    delta = decode_body(encode_body(capture_delta(live, 300, 420, DIM, Stamp(2, 0, "d"))))
+    assert delta.base == 300 and delta.gone == {"m6", "m360"}
+    assert len(delta.memories) == 100 - 1 + 5 and len(delta.turns) == 3
+
+    restored = VaultState(DIM)
+    restore(restored, base, delta)
+    restored.finish_restore()
+    for name in live.layers:
+        a, b = live.layers[name], restored.layers[name]
+        assert {m.id: m for m in a.memories()} == {m.id: m for m in b.memories()}, name
+        for memory in a.memories():
+            assert np.array_equal(a.index.vector(memory.id), b.index.vector(memory.id))
+        assert a._topics == b._topics
+        for text in ("deploy friday", "tag9", "topic 3"):
+            assert list(ranked(a.keywords.search(text))) == list(ranked(b.keywords.search(text)))
+    assert restored.stamps == live.stamps and restored.tombstones == live.tombstones
+    assert restored.seen == live.seen
+    # The delta's changes count as changes since the base: the next delta holds them.
+    assert set(restored.changed) == set(live.changed)
+    assert set(restored.seen_since) == set(live.seen_since)
+
+
+def test_a_delta_is_laid_over_its_own_snapshot_only() -> None:
+    from memvaultd.storage.snapshot_body import merged
+
+    body = _state()
+    delta = SnapshotBody(90, DIM, body.stamp, [], np.zeros((0, DIM), np.float32),
+                         frozenset(), [], np.zeros((0, DIM), np.float32), base=76)
+    with pytest.raises(ValueError, match="snapshot 76, not 77"):
+        merged(body, delta)

@@ -40,6 +40,7 @@ from memvaultd.storage.snapshot_body import (
     collector_paused,
     decode_body,
     encode_body_parts,
+    merged,
 )
 from memvaultd.storage.snapshots import SnapshotStore
 from memvaultd.storage.snapshots import due as snapshot_due
@@ -50,6 +51,9 @@ from memvaultd.vault.state import VaultState
 log = logging.getLogger("memvaultd.vault")
 
 KEEP = 2  # snapshots kept: the newest, and the older one that can stand in for it
+# Below this many memories and turns a stop seals the whole state (0.2 s at
+# 5k): a delta would save little, and a start would have one file more to read.
+DELTA_FROM = 5_000
 
 
 class Snapshots:
@@ -57,6 +61,11 @@ class Snapshots:
         self.core = core
         self.marks = marks
         self.txid = 0  # the txid of the newest snapshot (-1: none of this vault yet)
+        # The txid of the newest delta over it (0: none), and the snapshot on
+        # disk the state's changes are counted from (None: none is, and a
+        # stop writes a full snapshot).
+        self.delta_txid = 0
+        self.delta_base: int | None = None
         self._lock = threading.Lock()
 
     def snapshot(self, wait: bool = False) -> bool:
@@ -65,43 +74,86 @@ class Snapshots:
         when one is being written and `wait` is False."""
         if not self._lock.acquire(blocking=wait):
             return False  # one is already being written
-        core = self.core
         try:
-            # The capture and the encoding allocate a few objects per memory,
-            # none of them garbage; collections they would trigger walk the
-            # whole heap with the lock held (see `collector_paused`).
-            with collector_paused():
-                with core.write_lock, core.access_lock:
-                    # Marks applied in memory but not yet logged would otherwise
-                    # be counted twice: once in the snapshot, once on replay. The
-                    # access lock keeps new ones out until the state is captured.
-                    self.marks.log(self.marks.take())
-                    if core.applied_txid == self.txid or not core.loaded:
-                        return False
-                    capture = self.capture()
-                    store, oplog, floor = core.snapshot_store, core.log, core.prune_floor
-                    oplog.rotate()
-                reached("snapshot:captured")
-                body = capture()
-                parts = encode_body_parts(body)
-            if store is not core.snapshot_store:  # never, while `join` waits for this lock
-                log.warning("the vault changed under a snapshot: it is dropped")
-                return False
-            store.write(body.seq, parts)
-            store.prune(keep=KEEP)
-            # The log stays from the older kept snapshot on, so that it can
-            # stand in for the newest (`newest_usable`); records the remote
-            # does not hold yet stay too, up to the sync backlog.
-            older = store.files()[0][0]
-            held = len(body.memories) + len(body.turns) + len(body.tombstones)
-            oplog.prune(min(older, self._prune_to(body.seq, floor, held)))
-            self.txid = body.seq
-            log.info("snapshot at txid %d (%d memories)", body.seq, len(body.memories))
-            del body, parts
-            trim_heap()  # the encoding's pieces: the size of the body again
-            return True
+            return self._full()
         finally:
             self._lock.release()
+
+    def at_stop(self) -> bool:
+        """What a stop writes: a snapshot being written is waited for, then
+        only what changed since the newest snapshot is sealed, as a delta
+        over it (`storage/snapshot_body.py`), unless there is no snapshot to
+        lay it over, the vault is small (`DELTA_FROM`) or the changes are
+        half of it; then the whole state.
+        At 100k memories after a load whose last snapshot was 9k memories
+        earlier, the whole state took 2.5 s to seal, the delta ~0.2 s.
+        Returns False when there was nothing new."""
+        core = self.core
+        with self._lock:
+            with collector_paused():
+                with core.write_lock, core.access_lock:
+                    self.marks.log(self.marks.take())
+                    if not core.loaded or core.applied_txid in (self.txid, self.delta_txid):
+                        return False
+                    base, state = self.delta_base, core.state
+                    held = sum(len(layer) for layer in state.layers.values())
+                    if base is None or held < DELTA_FROM or len(state.changed) * 2 > held:
+                        whole = True
+                    else:
+                        whole = False
+                        body = capture_delta(state, base, core.applied_txid,
+                                             core.info.dimension, core.clock.last)
+                        store = core.snapshot_store
+                if whole:
+                    return self._full()
+                parts = encode_body_parts(body)
+            store.write_delta(body.seq, parts)
+            self.delta_txid = body.seq
+            log.info("delta at txid %d over snapshot %d (%d memories and turns)", body.seq,
+                     base, len(body.memories) + len(body.turns))
+            return True
+
+    def _full(self) -> bool:
+        """`snapshot`, the caller holding `_lock`."""
+        core = self.core
+        # The capture and the encoding allocate a few objects per memory,
+        # none of them garbage; collections they would trigger walk the
+        # whole heap with the lock held (see `collector_paused`).
+        with collector_paused():
+            with core.write_lock, core.access_lock:
+                # Marks applied in memory but not yet logged would otherwise
+                # be counted twice: once in the snapshot, once on replay. The
+                # access lock keeps new ones out until the state is captured.
+                self.marks.log(self.marks.take())
+                if core.applied_txid == self.txid or not core.loaded:
+                    return False
+                capture = self.capture()
+                # The changes a delta would hold are counted from this cut,
+                # once it is on disk.
+                core.state.take_changes()
+                self.delta_base = None
+                store, oplog, floor = core.snapshot_store, core.log, core.prune_floor
+                oplog.rotate()
+            reached("snapshot:captured")
+            body = capture()
+            parts = encode_body_parts(body)
+        if store is not core.snapshot_store:  # never, while `join` waits for this lock
+            log.warning("the vault changed under a snapshot: it is dropped")
+            return False
+        store.write(body.seq, parts)
+        store.prune(keep=KEEP)
+        # The log stays from the older kept snapshot on, so that it can
+        # stand in for the newest (`newest_usable`); records the remote
+        # does not hold yet stay too, up to the sync backlog.
+        older = store.files()[0][0]
+        held = len(body.memories) + len(body.turns) + len(body.tombstones)
+        oplog.prune(min(older, self._prune_to(body.seq, floor, held)))
+        self.txid = self.delta_base = body.seq
+        self.delta_txid = 0  # the write deleted the deltas
+        log.info("snapshot at txid %d (%d memories)", body.seq, len(body.memories))
+        del body, parts
+        trim_heap()  # the encoding's pieces: the size of the body again
+        return True
 
     @contextmanager
     def exclusive(self) -> Iterator[None]:
@@ -169,6 +221,61 @@ def newest_usable(store: SnapshotStore) -> tuple[SnapshotBody | None, list[tuple
 
 
 
+def newest_delta(store: SnapshotStore, base: int, last_seq: int) -> SnapshotBody | None:
+    """The newest delta over snapshot `base` that authenticates, parses and
+    ends within the log (None: there is none). One that does not is only
+    logged: every write it holds is in the log after `base` too."""
+    for seq, path in reversed(store.deltas()):
+        if seq < base or seq > last_seq:
+            log.warning("delta %s does not fit snapshot %d and the log up to %d: not used",
+                        path.name, base, last_seq)
+            continue
+        try:
+            delta = decode_body(store.read_delta(seq))
+        except IntegrityError as exc:
+            log.warning("%s; the log after snapshot %d is replayed instead", exc, base)
+            continue
+        if delta.base == base:
+            return delta
+        log.warning("delta %s is made against snapshot %d, not %d: not used", path.name,
+                    delta.base, base)
+    return None
+
+
+def capture_delta(state: VaultState, base: int, seq: int, dimension: int, stamp: Stamp
+                  ) -> SnapshotBody:
+    """What changed in `state` since the full snapshot at `base`, as a delta
+    body at `seq` (the caller holds the write lock: a few thousand rows)."""
+    memories: list[Memory] = []
+    turns: list[Memory] = []
+    vectors: list[Vector] = []
+    turn_vectors: list[Vector] = []
+    gone: set[str] = set()
+    for memory_id in state.changed:
+        found = state.find(memory_id)
+        layer = found[0] if found is not None else state.layers[TURNS]
+        memory = layer.get(memory_id)
+        vector = layer.index.vector(memory_id)
+        if memory is None or vector is None:
+            gone.add(memory_id)
+        elif layer is state.layers[TURNS]:
+            turns.append(memory)
+            turn_vectors.append(vector)
+        else:
+            memories.append(memory)
+            vectors.append(vector)
+    stamps = {memory_id: dict(state.stamps[memory_id]) for memory_id in state.changed
+              if memory_id in state.stamps}
+    return SnapshotBody(seq, dimension, stamp, memories, _rows(vectors, dimension),
+                        frozenset(state.tombstones), turns, _rows(turn_vectors, dimension),
+                        frozenset(state.seen_since), stamps, dict(state.upkeep), base,
+                        frozenset(gone))
+
+
+def _rows(vectors: list[Vector], dimension: int) -> Vector:
+    return np.stack(vectors) if vectors else np.zeros((0, dimension), dtype=np.float32)
+
+
 def capture_state(state: VaultState, seq: int, dimension: int, stamp: Stamp
                   ) -> Callable[[], SnapshotBody]:
     """`state` as a snapshot body at log seq `seq`: cut now, the vectors
@@ -203,9 +310,17 @@ def _cut(*layers: Layer) -> tuple[list[Memory], Callable[[], Vector]]:
     return memories, vectors
 
 
-def restore(state: VaultState, body: SnapshotBody) -> None:
-    """Make `state` (empty) the state `body` holds."""
+def restore(state: VaultState, body: SnapshotBody, delta: SnapshotBody | None = None) -> None:
+    """Make `state` (empty) the state `body` holds, with `delta` (made
+    against `body`) laid over it; the delta's changes then count as changes
+    since `body`, as they were when it was written."""
+    if delta is not None:
+        body = merged(body, delta)
     state.restore(list(zip(body.memories, body.vectors, strict=True)),
                   list(zip(body.turns, body.turn_vectors, strict=True)),
                   set(body.tombstones), set(body.seen), body.stamps)
     state.upkeep = dict(body.upkeep)
+    if delta is not None:
+        state.changed = dict.fromkeys(memory.id for memory in (*delta.memories, *delta.turns))
+        state.changed.update(dict.fromkeys(delta.gone))
+        state.seen_since = list(delta.seen)

@@ -59,7 +59,7 @@ from memvaultd.vault.events import EventBus
 from memvaultd.vault.listing import ListPage
 from memvaultd.vault.reads import Facet, PreparedRecall, Reads, Recalled
 from memvaultd.vault.replication import Replication
-from memvaultd.vault.snapshots import Snapshots, newest_usable, restore
+from memvaultd.vault.snapshots import Snapshots, newest_delta, newest_usable, restore
 from memvaultd.vault.upkeep import Upkeep
 from memvaultd.vault.writes import Writes
 
@@ -136,9 +136,16 @@ class Vault:
                                  f"{_others(passed_over)}. {REPAIR_HINT}")
         restored = body is not None
         if body is not None:
-            restore(core.state, body)
-            core.clock.observe(body.stamp)
-            core.applied_txid = self.snapshots.txid = body.seq
+            # A stop seals what changed since the newest snapshot as a delta
+            # over it (snapshots.py); one that cannot be used is replaced by
+            # the log after the snapshot, which holds the same writes.
+            delta = newest_delta(core.snapshot_store, body.seq, core.log.last_seq)
+            restore(core.state, body, delta)
+            core.clock.observe(body.stamp if delta is None else delta.stamp)
+            self.snapshots.txid = self.snapshots.delta_base = body.seq
+            self.snapshots.delta_txid = 0 if delta is None else delta.seq
+            core.applied_txid = body.seq if delta is None else delta.seq
+            del delta
         del body  # its vectors are a view of the whole decrypted body
         replayed = 0
         try:
@@ -198,8 +205,9 @@ class Vault:
             try:
                 # A background snapshot still being written would die with
                 # the process (the next start then replayed up to 10,000
-                # records, ~1 s at 100k): wait for it, then seal what it missed.
-                self.snapshots.snapshot(wait=True)
+                # records, ~1 s at 100k): wait for it, then seal what changed
+                # since, as a delta over it.
+                self.snapshots.at_stop()
             except (OSError, MemvaultError) as exc:
                 # Everything acknowledged is in the log already; the next
                 # start replays it. A snapshot only makes that start faster.
