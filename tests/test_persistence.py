@@ -11,9 +11,15 @@ import numpy as np
 import pytest
 
 from memvault import Client, NotFound
+from memvaultd.config.settings import Config
+from memvaultd.embedding.embedder import Embedder
+from memvaultd.model.commands import MemoryDraft
+from memvaultd.vault import snapshots as vault_snapshots
+from memvaultd.vault.events import EventBus
 from memvaultd.vault.snapshots import DELTA_FROM
+from memvaultd.vault.vault import Vault
 
-from .daemon_process import DaemonProcess
+from .daemon_process import PASSPHRASE, DaemonProcess
 
 
 def test_kill_9_keeps_every_acknowledged_memory(home: Path) -> None:
@@ -183,3 +189,46 @@ def test_a_stop_seals_what_changed_as_a_delta_that_the_next_start_lays_over(home
         assert client.get(added).text == "written after the snapshot"
         assert client.status().memory_count == count
         proc.stop()
+
+
+def test_a_background_snapshot_gives_up_at_a_stop_and_the_delta_holds_its_changes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stop does not wait for a whole background snapshot: it gives up
+    (no file), the changes it took count again, and the stop's delta over
+    the snapshot before holds them all."""
+    monkeypatch.setattr(vault_snapshots, "DELTA_FROM", 10)
+    monkeypatch.setenv("MEMVAULT_PASSPHRASE", PASSPHRASE)
+    monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyring.backends.fail.Keyring")
+    rng = np.random.default_rng(3)
+
+    def drafts(first: int, count: int) -> list[MemoryDraft]:
+        vectors = rng.normal(size=(count, 384)).astype(np.float32)
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        return [MemoryDraft(f"fact {first + i}", topic_key=f"t{first + i}", vector=vector)
+                for i, vector in enumerate(vectors.tolist())]
+
+    def opened() -> Vault:
+        events = EventBus()
+        embedder = Embedder(Config().model, cache_size=1, events=events)  # never started
+        vault = Vault.open(tmp_path / "data", Config(), embedder, events, prompt=False)
+        vault.load()
+        return vault
+
+    vault = opened()
+    vault.remember(drafts(0, 40))
+    assert vault.snapshot(wait=True)
+    snapshots = sorted((tmp_path / "data" / "snapshots").glob("*.snap"))
+    vault.remember(drafts(40, 20))
+    vault.core.closing.set()  # a stop has begun
+    assert not vault.snapshot(wait=True)  # given up
+    assert sorted((tmp_path / "data" / "snapshots").glob("*.snap")) == snapshots
+    assert not list((tmp_path / "data" / "snapshots").glob(".*"))  # no temporary left
+    vault.remember(drafts(60, 5))
+    vault.close()  # the delta: 25 memories over the 40 of the snapshot
+    assert len(list((tmp_path / "data" / "snapshots").glob("*.delta"))) == 1
+    vault = opened()
+    try:
+        assert {m.text for m in vault.memories.memories()} == {f"fact {i}" for i in range(65)}
+        assert vault.applied_txid == vault.snapshots.delta_txid == 65  # from the delta
+    finally:
+        vault.close()

@@ -273,3 +273,12 @@ def test_a_tampered_delta_is_refused(tmp_path: Path) -> None:
     path.write_bytes(bytes(data))
     with pytest.raises(IntegrityError, match="failed to authenticate"):
         s.read_delta(3)
+
+
+def test_a_cancelled_write_leaves_nothing(tmp_path: Path, small_chunks: int) -> None:
+    s = store(tmp_path)
+    s.write(1, b"kept")
+    asked = iter([False, False, True])
+    with pytest.raises(snapshot.SnapshotCancelled):
+        s.write(2, b"x" * 100, cancelled=lambda: next(asked))
+    assert os.listdir(tmp_path) == [f"{1:020d}.snap"]

@@ -53,6 +53,7 @@ from memvault_base.errors import IntegrityError
 from memvaultd.model.hlc import Stamp
 from memvaultd.model.memory import Memory
 from memvaultd.model.operations import memory_from_dict
+from memvaultd.storage.snapshots import Cancel, SnapshotCancelled
 
 FORMAT_VERSION = 2
 _LEN = struct.Struct(">I")
@@ -82,8 +83,10 @@ def encode_body(state: SnapshotBody) -> bytes:
     return b"".join(encode_body_parts(state))
 
 
-def encode_body_parts(state: SnapshotBody) -> list[bytes | memoryview]:
-    """The body of `state` as parts whose concatenation is `encode_body`.
+def encode_body_parts(state: SnapshotBody, cancelled: Cancel | None = None
+                      ) -> list[bytes | memoryview]:
+    """The body of `state` as parts whose concatenation is `encode_body`;
+    `cancelled` is asked between parts (`SnapshotCancelled` if it says so).
 
     A snapshot is written from the parts (`SnapshotStore.write`) so that no
     single call holds the interpreter lock for long while writes wait: at
@@ -100,7 +103,11 @@ def encode_body_parts(state: SnapshotBody) -> list[bytes | memoryview]:
             "upkeep": dict(state.upkeep)}
     if state.base >= 0:
         meta |= {"base": state.base, "gone": sorted(state.gone)}
-    head = [piece.encode() for piece in _json_pieces(meta)]
+    head = []
+    for piece in _json_pieces(meta):
+        if cancelled is not None and cancelled():
+            raise SnapshotCancelled(f"snapshot {state.seq} given up")
+        head.append(piece.encode())
     vectors = [np.ascontiguousarray(matrix, dtype="<f4").reshape(-1).view(np.uint8).data
                for matrix in (state.vectors, state.turn_vectors)]
     return [_LEN.pack(sum(map(len, head))), *head, *vectors]

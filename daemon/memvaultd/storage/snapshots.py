@@ -43,7 +43,7 @@ from __future__ import annotations
 import os
 import re
 import struct
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
@@ -51,7 +51,7 @@ from memvault_base.durable import sync_dir
 from memvault_base.errors import IntegrityError, InvalidArgument
 from memvaultd.crypto.aead import OVERHEAD, open_sealed, seal
 
-__all__ = ["CHUNK_SIZE", "LOG_SHARE", "SnapshotStore", "due"]
+__all__ = ["CHUNK_SIZE", "LOG_SHARE", "SnapshotCancelled", "SnapshotStore", "due"]
 
 MAGIC = b"MVSNP"
 DELTA_MAGIC = b"MVSND"
@@ -83,6 +83,19 @@ def due(operations_since: int, memories: int, every: int) -> bool:
     """Whether a snapshot is due: `every` operations since the last one (the
     `snapshot_every` setting), and at least a tenth of the vault."""
     return operations_since >= max(every, memories // LOG_SHARE)
+
+
+class SnapshotCancelled(Exception):
+    """A snapshot given up before it took its name, because its writer was
+    asked to stop (a stop does not wait for a whole background snapshot:
+    the log holds every write it would have held)."""
+
+
+Cancel = Callable[[], bool]
+
+
+def _never() -> bool:
+    return False
 
 
 def _chunk_count(body_len: int) -> int:
@@ -142,10 +155,13 @@ class SnapshotStore:
         """(seq, path) of every snapshot, oldest first."""
         return self._snapshots()
 
-    def write(self, seq: int, body: bytes | Sequence[bytes | memoryview]) -> Path:
+    def write(self, seq: int, body: bytes | Sequence[bytes | memoryview],
+              cancelled: Cancel = _never) -> Path:
         """Seal `body` (bytes, or parts to concatenate) as the state at log
-        seq `seq`; durable and complete on return."""
-        return self._write(seq, body, MAGIC, f"{seq:020d}.snap")
+        seq `seq`; durable and complete on return. `cancelled` is asked
+        before each chunk: if it says so, the temporary file is deleted and
+        `SnapshotCancelled` raised."""
+        return self._write(seq, body, MAGIC, f"{seq:020d}.snap", cancelled)
 
     def write_delta(self, seq: int, body: bytes | Sequence[bytes | memoryview]) -> Path:
         """`write`, as the delta at log seq `seq`; the older deltas are
@@ -159,17 +175,21 @@ class SnapshotStore:
         return path
 
     def _write(self, seq: int, body: bytes | Sequence[bytes | memoryview], magic: bytes,
-               name: str) -> Path:
+               name: str, cancelled: Cancel = _never) -> Path:
         if seq < 0:
             raise InvalidArgument(f"a snapshot seq is >= 0, not {seq}")
         parts = [body] if isinstance(body, (bytes, bytearray, memoryview)) else body
         path = self._dir / name
         tmp = self._dir / f".{path.name}{_TMP_SUFFIX}"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "wb") as out:
-            self._write_sealed(out, seq, parts, magic)
-            out.flush()
-            os.fsync(out.fileno())
+        try:
+            with os.fdopen(fd, "wb") as out:
+                self._write_sealed(out, seq, parts, magic, cancelled)
+                out.flush()
+                os.fsync(out.fileno())
+        except SnapshotCancelled:
+            tmp.unlink()
+            raise
         if magic == MAGIC:  # a delta is made against the newest snapshot only
             for delta in (path for _, path in self.deltas()):
                 delta.unlink()
@@ -178,12 +198,14 @@ class SnapshotStore:
         return path
 
     def _write_sealed(self, out: BinaryIO, seq: int, parts: Sequence[bytes | memoryview],
-                      magic: bytes) -> None:
+                      magic: bytes, cancelled: Cancel) -> None:
         size = sum(memoryview(part).nbytes for part in parts)
         count = _chunk_count(size)
         header = _HEADER.pack(magic, VERSION, self._vault_id, seq, count, size)
         out.write(header)
         for index, chunk in enumerate(_chunks(parts, CHUNK_SIZE, count)):
+            if cancelled():
+                raise SnapshotCancelled(f"snapshot {seq} given up")
             out.write(seal(self._key, chunk, aad=_chunk_aad(header, index, count)))
 
     def latest(self) -> tuple[int, bytes] | None:

@@ -42,7 +42,7 @@ from memvaultd.storage.snapshot_body import (
     encode_body_parts,
     merged,
 )
-from memvaultd.storage.snapshots import SnapshotStore
+from memvaultd.storage.snapshots import Cancel, SnapshotCancelled, SnapshotStore
 from memvaultd.storage.snapshots import due as snapshot_due
 from memvaultd.vault.access import AccessMarks
 from memvaultd.vault.core import VaultCore
@@ -75,18 +75,20 @@ class Snapshots:
         if not self._lock.acquire(blocking=wait):
             return False  # one is already being written
         try:
-            return self._full()
+            return self._full(self.core.closing.is_set)
         finally:
             self._lock.release()
 
     def at_stop(self) -> bool:
-        """What a stop writes: a snapshot being written is waited for, then
-        only what changed since the newest snapshot is sealed, as a delta
+        """What a stop writes: a background snapshot being written gives up
+        (it asks `core.closing`), then only what changed since the newest
+        snapshot is sealed, as a delta
         over it (`storage/snapshot_body.py`), unless there is no snapshot to
         lay it over, the vault is small (`DELTA_FROM`) or the changes are
         half of it; then the whole state.
-        At 100k memories after a load whose last snapshot was 9k memories
-        earlier, the whole state took 2.5 s to seal, the delta ~0.2 s.
+        At 100k memories, a stop right after a load whose last batch made a
+        snapshot due waited 2.5 s for that snapshot of the whole state; the
+        delta of the 10k memories since the one before took ~0.3 s.
         Returns False when there was nothing new."""
         core = self.core
         with self._lock:
@@ -113,8 +115,9 @@ class Snapshots:
                      base, len(body.memories) + len(body.turns))
             return True
 
-    def _full(self) -> bool:
-        """`snapshot`, the caller holding `_lock`."""
+    def _full(self, cancelled: Cancel | None = None) -> bool:
+        """`snapshot`, the caller holding `_lock`; given up (False) when
+        `cancelled` says so before the file takes its name."""
         core = self.core
         # The capture and the encoding allocate a few objects per memory,
         # none of them garbage; collections they would trigger walk the
@@ -130,17 +133,24 @@ class Snapshots:
                 capture = self.capture()
                 # The changes a delta would hold are counted from this cut,
                 # once it is on disk.
-                core.state.take_changes()
-                self.delta_base = None
+                taken = core.state.take_changes()
+                base, self.delta_base = self.delta_base, None
                 store, oplog, floor = core.snapshot_store, core.log, core.prune_floor
                 oplog.rotate()
             reached("snapshot:captured")
-            body = capture()
-            parts = encode_body_parts(body)
-        if store is not core.snapshot_store:  # never, while `join` waits for this lock
-            log.warning("the vault changed under a snapshot: it is dropped")
-            return False
-        store.write(body.seq, parts)
+            try:
+                body = capture()
+                parts = encode_body_parts(body, cancelled)
+                if store is not core.snapshot_store:  # never, while `join` waits for this lock
+                    log.warning("the vault changed under a snapshot: it is dropped")
+                    return False
+                store.write(body.seq, parts, cancelled or _never)
+            except SnapshotCancelled:
+                with core.write_lock, core.access_lock:
+                    core.state.give_back(*taken)
+                    self.delta_base = base
+                log.info("snapshot at txid %d given up: the vault is closing", core.applied_txid)
+                return False
         store.prune(keep=KEEP)
         # The log stays from the older kept snapshot on, so that it can
         # stand in for the newest (`newest_usable`); records the remote
@@ -219,6 +229,10 @@ def newest_usable(store: SnapshotStore) -> tuple[SnapshotBody | None, list[tuple
                            f"{message}"))
     return None, passed
 
+
+
+def _never() -> bool:
+    return False
 
 
 def newest_delta(store: SnapshotStore, base: int, last_seq: int) -> SnapshotBody | None:

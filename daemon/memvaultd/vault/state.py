@@ -256,6 +256,12 @@ class VaultState:
         self.changed, self.seen_since = {}, []
         return changed, seen
 
+    def give_back(self, changed: list[str], seen: list[str]) -> None:
+        """Count `take_changes`'s changes again, before those made since (a
+        snapshot that took them was given up)."""
+        self.changed = dict.fromkeys(changed) | self.changed
+        self.seen_since = seen + self.seen_since
+
     def finish_restore(self) -> None:
         """Build what `restore` left to be built off the path to serving:
         each layer's keyword index (`Layer.finish_restore`)."""
