@@ -394,3 +394,18 @@ def test_a_delta_is_laid_over_its_own_snapshot_only() -> None:
                          frozenset(), [], np.zeros((0, DIM), np.float32), base=76)
     with pytest.raises(ValueError, match="snapshot 76, not 77"):
         merged(body, delta)
+
+
+def test_equal_short_strings_of_a_body_are_one_object() -> None:
+    memories = decode_body(encode_body(_state())).memories
+    tiers = {id(m.tier) for m in memories}
+    tags = {id(tag) for m in memories for tag in m.tags if tag == "tag1"}
+    assert len(tiers) == 1 and len(tags) <= 1
+    assert len({id(m.text) for m in memories}) == len(memories)  # texts are not looked up
+
+
+def test_a_list_where_a_string_belongs_is_refused() -> None:
+    body = _meta_edited(encode_body(_state()),
+                        lambda meta: meta["memories"]["category"].__setitem__(0, ["x"]))
+    with pytest.raises(IntegrityError):
+        decode_body(body)
