@@ -401,7 +401,6 @@ def test_equal_short_strings_of_a_body_are_one_object() -> None:
     tiers = {id(m.tier) for m in memories}
     tags = {id(tag) for m in memories for tag in m.tags if tag == "tag1"}
     assert len(tiers) == 1 and len(tags) <= 1
-    assert len({id(m.text) for m in memories}) == len(memories)  # texts are not looked up
 
 
 def test_a_list_where_a_string_belongs_is_refused() -> None:
