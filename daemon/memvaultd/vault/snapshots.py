@@ -82,14 +82,14 @@ class Snapshots:
     def at_stop(self) -> bool:
         """What a stop writes: a background snapshot being written gives up
         (it asks `core.closing`), then only what changed since the newest
-        snapshot is sealed, as a delta
-        over it (`storage/snapshot_body.py`), unless there is no snapshot to
-        lay it over, the vault is small (`DELTA_FROM`) or the changes are
-        half of it; then the whole state.
-        At 100k memories, a stop right after a load whose last batch made a
-        snapshot due waited 2.5 s for that snapshot of the whole state; the
-        delta of the 10k memories since the one before took ~0.3 s.
-        Returns False when there was nothing new."""
+        snapshot is sealed, as a delta over it (`storage/snapshot_body.py`),
+        unless there is no snapshot to lay it over, the vault is small
+        (`DELTA_FROM`) or the changes are half of it; then the whole state.
+        Returns False when there was nothing new.
+
+        Why: at 100k memories a stop that sealed the whole state took
+        2.5-3.5 s, 1.0-1.4 s with a delta of the 2,000 memories written
+        since the newest snapshot (docs/benchmarks.md)."""
         core = self.core
         with self._lock:
             with collector_paused():
