@@ -94,19 +94,27 @@ def encode_body_parts(state: SnapshotBody, cancelled: Cancel | None = None
     joining meta and vectors into one ~1 GB bytes (plus `tobytes`) for ~2 s
     more; a RememberBatch running meanwhile took 3.3 s instead of 0.95.
     """
+    def check() -> None:  # between steps of ~10-300 ms at 100k
+        if cancelled is not None and cancelled():
+            raise SnapshotCancelled(f"snapshot {state.seq} given up")
+
+    check()
+    memories = _memory_columns(state.memories)
+    check()
+    stamps = _stamp_columns(state.stamps)
+    check()
     meta = {"v": FORMAT_VERSION, "seq": state.seq, "dimension": state.dimension,
             "hlc": state.stamp.encode(),
-            "memories": _memory_columns(state.memories),
+            "memories": memories,
             "turns": _memory_columns(state.turns),
             "tombstones": sorted(state.tombstones), "seen": sorted(state.seen),
-            "stamps": _stamp_columns(state.stamps),
+            "stamps": stamps,
             "upkeep": dict(state.upkeep)}
     if state.base >= 0:
         meta |= {"base": state.base, "gone": sorted(state.gone)}
     head = []
     for piece in _json_pieces(meta):
-        if cancelled is not None and cancelled():
-            raise SnapshotCancelled(f"snapshot {state.seq} given up")
+        check()
         head.append(piece.encode())
     vectors = [np.ascontiguousarray(matrix, dtype="<f4").reshape(-1).view(np.uint8).data
                for matrix in (state.vectors, state.turn_vectors)]

@@ -210,8 +210,12 @@ class Snapshots:
         # Not while one is being written: each commit until it finished
         # started a thread that gave up at once, and a thread start waits
         # for the new thread to run (0.9 s of remembers' time in one init).
+        # Counted from the newest delta too: a start after a crash replays
+        # the log from there, and a snapshot due at once after a start from
+        # a delta sealed 100k memories while the first recalls were served.
+        since = core.applied_txid - max(self.txid, self.delta_txid)
         if not core.genesis_rest and not self._lock.locked() and snapshot_due(
-                core.applied_txid - self.txid, len(core.memories), core.config.snapshot_every):
+                since, len(core.memories), core.config.snapshot_every):
             threading.Thread(target=self.snapshot, name="snapshot", daemon=True).start()
 
 
