@@ -337,7 +337,8 @@ def test_a_delta_laid_over_its_snapshot_gives_the_state_it_was_cut_from() -> Non
     restores the same layers, stamps, seen ids and tombstones as the state
     the operations made."""
     from memvaultd.model.operations import ACCESS, FORGET, REINFORCE, TRASH, TURNS, UPDATE
-    from memvaultd.vault.snapshots import capture_delta, capture_state, restore
+    from memvaultd.vault.deltas import capture_delta
+    from memvaultd.vault.snapshots import capture_state, restore
 
     memories, vectors = _memories(400, seed=11)
     clock = iter(range(1, 10_000))
@@ -387,7 +388,7 @@ def test_a_delta_laid_over_its_snapshot_gives_the_state_it_was_cut_from() -> Non
 
 
 def test_a_delta_is_laid_over_its_own_snapshot_only() -> None:
-    from memvaultd.storage.snapshot_body import merged
+    from memvaultd.storage.delta_body import merged
 
     body = _state()
     delta = SnapshotBody(90, DIM, body.stamp, [], np.zeros((0, DIM), np.float32),

@@ -16,7 +16,7 @@ Integers are big-endian. The body is opaque here (the vault layer builds it).
 
 A delta ``{seq:020d}.delta`` is laid out the same with magic "MVSND": the
 memories changed since the full snapshot its body names, written at a stop
-instead of the whole state (`vault/snapshots.py`). The magic is in the header
+instead of the whole state (`vault/deltas.py`). The magic is in the header
 every chunk binds, so a delta renamed to ``.snap`` does not authenticate as a
 full snapshot. Writing a full snapshot deletes every delta of the directory
 before the new file takes its name: no delta outlives the snapshot it was

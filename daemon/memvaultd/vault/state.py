@@ -89,7 +89,7 @@ class VaultState:
         self.upkeep: dict[str, float] = {}
         # The memories and turns an operation named, and the operations
         # applied, since `take_changes` (a full snapshot's cut): what a delta
-        # holds (`vault/snapshots.py`). Ordered: new ones follow in a delta
+        # holds (`vault/deltas.py`). Ordered: new ones follow in a delta
         # in the order they came.
         self.changed: dict[str, None] = {}
         self.seen_since: list[str] = []

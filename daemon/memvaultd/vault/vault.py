@@ -55,11 +55,12 @@ from memvaultd.upkeep.sweep import SweepPlan
 from memvaultd.vault.access import AccessMarks
 from memvaultd.vault.check import REPAIR_HINT, refuse_unfinished_repair
 from memvaultd.vault.core import MAX_BATCH, VaultCore
+from memvaultd.vault.deltas import newest_delta
 from memvaultd.vault.events import EventBus
 from memvaultd.vault.listing import ListPage
 from memvaultd.vault.reads import Facet, PreparedRecall, Reads, Recalled
 from memvaultd.vault.replication import Replication
-from memvaultd.vault.snapshots import Snapshots, newest_delta, newest_usable, restore
+from memvaultd.vault.snapshots import Snapshots, newest_usable, restore
 from memvaultd.vault.upkeep import Upkeep
 from memvaultd.vault.writes import Writes
 
