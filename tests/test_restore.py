@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import struct
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import fields
 
 import numpy as np
@@ -58,10 +59,16 @@ def _put_one_by_one(memories: list[Memory], vectors: np.ndarray, threshold: int)
     return layer
 
 
-def _restored(memories: list[Memory], vectors: np.ndarray, threshold: int) -> Layer:
+def _restored(memories: list[Memory], vectors: np.ndarray, threshold: int,
+              finished: bool = True) -> Layer:
+    """A layer restored from `memories`; `finished`: its keyword index built
+    as the vault's thread builds it once serving, else left to the first
+    keyword search or write."""
     layer = Layer(DIM)
     layer.index.ivf_threshold = threshold
     layer.restore(list(memories), list(vectors))  # rows, as the vault passes them
+    if finished:
+        layer.finish_restore()
     return layer
 
 
@@ -109,8 +116,9 @@ def test_restore_equals_one_put_per_memory(n: int) -> None:
 
 def test_restored_layer_follows_later_writes_like_the_reference() -> None:
     memories, vectors = _memories(1500, seed=3)
+    # Its keyword index left unbuilt: the first write builds it, then applies.
     reference, restored = (_put_one_by_one(memories, vectors, 10**9),
-                           _restored(memories, vectors, 10**9))
+                           _restored(memories, vectors, 10**9, finished=False))
     extra, extra_vectors = _memories(40, seed=4)
     for layer in (reference, restored):
         for i in range(0, 1500, 3):  # a third re-indexed (new text), a tenth removed
@@ -121,6 +129,21 @@ def test_restored_layer_follows_later_writes_like_the_reference() -> None:
             layer.put(memory.copy(id=f"new-{memory.id}"), vector)
     _assert_same(reference, restored)
     _assert_same_answers(reference, restored, _memories(5, seed=98)[1])
+
+
+def test_a_search_before_the_keyword_index_is_built_builds_it_once() -> None:
+    """Searches on many threads, before the vault's thread has built the
+    restored keyword index: each gets the answers of a finished restore."""
+    memories, vectors = _memories(2500, seed=6)
+    reference = _restored(memories, vectors, 10**9)
+    pending = _restored(memories, vectors, 10**9, finished=False)
+    assert len(pending.keywords) == len(reference.keywords) == 2500
+    texts = ["deploy tests", "naive café", "tag1 ana", "topic 3"] * 4
+    with ThreadPoolExecutor(8) as pool:
+        found = list(pool.map(lambda text: list(ranked(pending.keywords.search(text))), texts))
+    assert found == [list(ranked(reference.keywords.search(text))) for text in texts]
+    pending.finish_restore()  # a no-op once built
+    _assert_same(reference, pending)
 
 
 def test_restore_above_the_ivf_threshold_builds_the_ivf() -> None:
@@ -262,6 +285,7 @@ def test_vault_state_restore_equals_applying_the_puts() -> None:
     restored = VaultState(DIM)
     restored.restore(list(zip(state.memories, state.vectors, strict=True)), [],
                      set(state.tombstones), set(state.seen), state.stamps)
+    restored.finish_restore()  # what the vault's thread does once serving
     _assert_same(reference.memories, restored.memories)
     assert restored.seen == set(state.seen) and restored.tombstones == set(state.tombstones)
 
@@ -305,3 +329,83 @@ def test_the_body_in_pieces_is_the_body_of_one_json_dumps(monkeypatch: pytest.Mo
                                 + np.ascontiguousarray(state.turn_vectors, "<f4").tobytes())
     assert len(parts) > 17
     _assert_states_equal(decode_body(body), state)
+
+
+def test_a_delta_laid_over_its_snapshot_gives_the_state_it_was_cut_from() -> None:
+    """A full cut, then puts, updates, counts, a trash, a purge and turns;
+    the delta of what changed, sealed and parsed, laid over the cut's body
+    restores the same layers, stamps, seen ids and tombstones as the state
+    the operations made."""
+    from memvaultd.model.operations import ACCESS, FORGET, REINFORCE, TRASH, TURNS, UPDATE
+    from memvaultd.vault.deltas import capture_delta
+    from memvaultd.vault.snapshots import capture_state, restore
+
+    memories, vectors = _memories(400, seed=11)
+    clock = iter(range(1, 10_000))
+
+    def op(kind: str, **fields: object) -> Operation:
+        tick = next(clock)
+        return Operation(f"op-{tick}", kind, Stamp(1_700_000_000_000 + tick, 0, "d"),
+                         **fields)  # type: ignore[arg-type]
+
+    live = VaultState(DIM)
+    for memory, vector in zip(memories[:300], vectors[:300], strict=True):
+        live.apply(op(PUT, memory=memory, vector=vector))
+    base = decode_body(encode_body(capture_state(live, 300, DIM, Stamp(1, 0, "d"))()))
+    live.take_changes()  # what a full snapshot's cut does
+    for memory, vector in zip(memories[300:], vectors[300:], strict=True):
+        live.apply(op(PUT, memory=memory, vector=vector))
+    live.apply(op(UPDATE, target="m1", fields={"text": "deploy on Friday"},
+                  vector=vectors[399]))
+    live.apply(op(UPDATE, target="m2", fields={"topic_key": "moved", "tags": ["tag9"]}))
+    live.apply(op(REINFORCE, target="m3", at=5.0))
+    live.apply(op(ACCESS, ids=("m4", "m350"), at=6.0))
+    live.apply(op(TRASH, target="m5", at=7.0, by="client"))
+    live.apply(op(FORGET, target="m6"))
+    live.apply(op(FORGET, target="m360"))
+    for turn, vector in zip(*_memories(3, seed=12), strict=True):
+        live.apply(op(PUT, memory=turn.copy(id=f"turn-{turn.id}"), vector=vector, layer=TURNS))
+    delta = decode_body(encode_body(capture_delta(live, 300, 420, DIM, Stamp(2, 0, "d"))))
+    assert delta.base == 300 and delta.gone == {"m6", "m360"}
+    assert len(delta.memories) == 100 - 1 + 5 and len(delta.turns) == 3
+
+    restored = VaultState(DIM)
+    restore(restored, base, delta)
+    restored.finish_restore()
+    for name in live.layers:
+        a, b = live.layers[name], restored.layers[name]
+        assert {m.id: m for m in a.memories()} == {m.id: m for m in b.memories()}, name
+        for memory in a.memories():
+            assert np.array_equal(a.index.vector(memory.id), b.index.vector(memory.id))
+        assert a._topics == b._topics
+        for text in ("deploy friday", "tag9", "topic 3"):
+            assert list(ranked(a.keywords.search(text))) == list(ranked(b.keywords.search(text)))
+    assert restored.stamps == live.stamps and restored.tombstones == live.tombstones
+    assert restored.seen == live.seen
+    # The delta's changes count as changes since the base: the next delta holds them.
+    assert set(restored.changed) == set(live.changed)
+    assert set(restored.seen_since) == set(live.seen_since)
+
+
+def test_a_delta_is_laid_over_its_own_snapshot_only() -> None:
+    from memvaultd.storage.delta_body import merged
+
+    body = _state()
+    delta = SnapshotBody(90, DIM, body.stamp, [], np.zeros((0, DIM), np.float32),
+                         frozenset(), [], np.zeros((0, DIM), np.float32), base=76)
+    with pytest.raises(ValueError, match="snapshot 76, not 77"):
+        merged(body, delta)
+
+
+def test_equal_short_strings_of_a_body_are_one_object() -> None:
+    memories = decode_body(encode_body(_state())).memories
+    tiers = {id(m.tier) for m in memories}
+    tags = {id(tag) for m in memories for tag in m.tags if tag == "tag1"}
+    assert len(tiers) == 1 and len(tags) <= 1
+
+
+def test_a_list_where_a_string_belongs_is_refused() -> None:
+    body = _meta_edited(encode_body(_state()),
+                        lambda meta: meta["memories"]["category"].__setitem__(0, ["x"]))
+    with pytest.raises(IntegrityError):
+        decode_body(body)

@@ -238,3 +238,47 @@ def test_a_body_in_parts_is_sealed_as_their_concatenation(tmp_path: Path,
     empty = store(tmp_path / "empty").write(1, [b"", b""])
     assert store(tmp_path / "empty").latest() == (1, b"")
     assert len(empty.read_bytes()) == HEADER + OVERHEAD  # one empty sealed chunk
+
+
+def test_a_delta_round_trips_and_is_no_snapshot(tmp_path: Path) -> None:
+    s = store(tmp_path)
+    s.write(10, b"the whole state")
+    path = s.write_delta(14, b"what changed")
+    assert path == tmp_path / f"{14:020d}.delta"
+    assert path.read_bytes()[:5] == b"MVSND"
+    assert s.read_delta(14) == b"what changed"
+    assert s.deltas() == [(14, path)] and [seq for seq, _ in s.files()] == [10]
+    # Renamed to a snapshot's name, its magic (bound into every chunk) gives it away.
+    path.rename(tmp_path / f"{14:020d}.snap")
+    with pytest.raises(IntegrityError, match="bad magic"):
+        s.read(14)
+
+
+def test_a_newer_delta_replaces_the_older_and_a_snapshot_every_delta(tmp_path: Path) -> None:
+    s = store(tmp_path)
+    s.write(10, b"state")
+    s.write_delta(12, b"first")
+    s.write_delta(15, b"second")
+    assert [seq for seq, _ in s.deltas()] == [15]
+    s.write(20, b"newer state")
+    assert s.deltas() == []
+    assert sorted(os.listdir(tmp_path)) == [f"{10:020d}.snap", f"{20:020d}.snap"]
+
+
+def test_a_tampered_delta_is_refused(tmp_path: Path) -> None:
+    s = store(tmp_path)
+    path = s.write_delta(3, b"what changed since")
+    data = bytearray(path.read_bytes())
+    data[HEADER + 2] ^= 1
+    path.write_bytes(bytes(data))
+    with pytest.raises(IntegrityError, match="failed to authenticate"):
+        s.read_delta(3)
+
+
+def test_a_cancelled_write_leaves_nothing(tmp_path: Path, small_chunks: int) -> None:
+    s = store(tmp_path)
+    s.write(1, b"kept")
+    asked = iter([False, False, True])
+    with pytest.raises(snapshot.SnapshotCancelled):
+        s.write(2, b"x" * 100, cancelled=lambda: next(asked))
+    assert os.listdir(tmp_path) == [f"{1:020d}.snap"]

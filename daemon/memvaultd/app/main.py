@@ -93,8 +93,16 @@ def main(ctx: click.Context, home: str | None, socket_path: str | None,
         _cannot_start(f"bad configuration: {exc}")
     _setup_logging(log_level or config.log_level)
     socket = Path(socket_path).absolute() if socket_path else paths.socket
-    sys.exit(run(config, paths.data_dir, socket, config_file=paths.config_file,
-                 cache_dir=paths.model_cache))
+    code = run(config, paths.data_dir, socket, config_file=paths.config_file,
+               cache_dir=paths.model_cache)
+    # Everything a stop keeps is on disk once `run` returns (each write was
+    # fsynced to the log before it was acknowledged; the stop's delta or
+    # snapshot is written). The interpreter's own exit would then free the
+    # vault's millions of objects one by one: 1.1 s of a 1.4 s stop at 100k.
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def run(config: Config, data_dir: Path, socket: Path, *, config_file: Path | None = None,

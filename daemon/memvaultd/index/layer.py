@@ -144,7 +144,10 @@ class Layer:
         self.keywords = KeywordIndex()
         self.sessions = SessionOrder()
         self.entities = EntityNames()
-        self._topics: dict[str, set[str]] = {}
+        # topic -> the ids of its memories: the one id itself while the
+        # topic has one memory (most topics: a set per memory was 22 MB of
+        # a 100k vault whose memories each had their own), else a set.
+        self._topics: dict[str, str | set[str]] = {}
 
     def __len__(self) -> int:
         return len(self.index)
@@ -164,24 +167,25 @@ class Layer:
     def restore(self, memories: list[Memory], vectors: Vector | list[Vector]) -> None:
         """What a `put` of each memory in order gives, built in bulk when the
         layer is empty and the ids distinct (a snapshot): one matrix copy,
-        keyword postings per term, the topic map in one pass."""
+        keyword postings per term (when `finish_restore` or the first
+        keyword search or write asks), the topic map in one pass."""
         ids = [memory.id for memory in memories]
         if len(self) or len(set(ids)) != len(ids):
             for memory, vector in zip(memories, vectors, strict=True):
                 self.put(memory, vector)
             return
         self.index.restore(memories, vectors)
-        self.keywords.restore(ids, map(keyword_fields, memories))
-        topics = self._topics
+        # Indexed by `finish_restore`, off the path to serving.
+        self.keywords.restore_later(ids, map(keyword_fields, memories))
         for memory in memories:
             if memory.session_id:
                 self.sessions.append(memory.id, memory.session_id)
             self.entities.add(memory.entity)
-            topic = topics.get(memory.topic_key)
-            if topic is None:
-                topics[memory.topic_key] = {memory.id}
-            else:
-                topic.add(memory.id)
+            self._topic(memory)
+
+    def finish_restore(self) -> None:
+        """The keyword index of a `restore`, if no search or write has built it yet."""
+        self.keywords.finish_restore()
 
     def update(self, memory: Memory, vector: Vector | None = None) -> None:
         old = self.index.get(memory.id)
@@ -213,10 +217,12 @@ class Layer:
 
     def with_topic(self, topic_key: str) -> set[str]:
         """Ids of the memories with exactly this topic ("" = no topic)."""
-        return set(self._topics.get(topic_key, ()))
+        ids = self._topics.get(topic_key, ())
+        return {ids} if isinstance(ids, str) else set(ids)
 
     def topic_size(self, topic_key: str) -> int:
-        return len(self._topics.get(topic_key, ()))
+        ids = self._topics.get(topic_key, ())
+        return 1 if isinstance(ids, str) else len(ids)
 
     def _reindex(self, old: Memory | None, new: Memory) -> None:
         if old is None or keyword_fields(old) != keyword_fields(new):
@@ -227,11 +233,24 @@ class Layer:
             self.entities.add(new.entity)
         if old is not None and old.topic_key != new.topic_key:
             self._untopic(old)
-        self._topics.setdefault(new.topic_key, set()).add(new.id)
+        self._topic(new)
+
+    def _topic(self, memory: Memory) -> None:
+        ids = self._topics.get(memory.topic_key)
+        if ids is None:
+            self._topics[memory.topic_key] = memory.id
+        elif isinstance(ids, str):
+            if ids != memory.id:
+                self._topics[memory.topic_key] = {ids, memory.id}
+        else:
+            ids.add(memory.id)
 
     def _untopic(self, memory: Memory) -> None:
         ids = self._topics.get(memory.topic_key)
-        if ids is not None:
-            ids.discard(memory.id)
-            if not ids:
+        if isinstance(ids, str):
+            if ids == memory.id:
                 del self._topics[memory.topic_key]
+        elif ids is not None:
+            ids.discard(memory.id)
+            if len(ids) == 1:
+                self._topics[memory.topic_key] = next(iter(ids))

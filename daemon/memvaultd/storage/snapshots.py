@@ -13,6 +13,14 @@ A snapshot file ``{seq:020d}.snap`` holds the vault's state as of log seq
     chunk AAD = "memvault/snapshot" | header:42 | index:u32 | final:u8
 
 Integers are big-endian. The body is opaque here (the vault layer builds it).
+
+A delta ``{seq:020d}.delta`` is laid out the same with magic "MVSND": the
+memories changed since the full snapshot its body names, written at a stop
+instead of the whole state (`vault/deltas.py`). The magic is in the header
+every chunk binds, so a delta renamed to ``.snap`` does not authenticate as a
+full snapshot. Writing a full snapshot deletes every delta of the directory
+before the new file takes its name: no delta outlives the snapshot it was
+made against.
 Every chunk binds the whole header, its own index and whether it is the last,
 so chunks cannot be reordered, dropped, cut short or moved between snapshots
 or vaults, and the header cannot be edited. An empty body is one empty chunk,
@@ -35,7 +43,7 @@ from __future__ import annotations
 import os
 import re
 import struct
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
@@ -43,15 +51,17 @@ from memvault_base.durable import sync_dir
 from memvault_base.errors import IntegrityError, InvalidArgument
 from memvaultd.crypto.aead import OVERHEAD, open_sealed, seal
 
-__all__ = ["CHUNK_SIZE", "LOG_SHARE", "SnapshotStore", "due"]
+__all__ = ["CHUNK_SIZE", "LOG_SHARE", "SnapshotCancelled", "SnapshotStore", "due"]
 
 MAGIC = b"MVSNP"
+DELTA_MAGIC = b"MVSND"
 VERSION = 1
 CHUNK_SIZE = 4 * 1024 * 1024
 _HEADER = struct.Struct(">5sB16sQIQ")  # 42 bytes
 _CHUNK_TAIL = struct.Struct(">IB")  # index, final flag
 _AAD_LABEL = b"memvault/snapshot"
 _NAME = re.compile(r"^(\d{20})\.snap$")
+_DELTA_NAME = re.compile(r"^(\d{20})\.delta$")
 _TMP_SUFFIX = ".tmp"
 
 # A snapshot is due once the log since the last one holds a tenth of the
@@ -73,6 +83,19 @@ def due(operations_since: int, memories: int, every: int) -> bool:
     """Whether a snapshot is due: `every` operations since the last one (the
     `snapshot_every` setting), and at least a tenth of the vault."""
     return operations_since >= max(every, memories // LOG_SHARE)
+
+
+class SnapshotCancelled(Exception):
+    """A snapshot given up before it took its name, because its writer was
+    asked to stop (a stop does not wait for a whole background snapshot:
+    the log holds every write it would have held)."""
+
+
+Cancel = Callable[[], bool]
+
+
+def _never() -> bool:
+    return False
 
 
 def _chunk_count(body_len: int) -> int:
@@ -115,43 +138,74 @@ class SnapshotStore:
         if read_only:
             return
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        for stale in directory.glob(f".*.snap{_TMP_SUFFIX}"):
+        for stale in directory.glob(f".*{_TMP_SUFFIX}"):
             stale.unlink()  # a write interrupted by a crash; never renamed, never used
 
-    def _snapshots(self) -> list[tuple[int, Path]]:
+    def _snapshots(self, name: re.Pattern[str] = _NAME) -> list[tuple[int, Path]]:
         if not self._dir.is_dir():
             return []
-        found = ((_NAME.match(p.name), p) for p in self._dir.iterdir())
+        found = ((name.match(p.name), p) for p in self._dir.iterdir())
         return sorted((int(m[1]), p) for m, p in found if m)
+
+    def deltas(self) -> list[tuple[int, Path]]:
+        """(seq, path) of every delta, oldest first."""
+        return self._snapshots(_DELTA_NAME)
 
     def files(self) -> list[tuple[int, Path]]:
         """(seq, path) of every snapshot, oldest first."""
         return self._snapshots()
 
-    def write(self, seq: int, body: bytes | Sequence[bytes | memoryview]) -> Path:
+    def write(self, seq: int, body: bytes | Sequence[bytes | memoryview],
+              cancelled: Cancel = _never) -> Path:
         """Seal `body` (bytes, or parts to concatenate) as the state at log
-        seq `seq`; durable and complete on return."""
+        seq `seq`; durable and complete on return. `cancelled` is asked
+        before each chunk: if it says so, the temporary file is deleted and
+        `SnapshotCancelled` raised."""
+        return self._write(seq, body, MAGIC, f"{seq:020d}.snap", cancelled)
+
+    def write_delta(self, seq: int, body: bytes | Sequence[bytes | memoryview]) -> Path:
+        """`write`, as the delta at log seq `seq`; the older deltas are
+        deleted once it is durable."""
+        path = self._write(seq, body, DELTA_MAGIC, f"{seq:020d}.delta")
+        older = [old for old_seq, old in self.deltas() if old_seq != seq]
+        for old in older:
+            old.unlink()
+        if older:
+            sync_dir(self._dir)
+        return path
+
+    def _write(self, seq: int, body: bytes | Sequence[bytes | memoryview], magic: bytes,
+               name: str, cancelled: Cancel = _never) -> Path:
         if seq < 0:
             raise InvalidArgument(f"a snapshot seq is >= 0, not {seq}")
         parts = [body] if isinstance(body, (bytes, bytearray, memoryview)) else body
-        path = self._dir / f"{seq:020d}.snap"
+        path = self._dir / name
         tmp = self._dir / f".{path.name}{_TMP_SUFFIX}"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "wb") as out:
-            self._write_sealed(out, seq, parts)
-            out.flush()
-            os.fsync(out.fileno())
+        try:
+            with os.fdopen(fd, "wb") as out:
+                self._write_sealed(out, seq, parts, magic, cancelled)
+                out.flush()
+                os.fsync(out.fileno())
+        except SnapshotCancelled:
+            tmp.unlink()
+            raise
+        if magic == MAGIC:  # a delta is made against the newest snapshot only
+            for delta in (path for _, path in self.deltas()):
+                delta.unlink()
         os.replace(tmp, path)
         sync_dir(self._dir)
         return path
 
-    def _write_sealed(self, out: BinaryIO, seq: int, parts: Sequence[bytes | memoryview]
-                      ) -> None:
+    def _write_sealed(self, out: BinaryIO, seq: int, parts: Sequence[bytes | memoryview],
+                      magic: bytes, cancelled: Cancel) -> None:
         size = sum(memoryview(part).nbytes for part in parts)
         count = _chunk_count(size)
-        header = _HEADER.pack(MAGIC, VERSION, self._vault_id, seq, count, size)
+        header = _HEADER.pack(magic, VERSION, self._vault_id, seq, count, size)
         out.write(header)
         for index, chunk in enumerate(_chunks(parts, CHUNK_SIZE, count)):
+            if cancelled():
+                raise SnapshotCancelled(f"snapshot {seq} given up")
             out.write(seal(self._key, chunk, aad=_chunk_aad(header, index, count)))
 
     def latest(self) -> tuple[int, bytes] | None:
@@ -165,30 +219,37 @@ class SnapshotStore:
     def read(self, seq: int) -> bytes:
         """The body of snapshot `seq`, every chunk verified; IntegrityError,
         naming the file, when it does not authenticate or cannot be read."""
-        path = self._dir / f"{seq:020d}.snap"
+        return self._read_file(seq, self._dir / f"{seq:020d}.snap", MAGIC)
+
+    def read_delta(self, seq: int) -> bytes:
+        """`read`, of the delta at `seq`."""
+        return self._read_file(seq, self._dir / f"{seq:020d}.delta", DELTA_MAGIC)
+
+    def _read_file(self, seq: int, path: Path, magic: bytes) -> bytes:
         try:
-            return self._read(seq, path)
+            return self._read(seq, path, magic)
         except OSError as exc:  # a bad sector (EIO) loses the file as surely as a flipped bit
             raise IntegrityError(f"snapshot {path.name}: unreadable: {exc.strerror}") from exc
 
-    def _read(self, seq: int, path: Path) -> bytes:
+    def _read(self, seq: int, path: Path, magic: bytes = MAGIC) -> bytes:
         with path.open("rb") as src:
             header = src.read(_HEADER.size)
-            count, body_len = self._check_header(path, header, seq)
+            count, body_len = self._check_header(path, header, seq, magic)
             expected_size = _HEADER.size + body_len + count * OVERHEAD
             if os.fstat(src.fileno()).st_size != expected_size:
                 raise IntegrityError(f"snapshot {path.name}: truncated or extended")
             chunks = [self._read_chunk(src, path, header, i, count, body_len) for i in range(count)]
         return b"".join(chunks)
 
-    def _check_header(self, path: Path, header: bytes, seq: int) -> tuple[int, int]:
+    def _check_header(self, path: Path, header: bytes, seq: int, magic: bytes
+                      ) -> tuple[int, int]:
         def fail(what: str) -> IntegrityError:
             return IntegrityError(f"snapshot {path.name}: {what}")
 
         if len(header) < _HEADER.size:
             raise fail("header is truncated")
-        magic, version, vault_id, head_seq, count, body_len = _HEADER.unpack(header)
-        if magic != MAGIC:
+        found, version, vault_id, head_seq, count, body_len = _HEADER.unpack(header)
+        if found != magic:
             raise fail("not a memvault snapshot (bad magic)")
         if version != VERSION:
             raise fail(f"format version {version}; this release reads {VERSION}")

@@ -223,6 +223,9 @@ class Replication:
             core.state = state
             core.set_applied(core.log.last_seq)
             self.snapshots.txid = core.log.last_seq
+            # The joined state's changes are not counted from a snapshot: a
+            # stop seals it whole.
+            self.snapshots.delta_base, self.snapshots.delta_txid = None, 0
         reached("join:done")
         log.info("joined vault %s with %d memories of this device", info.vault_id, count)
         return 0

@@ -87,6 +87,12 @@ class VaultState:
         self.stamps: dict[str, dict[str, Stamp]] = {}
         # "sweep" / "consolidate" -> when it last ran, on any device.
         self.upkeep: dict[str, float] = {}
+        # The memories and turns an operation named, and the operations
+        # applied, since `take_changes` (a full snapshot's cut): what a delta
+        # holds (`vault/deltas.py`). Ordered: new ones follow in a delta
+        # in the order they came.
+        self.changed: dict[str, None] = {}
+        self.seen_since: list[str] = []
 
     @property
     def memories(self) -> Layer:
@@ -109,6 +115,8 @@ class VaultState:
         if op.op_id in self.seen:
             return False
         self.seen.add(op.op_id)
+        self.seen_since.append(op.op_id)
+        self.changed.update(dict.fromkeys(_named(op)))
         if op.kind == PUT:
             self._put(op)
         elif op.kind == UPDATE:
@@ -235,8 +243,39 @@ class VaultState:
                 self.layers[name].restore([memory for memory, _ in pairs],
                                           [vector for _, vector in pairs])
             self.tombstones, self.seen, self.stamps = tombstones, seen, stamps
+            self.changed, self.seen_since = {}, []
             # What was just built lives as long as the vault: frozen, the
             # collector never walks it again. Left young, the collections
             # the log replay's allocations trigger walked it all (and the
             # `gc.collect` before the vault's own freeze took 0.2 s at 100k).
             gc.freeze()
+
+    def take_changes(self) -> tuple[list[str], list[str]]:
+        """The memory ids and operation ids since the last take, and a new start."""
+        changed, seen = list(self.changed), self.seen_since
+        self.changed, self.seen_since = {}, []
+        return changed, seen
+
+    def give_back(self, changed: list[str], seen: list[str]) -> None:
+        """Count `take_changes`'s changes again, before those made since (a
+        snapshot that took them was given up)."""
+        self.changed = dict.fromkeys(changed) | self.changed
+        self.seen_since = seen + self.seen_since
+
+    def finish_restore(self) -> None:
+        """Build what `restore` left to be built off the path to serving:
+        each layer's keyword index (`Layer.finish_restore`)."""
+        for layer in self.layers.values():
+            layer.finish_restore()
+
+
+def _named(op: Operation) -> tuple[str, ...]:
+    """The memories (or turns) whose record `op` may change."""
+    if op.kind == PUT:
+        assert op.memory is not None
+        return (op.memory.id, op.memory.supersedes) if op.memory.supersedes else (op.memory.id,)
+    if op.kind == ACCESS:
+        return tuple(op.ids or ())
+    if op.kind == UPKEEP:
+        return ()
+    return (op.target,)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -30,6 +31,7 @@ from pathlib import Path
 from memvault_base.errors import IntegrityError, MemvaultError
 from memvaultd.config.settings import Config
 from memvaultd.embedding.embedder import Embedder
+from memvaultd.index.heap import trim_heap
 from memvaultd.index.layer import Layer
 from memvaultd.model.commands import (
     ImportedRecord,
@@ -54,6 +56,7 @@ from memvaultd.upkeep.sweep import SweepPlan
 from memvaultd.vault.access import AccessMarks
 from memvaultd.vault.check import REPAIR_HINT, refuse_unfinished_repair
 from memvaultd.vault.core import MAX_BATCH, VaultCore
+from memvaultd.vault.deltas import newest_delta
 from memvaultd.vault.events import Event, EventBus
 from memvaultd.vault.listing import ListPage
 from memvaultd.vault.reads import Facet, PreparedRecall, Reads, Recalled
@@ -133,10 +136,19 @@ class Vault:
         if body is None and passed_over:
             raise IntegrityError(f"{passed_over[0][1]}; no older snapshot can stand in for it"
                                  f"{_others(passed_over)}. {REPAIR_HINT}")
+        restored = body is not None
         if body is not None:
-            restore(core.state, body)
-            core.clock.observe(body.stamp)
-            core.applied_txid = self.snapshots.txid = body.seq
+            # A stop seals what changed since the newest snapshot as a delta
+            # over it (snapshots.py); one that cannot be used is replaced by
+            # the log after the snapshot, which holds the same writes.
+            delta = newest_delta(core.snapshot_store, body.seq, core.log.last_seq)
+            restore(core.state, body, delta)
+            core.clock.observe(body.stamp if delta is None else delta.stamp)
+            self.snapshots.txid = self.snapshots.delta_base = body.seq
+            self.snapshots.delta_txid = 0 if delta is None else delta.seq
+            core.applied_txid = body.seq if delta is None else delta.seq
+            del delta
+        del body  # its vectors are a view of the whole decrypted body
         replayed = 0
         try:
             for seq, record in core.log.replay(after=core.applied_txid):
@@ -157,11 +169,23 @@ class Vault:
         # thread for ~0.4 s at 200k memories (6 µs once frozen).
         gc.collect()
         gc.freeze()
+        trim_heap()  # the body and the parse's temporaries (`index/heap.py`)
         core.finish_loading()
+        # The keyword indexes a snapshot's restore left (1.2 s at 100k): a
+        # keyword search or write made meanwhile builds them itself, or
+        # waits for this thread to.
+        if restored:
+            threading.Thread(target=self._finish_restore, name="keywords", daemon=True).start()
         self.marks.start()
         log.info("loaded %d memories, %d turns (snapshot at %d, %d log records) in %.2f s",
                  len(core.memories), len(core.state.layers[TURNS]), self.snapshots.txid,
                  replayed, time.monotonic() - started)
+
+    def _finish_restore(self) -> None:
+        started = time.monotonic()
+        self.core.state.finish_restore()
+        trim_heap()
+        log.info("keyword index ready in %.2f s", time.monotonic() - started)
 
     def _set_aside(self, passed_over: list[tuple[Path, str]]) -> None:
         why = passed_over[0][1]
@@ -183,8 +207,9 @@ class Vault:
             try:
                 # A background snapshot still being written would die with
                 # the process (the next start then replayed up to 10,000
-                # records, ~1 s at 100k): wait for it, then seal what it missed.
-                self.snapshots.snapshot(wait=True)
+                # records, ~1 s at 100k): wait for it, then seal what changed
+                # since, as a delta over it.
+                self.snapshots.at_stop()
             except (OSError, MemvaultError) as exc:
                 # Everything acknowledged is in the log already; the next
                 # start replays it. A snapshot only makes that start faster.
