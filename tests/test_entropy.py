@@ -1,5 +1,6 @@
-"""Nonces and ids drawn from blocks of OS randomness: never repeated, not
-across threads, not across a fork."""
+"""Ids drawn from the OS, in blocks within one write: never repeated, not
+across threads, not across a fork, not after a restored snapshot of the
+process."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from memvaultd.crypto.aead import NONCE_SIZE, open_sealed, seal
 KEY = bytes(range(32))
 
 
+@entropy.drawing()
 def test_values_have_the_asked_size_and_never_repeat() -> None:
     values = [entropy.random_bytes(NONCE_SIZE) for _ in range(20_000)]  # ~60 blocks
     assert {len(v) for v in values} == {NONCE_SIZE}
@@ -29,6 +31,7 @@ def test_ids_are_version_4_uuids() -> None:
 def test_threads_never_share_a_value() -> None:
     drawn: list[list[bytes]] = [[] for _ in range(4)]
 
+    @entropy.drawing()
     def draw(out: list[bytes]) -> None:
         out.extend(entropy.random_bytes(16) for _ in range(2_000))
 
@@ -41,6 +44,7 @@ def test_threads_never_share_a_value() -> None:
     assert len(set(every)) == len(every)
 
 
+@entropy.drawing()
 def test_a_forked_child_does_not_reuse_the_parents_block() -> None:
     entropy.random_bytes(NONCE_SIZE)  # the parent holds a block, partly used
     read, write = os.pipe()
@@ -64,14 +68,42 @@ def test_seals_of_one_plaintext_differ_and_open() -> None:
     assert {open_sealed(KEY, s, aad=b"ctx") for s in sealed} == {b"same text"}
 
 
+def test_a_write_draws_its_ids_in_blocks_and_keeps_none(monkeypatch) -> None:
+    calls: list[int] = []
+    real = os.urandom
 
-def test_a_restored_snapshot_of_the_process_repeats_no_nonce() -> None:
-    """A virtual machine restored from a snapshot resumes with the blocks it
-    held then: ids drawn after it repeat, nonces must not."""
-    entropy.random_bytes(NONCE_SIZE)  # this thread holds a block, partly used
-    held = (entropy._local.block, entropy._local.offset, entropy._local.generation)
-    first = [seal(KEY, b"a", aad=b"ctx")[:NONCE_SIZE], entropy.new_id()]
-    entropy._local.block, entropy._local.offset, entropy._local.generation = held  # restored
-    again = [seal(KEY, b"b", aad=b"ctx")[:NONCE_SIZE], entropy.new_id()]
-    assert again[1] == first[1], "the restore was not simulated"
-    assert again[0] != first[0]
+    def counted(size: int) -> bytes:
+        calls.append(size)
+        return real(size)
+
+    monkeypatch.setattr(entropy.os, "urandom", counted)
+    with entropy.drawing():
+        with entropy.drawing():  # a write within a write shares the block
+            ids = [entropy.new_id() for _ in range(1_000)]
+        assert entropy._local.block is not None
+    assert len(set(ids)) == 1_000
+    assert len(calls) == 4  # 16,000 bytes from 4 KiB blocks, not 1,000 calls
+    assert entropy._local.block is None  # nothing kept for the next write
+    entropy.new_id()
+    entropy.new_id()
+    assert calls[4:] == [16, 16]  # outside a write: each id its own draw
+
+
+def test_a_restored_snapshot_of_the_process_repeats_no_id_or_nonce() -> None:
+    """A virtual machine restored from a snapshot (or cloned) resumes with
+    the memory it held then. What it held between writes must give the
+    writes after the restore nothing the discarded run used: an id sent
+    twice would be dropped by every other device as already seen."""
+    with entropy.drawing():
+        entropy.new_id()  # a finished write
+    held = dict(vars(entropy._local))  # the snapshot
+
+    def a_write() -> list[object]:
+        with entropy.drawing():
+            return [seal(KEY, b"a", aad=b"ctx")[:NONCE_SIZE], entropy.new_id(), entropy.new_id()]
+
+    first = a_write()
+    vars(entropy._local).clear()
+    vars(entropy._local).update(held)  # restored
+    again = a_write()
+    assert not set(first) & set(again)

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from itertools import accumulate, chain, count, islice
 from operator import attrgetter
 
-from memvaultd.crypto.entropy import new_id
+from memvaultd.crypto.entropy import drawing, new_id
 from memvaultd.index.layer import Layer
 from memvaultd.index.memory_index import Rows
 from memvaultd.model.hlc import Clock, Stamp
@@ -77,11 +77,13 @@ class PendingPuts:
     def __len__(self) -> int:
         return len(self._pending)
 
+    @drawing()
     def take(self, names: Iterable[str]) -> list[Operation]:
         """The puts still pending of `names`, no longer pending."""
         pending = self._pending
         return [self._put(pending.pop(name)) for name in names if name in pending]
 
+    @drawing()
     def next(self, size: int) -> list[Operation]:
         """The first `size` puts still pending, in order, no longer pending."""
         return self.take(list(islice(self._pending, size)))

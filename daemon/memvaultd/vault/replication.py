@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from memvault_base.errors import IntegrityError
-from memvaultd.crypto.entropy import new_id
+from memvaultd.crypto.entropy import drawing, new_id
 from memvaultd.crypto.kdf import PURPOSE_LOG, PURPOSE_SNAPSHOT, derive_key
 from memvaultd.model.hlc import MAX_AHEAD_MS, ClockAhead, ahead_ms
 from memvaultd.model.operations import FORGET, PUT, Operation, decode, encode
@@ -230,6 +230,7 @@ class Replication:
         log.info("joined vault %s with %d memories of this device", info.vault_id, count)
         return 0
 
+    @drawing()
     def _stage(self, staging: Path, info: VaultInfo, key: bytes, base: SnapshotBody | None
                ) -> tuple[VaultState, int]:
         """The joined vault's log (a put of every memory held here) and its

@@ -7,7 +7,7 @@ import time
 from collections.abc import Iterable
 
 from memvault_base.errors import InvalidArgument
-from memvaultd.crypto.entropy import new_id
+from memvaultd.crypto.entropy import drawing, new_id
 from memvaultd.model import memory as m
 from memvaultd.model.operations import BY_SWEEP, FORGET, PUT, TRASH, UPDATE, UPKEEP, Operation
 from memvaultd.model.scopes import FULL, Access
@@ -21,6 +21,7 @@ class Upkeep:
     def __init__(self, core: VaultCore) -> None:
         self.core = core
 
+    @drawing()
     def sweep(self, dry_run: bool, threshold: float | None = None, access: Access = FULL
               ) -> tuple[int, sweeping.SweepPlan]:
         """Move what the sweep plans (upkeep/sweep.py) to the trash in one
@@ -40,6 +41,7 @@ class Upkeep:
                              at=now, by=BY_SWEEP) for s in plan.swept]
             return self._commit_upkeep("sweep", ops, now), plan
 
+    @drawing()
     def purge_trash(self) -> tuple[int, list[str]]:
         """Purge, for good and on every device, what has been in the trash
         longer than `trash.retention_days` (upkeep/trash.py); returns (last
@@ -58,6 +60,7 @@ class Upkeep:
         """When a memory moved to the trash now will be purged."""
         return time.time() + self.core.config.trash.retention_s
 
+    @drawing()
     def consolidate(self, request: consolidation.Request, dry_run: bool,
                     access: Access = FULL
                     ) -> tuple[int, list[consolidation.Consolidated], int]:

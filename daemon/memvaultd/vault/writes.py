@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from memvault_base.errors import InvalidArgument, NotFound
-from memvaultd.crypto.entropy import new_id
+from memvaultd.crypto.entropy import drawing, new_id
 from memvaultd.model import drafts, secrets
 from memvaultd.model import memory as m
 from memvaultd.model.commands import (
@@ -85,6 +85,7 @@ class Writes:
     def __init__(self, core: VaultCore) -> None:
         self.core = core
 
+    @drawing()
     def remember(self, items: Sequence[MemoryDraft], access: Access = FULL
                  ) -> list[RememberOutcome]:
         if not items:
@@ -173,6 +174,7 @@ class Writes:
             after = memory.copy(**changes)
             access.check_new(after.scope, after.topic_key, what)
 
+    @drawing()
     def forget(self, memory_id: str = "", filter_json: str = "", dry_run: bool = False, *,
                purge: bool = False, by: str = "", access: Access = FULL
                ) -> tuple[int, list[str]]:
@@ -202,6 +204,7 @@ class Writes:
             last = self.core.commit(self._forget_ops(ids, purge, by))
             return last + len(ids) - 1, ids
 
+    @drawing()
     def restore(self, ids: Sequence[str], every: bool = False, access: Access = FULL
                 ) -> tuple[int, list[Memory]]:
         """Bring memories back from the trash, every field as it was (and
@@ -233,6 +236,7 @@ class Writes:
                 txid = first + len(back) - 1
             return txid, [self.core.get(i) for i in dict.fromkeys(ids)]
 
+    @drawing()
     def empty_trash(self, access: Access = FULL) -> tuple[int, list[str]]:
         """Purge everything in the trash, on every device. Returns (last txid, the ids)."""
         access.check_full("emptying the trash")
@@ -256,6 +260,7 @@ class Writes:
             return NotFound(f"id: memory {memory_id!r} was purged; nothing can bring it back")
         return NotFound(f"id: no memory {memory_id!r} in the trash")
 
+    @drawing()
     def append_turns(self, session_id: str, turns: Sequence[TurnDraft], access: Access = FULL
                      ) -> tuple[int, list[str]]:
         """The turns, in the caller's default scope; they have no topic, so
@@ -287,6 +292,7 @@ class Writes:
                                   for t, v in zip(memories, vectors, strict=True)])
         return first + len(memories) - 1, [t.id for t in memories]
 
+    @drawing()
     def import_memories(self, records: Sequence[ImportedRecord], allow_secret: bool = False,
                         access: Access = FULL) -> tuple[int, int, int]:
         """Whole records, ids, times and chains kept, each checked as a
@@ -439,6 +445,7 @@ class Writes:
 
     # -- watched note files (note_folder.py) ------------------------------
 
+    @drawing()
     def replace_chunks(self, items: Sequence[MemoryDraft], forget_ids: Sequence[str] = ()
                        ) -> list[str]:
         """A watched file's changes as one durable append: each draft becomes a
