@@ -1,10 +1,9 @@
 """`memvault check`: what each file of a vault holds and whether it authenticates.
 
 Every snapshot and every delta is read whole (every chunk opened, the body
-parsed); every
-record of every log segment is opened (`storage.log_scan`, which changes no
-byte and reads past damage); the log must hold every seq after the snapshot
-the vault starts from. Nothing here writes: the repair is `salvage.py`.
+parsed); every record of every log segment is opened (`storage.log_scan`,
+which changes no byte and reads past damage); the log must hold every seq
+after the snapshot the vault starts from. Nothing here writes: the repair is `salvage.py`.
 
 The report is a list of findings, one per object (a snapshot, a segment,
 the log as a whole, the key, `vault.json`, and from the layers above the
@@ -216,7 +215,8 @@ class Examination:
         if delta.problem:
             return Finding(name, "delta", DAMAGED, f"{delta.problem}: a start does not use it "
                            f"and replays {after} instead, which holds the same writes")
-        detail = f"seq {delta.seq} over snapshot {delta.base}, {delta.changed} memories changed"
+        detail = (f"seq {delta.seq} over snapshot {delta.base}, {delta.changed} memories and "
+                  "turns changed")
         if delta.base != base or delta.seq > scan.last_seq:
             return Finding(name, "delta", WARNING, f"{detail}: does not fit snapshot {base} and "
                            f"the log up to {scan.last_seq}, so a start does not use it")
