@@ -23,11 +23,13 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import numpy as np
 import pytest
 
 from memvault import Client
 from memvault_base.v1 import memory_pb2 as pb
 from memvault_base.v1 import memory_pb2_grpc as pb_grpc
+from memvaultd.vault.snapshots import DELTA_FROM
 
 from .daemon_process import DaemonProcess, daemon_env
 from .test_crash import Expected, _input, differences, exported
@@ -252,6 +254,79 @@ def test_the_running_daemon_reports_a_damaged_older_snapshot(built: Built,
         assert differences(built.expected, exported(proc.socket, include_vectors=True),
                            check_vectors=True) == ([], [])
         assert proc.stop() == 0
+
+
+@pytest.fixture(scope="module")
+def with_delta(tmp_path_factory: pytest.TempPathFactory) -> Built:
+    """A vault past `DELTA_FROM` memories whose last stop sealed a delta over
+    its snapshot; `expected` holds the writes made after the snapshot."""
+    home = tmp_path_factory.mktemp("delta") / "home"
+    vectors = np.random.default_rng(11).normal(size=(DELTA_FROM + 100, 384)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    with DaemonProcess(home).start(timeout=START_S) as proc:
+        with Client(socket=proc.socket, timeout=120.0) as client:
+            for start in range(0, len(vectors), 2000):
+                client.remember_batch(
+                    {"text": f"loaded fact {i}", "topic": f"load.{i}",
+                     "vector": vectors[i].tolist()}
+                    for i in range(start, min(start + 2000, len(vectors))))
+        assert proc.stop() == 0  # the whole state: no snapshot yet to lay a delta over
+    with DaemonProcess(home).start(timeout=START_S) as proc:
+        expected = remember(proc, 0, 3, trial=1)
+        assert proc.stop() == 0
+    assert len(deltas(home / "data")) == 1 and len(snapshots(home / "data")) == 1
+    return Built(home, expected)
+
+
+def deltas(data: Path) -> list[Path]:
+    return sorted((data / "snapshots").glob("*.delta"))
+
+
+@pytest.mark.parametrize("damage", ["flipped", "truncated"])
+def test_a_damaged_delta_is_reported_and_the_start_replays_the_log(
+        with_delta: Built, tmp_path: Path, damage: str) -> None:
+    """A delta that does not authenticate: `memvault check` names it, exits
+    as for any damage and changes nothing; a start lays no delta over the
+    snapshot, replays the log after it (which holds every write the delta
+    held), sets the delta aside, and the vault checks sound again."""
+    home = copy(with_delta, tmp_path)
+    (delta,) = deltas(home / "data")
+    if damage == "flipped":
+        flip(delta, (SNAPSHOT_HEADER + delta.stat().st_size) // 2)
+    else:
+        delta.write_bytes(delta.read_bytes()[:-100])
+    before = listing(home / "data")
+    code, report = check(home)
+    assert code == 1 and not report["sound"], report
+    name = f"snapshots/{delta.name}"
+    assert set(findings(report, "damaged")) == {name}, report
+    assert findings(report, "damaged")[name]["kind"] == "delta"
+    assert report["lost"] == [], report  # the log holds every write the delta held
+    assert listing(home / "data") == before, "check changed the vault"
+    done = memvault(home, "check")
+    assert done.returncode == 1 and delta.name in done.stdout + done.stderr, done
+    with DaemonProcess(home).start(timeout=START_S) as proc:
+        held = exported(proc.socket)
+        assert differences(with_delta.expected, held) == ([], [])
+        assert len(held) == DELTA_FROM + 100 + len(with_delta.expected)
+        proc.kill()  # a clean stop would seal a new delta: the start alone set it aside
+    assert any(delta.name in line and "nothing lost" in line
+               for line in proc.log.splitlines() if " WARNING " in line), proc.log
+    assert not delta.exists()
+    assert [p.name for p in (home / "data" / "damaged").rglob("*.delta")] == [delta.name]
+    code, report = check(home)
+    assert code == 0 and report["sound"], report
+    assert {f["kind"] for f in findings(report, "warning").values()} == {"set aside"}
+
+
+def test_a_sound_delta_is_reported_as_the_one_a_start_lays_over(with_delta: Built,
+                                                                tmp_path: Path) -> None:
+    home = copy(with_delta, tmp_path)
+    (delta,) = deltas(home / "data")
+    code, report = check(home)
+    assert code == 0 and report["sound"], report
+    finding = findings(report, "ok")[f"snapshots/{delta.name}"]
+    assert finding["kind"] == "delta" and "lays it over" in finding["detail"], finding
 
 
 def test_a_repair_cut_short_is_finished_by_the_next(built: Built, tmp_path: Path,

@@ -1,9 +1,9 @@
 """`memvault check`: what each file of a vault holds and whether it authenticates.
 
-Every snapshot is read whole (every chunk opened, the body parsed); every
-record of every log segment is opened (`storage.log_scan`, which changes no
-byte and reads past damage); the log must hold every seq after the snapshot
-the vault starts from. Nothing here writes: the repair is `salvage.py`.
+Every snapshot and every delta is read whole (every chunk opened, the body
+parsed); every record of every log segment is opened (`storage.log_scan`,
+which changes no byte and reads past damage); the log must hold every seq
+after the snapshot the vault starts from. Nothing here writes: the repair is `salvage.py`.
 
 The report is a list of findings, one per object (a snapshot, a segment,
 the log as a whole, the key, `vault.json`, and from the layers above the
@@ -121,6 +121,15 @@ class _Snapshot:
     problem: str = ""
 
 
+@dataclass(frozen=True)
+class _Delta:
+    seq: int
+    path: Path
+    base: int  # the snapshot it is made against
+    changed: int  # memories and turns it holds, and the gone ones
+    problem: str = ""  # why it does not authenticate or parse ("": it does)
+
+
 class Examination:
     """The snapshots and the log of one vault, read and never changed."""
 
@@ -132,6 +141,7 @@ class Examination:
                                    read_only=True)
         self.log_key = derive_key(key, purpose=PURPOSE_LOG)
         self._snapshots: list[_Snapshot] = []
+        self._deltas: list[_Delta] = []
 
     def _name(self, path: Path) -> str:
         return str(path.relative_to(self.data_dir))
@@ -152,6 +162,16 @@ class Examination:
             if keep and usable is None:
                 usable = body
             del body
+        for seq, path in self.store.deltas():
+            try:
+                delta = decode_body(self.store.read_delta(seq))
+            except IntegrityError as exc:
+                problem = str(exc).removeprefix(f"snapshot {path.name}: ")
+                self._deltas.append(_Delta(seq, path, -1, 0, problem))
+                continue
+            changed = len(delta.memories) + len(delta.turns) + len(delta.gone)
+            self._deltas.append(_Delta(seq, path, delta.base, changed))
+            del delta
         return usable
 
     def read_log(self, *, upto: int | None = None, take: Take | None = None) -> LogScan:
@@ -165,6 +185,8 @@ class Examination:
         report.snapshot_seq = base
         for snapshot in reversed(self._snapshots):
             report.add(self._snapshot_finding(snapshot, base, scan))
+        for delta in self._deltas:
+            report.add(self._delta_finding(delta, base, scan))
         for segment in scan.segments:
             report.add(self._segment_finding(segment))
         report.lost = scan.missing(after=base)
@@ -182,6 +204,23 @@ class Examination:
             return Finding(name, "snapshot", OK, f"{detail}: older, can stand in for the newest")
         return Finding(name, "snapshot", OK, f"{detail}: older, cannot stand in for the newest "
                        f"(the log lacks {seqs_named(missing)})")
+
+    def _delta_finding(self, delta: _Delta, base: int, scan: LogScan) -> Finding:
+        """A delta is never the only copy of a write: the log after its
+        snapshot holds every one (a delta prunes no log). One that does not
+        authenticate is damage all the same, as a snapshot's would be; what
+        the log lacks is the continuity finding's."""
+        name = self._name(delta.path)
+        after = f"the log after snapshot {base}" if base else "the log"
+        if delta.problem:
+            return Finding(name, "delta", DAMAGED, f"{delta.problem}: a start does not use it "
+                           f"and replays {after} instead, which holds the same writes")
+        detail = (f"seq {delta.seq} over snapshot {delta.base}, {delta.changed} memories and "
+                  "turns changed")
+        if delta.base != base or delta.seq > scan.last_seq:
+            return Finding(name, "delta", WARNING, f"{detail}: does not fit snapshot {base} and "
+                           f"the log up to {scan.last_seq}, so a start does not use it")
+        return Finding(name, "delta", OK, f"{detail}: a start lays it over the snapshot")
 
     def _segment_finding(self, segment: SegmentScan) -> Finding:
         name = self._name(segment.path)

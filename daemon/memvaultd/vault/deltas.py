@@ -5,6 +5,7 @@ memories and turns changed since it (`storage/delta_body.py` has the body,
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import numpy as np
 
@@ -20,10 +21,14 @@ from memvaultd.vault.state import VaultState
 log = logging.getLogger("memvaultd.vault")
 
 
-def newest_delta(store: SnapshotStore, base: int, last_seq: int) -> SnapshotBody | None:
+def newest_delta(store: SnapshotStore, base: int, last_seq: int
+                 ) -> tuple[SnapshotBody | None, list[tuple[Path, str]]]:
     """The newest delta over snapshot `base` that authenticates, parses and
-    ends within the log (None: there is none). One that does not is only
-    logged: every write it holds is in the log after `base` too."""
+    ends within the log (None: there is none), and the deltas that do not
+    authenticate or parse, each with why. Neither kind costs a write: the
+    log after `base` holds every write a delta holds (a delta prunes no
+    log), and the caller replays it."""
+    damaged: list[tuple[Path, str]] = []
     for seq, path in reversed(store.deltas()):
         if seq < base or seq > last_seq:
             log.warning("delta %s does not fit snapshot %d and the log up to %d: not used",
@@ -33,12 +38,13 @@ def newest_delta(store: SnapshotStore, base: int, last_seq: int) -> SnapshotBody
             delta = decode_body(store.read_delta(seq))
         except IntegrityError as exc:
             log.warning("%s; the log after snapshot %d is replayed instead", exc, base)
+            damaged.append((path, str(exc)))
             continue
         if delta.base == base:
-            return delta
+            return delta, damaged
         log.warning("delta %s is made against snapshot %d, not %d: not used", path.name,
                     delta.base, base)
-    return None
+    return None, damaged
 
 
 def capture_delta(state: VaultState, base: int, seq: int, dimension: int, stamp: Stamp

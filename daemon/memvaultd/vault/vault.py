@@ -137,11 +137,13 @@ class Vault:
             raise IntegrityError(f"{passed_over[0][1]}; no older snapshot can stand in for it"
                                  f"{_others(passed_over)}. {REPAIR_HINT}")
         restored = body is not None
+        damaged_deltas: list[tuple[Path, str]] = []
         if body is not None:
             # A stop seals what changed since the newest snapshot as a delta
             # over it (snapshots.py); one that cannot be used is replaced by
             # the log after the snapshot, which holds the same writes.
-            delta = newest_delta(core.snapshot_store, body.seq, core.log.last_seq)
+            delta, damaged_deltas = newest_delta(core.snapshot_store, body.seq,
+                                                 core.log.last_seq)
             restore(core.state, body, delta)
             core.clock.observe(body.stamp if delta is None else delta.stamp)
             self.snapshots.txid = self.snapshots.delta_base = body.seq
@@ -164,6 +166,8 @@ class Vault:
         core.log.continue_after(core.applied_txid)
         if passed_over:
             self._set_aside(passed_over)
+        if damaged_deltas:
+            self._set_deltas_aside(damaged_deltas)
         # A million memories are tens of millions of objects that never die;
         # left to the cyclic collector, each full collection pauses every
         # thread for ~0.4 s at 200k memories (6 µs once frozen).
@@ -198,6 +202,20 @@ class Vault:
             return
         log.warning("%s: started from the older snapshot %d and the log after it, nothing "
                     "lost; the damaged file is kept in %s", why, self.snapshots.txid,
+                    where.relative_to(self.core.data_dir))
+
+    def _set_deltas_aside(self, damaged: list[tuple[Path, str]]) -> None:
+        """Deltas that do not authenticate, out of the way once the log after
+        their snapshot has been replayed in their place: kept for a person to
+        look at (`memvault check` lists them), never read again."""
+        try:
+            where = set_aside(self.core.data_dir, damaged)
+        except OSError as exc:
+            log.warning("%s: the damaged delta could not be moved aside (%s)", damaged[0][1],
+                        exc)
+            return
+        log.warning("%s: started from snapshot %d and the log after it, nothing lost; the "
+                    "damaged delta is kept in %s", damaged[0][1], self.snapshots.txid,
                     where.relative_to(self.core.data_dir))
 
     def close(self) -> None:
