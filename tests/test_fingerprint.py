@@ -17,13 +17,14 @@ from hypothesis import strategies as st
 
 from memvault_base.errors import InvalidArgument, RollbackDetected
 from memvaultd.sync import views
-from memvaultd.sync.envelope import VERSION, Envelope, chain_context
+from memvaultd.sync.envelope import Envelope
 from memvaultd.sync.fingerprint import Fingerprint, FingerprintKey
 from memvaultd.sync.high_water import HighWater, HighWaterFile
 from memvaultd.sync.remotes import open_remote
 from memvaultd.sync.witness import Witness
 from memvaultd.sync.worker import SyncWorker, pack_ops
 
+from .signed_chain import signed_version, worker_devices
 from .test_sync_worker_unit import _Chain, _IdleVault
 
 KEY, VAULT = bytes(range(32)), bytes(range(16))
@@ -82,7 +83,8 @@ def synced(tmp_path: Path) -> tuple[SyncWorker, _Chain]:
         chain.append()
     worker = SyncWorker(_IdleVault(), remote,  # type: ignore[arg-type]
                         HighWaterFile(tmp_path, os.urandom(32), vault_id),
-                        HighWater("memory://test"), envelope)
+                        HighWater("memory://test"), envelope,
+                        **worker_devices(remote, envelope))
     worker.sync_once()
     assert worker.high_water.head == 6
     return worker, chain
@@ -103,7 +105,7 @@ def test_a_version_swapped_between_is_a_fork_not_a_hash(synced: tuple[SyncWorker
                                                         ) -> None:
     worker, chain = synced
     versions = chain.remote._vault.versions  # type: ignore[attr-defined]
-    versions[3] = chain.envelope.seal(VERSION, pack_ops([]), chain_context(4, chain.hashes[2]))
+    versions[3] = signed_version(chain.device, 4, chain.hashes[2], pack_ops([]))
     # What this device pulled in this process is known without asking the remote.
     assert worker.hash_at(2) == chain.hashes[1]
     worker._hashes.clear()  # as after a restart: only the head's hash is on disk

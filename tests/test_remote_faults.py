@@ -43,7 +43,7 @@ from memvault import Client
 from memvault_base.errors import MemvaultError
 from memvault_base.v1 import sync_pb2
 from memvaultd.model.operations import PUT
-from memvaultd.sync import recovery
+from memvaultd.sync import recovery, signatures
 from memvaultd.sync.envelope import VERSION, Envelope, chain_context
 from memvaultd.sync.remotes import open_remote
 from memvaultd.sync.worker import Backoff, unpack_ops
@@ -303,7 +303,8 @@ class Site:
             while batch := remote.versions_after(number, limit=1000):
                 for number, blob in batch:
                     name = f"version {number}"
-                    body = envelope.open(VERSION, blob, chain_context(number, parent), name=name)
+                    body = envelope.open(VERSION, signatures.sealed_part(blob),
+                                         chain_context(number, parent), name=name)
                     ops += unpack_ops(body, name)
                     parent = hashlib.sha256(blob).digest()
             return ops

@@ -24,12 +24,14 @@ from memvaultd.model.hlc import Stamp
 from memvaultd.model.operations import ACCESS, Operation
 from memvaultd.sync import snapshots
 from memvaultd.sync import worker as worker_module
-from memvaultd.sync.envelope import VERSION, Envelope, chain_context
+from memvaultd.sync.envelope import Envelope
 from memvaultd.sync.high_water import HighWater, HighWaterFile
 from memvaultd.sync.remotes import open_remote
 from memvaultd.sync.remotes.base import Remote
 from memvaultd.sync.snapshots import CHUNK_OBJECT, latest_snapshot
 from memvaultd.sync.worker import SyncWorker, pack_ops
+
+from .signed_chain import registered, signed_version, worker_devices
 
 MIB = 1 << 20
 OPS_PER_VERSION = 10
@@ -90,9 +92,9 @@ def _ops(number: int) -> list[Operation]:
 
 def _chain(remote: Remote, envelope: Envelope, versions: int) -> None:
     """`versions` versions appended as another device of the vault would."""
-    parent = b""
+    parent, device = b"", registered(remote, envelope)
     for number in range(1, versions + 1):
-        blob = envelope.seal(VERSION, pack_ops(_ops(number)), chain_context(number, parent))
+        blob = signed_version(device, number, parent, pack_ops(_ops(number)))
         assert remote.append_version(number, parent, blob)
         parent = hashlib.sha256(blob).digest()
 
@@ -107,7 +109,8 @@ def _site(tmp_path: Path, body: bytes, versions: int = VERSIONS
     vault = _Vault(body)
     worker = SyncWorker(vault, uploads,  # type: ignore[arg-type]
                         HighWaterFile(tmp_path, os.urandom(32), vault_id),
-                        HighWater("memory://test"), envelope)
+                        HighWater("memory://test"), envelope,
+                        **worker_devices(remote, envelope))
     return worker, uploads, vault, envelope
 
 

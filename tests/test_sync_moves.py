@@ -17,12 +17,14 @@ import pytest
 
 from memvault_base.errors import InvalidArgument, MemvaultError
 from memvaultd.model.operations import Operation
-from memvaultd.sync import moves
-from memvaultd.sync.envelope import MOVE, VERSION, Envelope, chain_context
+from memvaultd.sync import moves, signatures
+from memvaultd.sync.envelope import MOVE, Envelope
 from memvaultd.sync.high_water import HighWater, HighWaterFile
 from memvaultd.sync.remotes import open_remote
 from memvaultd.sync.remotes.base import Remote
 from memvaultd.sync.worker import SyncWorker, pack_ops
+
+from .signed_chain import registered, signed_version, worker_devices
 
 
 class _Vault:
@@ -67,18 +69,24 @@ def _worker(tmp_path: Path, space: tuple[str, Envelope, str], name: str
     def open_scope(scope: str) -> Remote:
         return open_remote(url, vault_id=scope)
 
-    worker = SyncWorker(vault, open_remote(url, vault_id=vault_id),  # type: ignore[arg-type]
+    remote = open_remote(url, vault_id=vault_id)
+    worker = SyncWorker(vault, remote,  # type: ignore[arg-type]
                         HighWaterFile(tmp_path / name, os.urandom(32), envelope.vault_id),
-                        HighWater(url), envelope, open_scope=open_scope)
+                        HighWater(url), envelope, open_scope=open_scope,
+                        **worker_devices(remote, envelope))
     return worker, vault
 
 
 def _stop_both_at_a_bad_version(url: str, envelope: Envelope, vault_id: str,
                                 *workers: SyncWorker) -> None:
     remote = open_remote(url, vault_id=vault_id)
-    good = envelope.seal(VERSION, pack_ops([]), chain_context(1, b""))
+    device = registered(remote, envelope)
+    good = signed_version(device, 1, b"", pack_ops([]))
     assert remote.append_version(1, b"", good)
-    assert remote.append_version(2, hashlib.sha256(good).digest(), os.urandom(4096))
+    # Signed by a registered device, yet it does not open: damage, or a
+    # fork; a version no device signed is only passed over (test_devices.py).
+    bad = signatures.sign(device.keys, device.device, envelope.vault_id, 2, os.urandom(4096))
+    assert remote.append_version(2, hashlib.sha256(good).digest(), bad)
     for worker in workers:
         with pytest.raises(MemvaultError):
             worker.sync_once()

@@ -3,8 +3,10 @@ stays bounded while it is stopped.
 
 Real parts: a memvault-server on a loopback port, laptop A and desktop B
 (real daemons, one vault), and Mallory, who holds a device token of the
-same account but not the vault key: she appends a version with the right
-parent and garbage inside. Both devices stop at it and `sync status` names
+same account and laptop A's device key (its data directory and passphrase),
+but not the vault key: she appends a version with the right parent and
+garbage inside, signed as A. (A version no registered device signed is
+only passed over: tests/test_devices.py.) Both devices stop at it and `sync status` names
 it; A keeps being written to (reinforcements, a new memory, a forget) past
 its backlog limit, and its log keeps only a bounded tail. Then the user runs
 `memvault sync repair` on A: refused without confirmation, done with
@@ -28,9 +30,14 @@ import pytest
 
 from memvault import Client
 from memvault_base.errors import MemvaultError
+from memvaultd.crypto.device_keys import DeviceKeys
+from memvaultd.storage.device_secret import device_keys
+from memvaultd.storage.keyfile import open_key_file
+from memvaultd.storage.keys import KEY_FILE_NAME, UnlockedKey
+from memvaultd.sync import signatures
 from memvaultd.sync.remotes import open_remote
 
-from .daemon_process import DaemonProcess
+from .daemon_process import PASSPHRASE, DaemonProcess
 from .server_process import ServerProcess, create_token
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -70,14 +77,25 @@ def _log_records(daemon: DaemonProcess, client: Client) -> int:
     return client.status().applied_txid - oldest + 1
 
 
-def _append_garbage(url: str, token: str, vault_id: str) -> int:
-    """What Mallory does with her token: the next version, right parent,
-    garbage inside. Returns its number."""
+def _device_keys(daemon: DaemonProcess, vault_id: str, device_id: str) -> DeviceKeys:
+    """The device key of `daemon`'s device, read as its daemon reads it."""
+    data = daemon.home / "data"
+    key, wrapping = open_key_file((data / KEY_FILE_NAME).read_bytes(), PASSPHRASE,
+                                  vault_id=bytes.fromhex(vault_id))
+    return device_keys(data, bytes.fromhex(vault_id), device_id,
+                       UnlockedKey(key, "keyfile", "test", wrapping))
+
+
+def _append_garbage(url: str, token: str, vault_id: str, signer: tuple[DeviceKeys, str]
+                    ) -> int:
+    """What Mallory does with her token and a device's key: the next
+    version, right parent, garbage inside, signed. Returns its number."""
     remote = open_remote(url, token=token, vault_id=vault_id)
     try:
         head = remote.head()
         parent = hashlib.sha256(remote.versions_after(head - 1, limit=1)[0][1]).digest()
         garbage = b"MVRO\x01\x01" + os.urandom(4090)  # a version's header, then noise
+        garbage = signatures.sign(*signer, bytes.fromhex(vault_id), head + 1, garbage)
         assert remote.append_version(head + 1, parent, garbage)
         return head + 1
     finally:
@@ -105,7 +123,10 @@ def test_a_bad_version_is_named_repaired_and_nothing_is_lost(tmp_path: Path) -> 
         cb.join_sync(url, key, token=tokens["desktop"])
         ca.sync_now()
 
-        bad = _append_garbage(url, tokens["mallory"], ca.status().vault_id)
+        vault_id = ca.status().vault_id
+        laptop = next(d.device_id for d in ca.devices() if d.this_device)
+        bad = _append_garbage(url, tokens["mallory"], vault_id,
+                              (_device_keys(a, vault_id, laptop), laptop))
         for client in (ca, cb):
             with pytest.raises(MemvaultError):
                 client.sync_now()

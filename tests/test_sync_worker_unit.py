@@ -21,12 +21,15 @@ import pytest
 from memvault_base.errors import RollbackDetected
 from memvaultd.model.hlc import Stamp
 from memvaultd.model.operations import ACCESS, FORGET, Operation
+from memvaultd.sync import signatures
 from memvaultd.sync import worker as worker_module
 from memvaultd.sync.envelope import VERSION, Envelope, chain_context
 from memvaultd.sync.high_water import HighWater, HighWaterFile
 from memvaultd.sync.remotes import open_remote
 from memvaultd.sync.remotes.base import Remote
 from memvaultd.sync.worker import SyncWorker, marks_wait, pack_ops, unpack_ops
+
+from .signed_chain import registered, signed_version, worker_devices
 
 
 class _IdleVault:
@@ -74,12 +77,13 @@ class _Chain:
 
     def __init__(self, remote: Remote, envelope: Envelope) -> None:
         self.remote, self.envelope = remote, envelope
+        self.device = registered(remote, envelope)
         self.hashes: list[bytes] = []
 
     def append(self, parent: bytes | None = None) -> bytes:
         number = len(self.hashes) + 1
         parent = (self.hashes[-1] if self.hashes else b"") if parent is None else parent
-        blob = self.envelope.seal(VERSION, pack_ops([]), chain_context(number, parent))
+        blob = signed_version(self.device, number, parent, pack_ops([]))
         assert self.remote.append_version(number, parent, blob)
         self.hashes.append(hashlib.sha256(blob).digest())
         return blob
@@ -96,7 +100,8 @@ def setup(tmp_path: Path) -> tuple[SyncWorker, _Counting, _Chain]:
         chain.append()
     marks = HighWaterFile(tmp_path, os.urandom(32), vault_id)
     worker = SyncWorker(_IdleVault(), counting, marks,  # type: ignore[arg-type]
-                        HighWater("memory://test"), envelope)
+                        HighWater("memory://test"), envelope,
+                        **worker_devices(remote, envelope))
     worker.sync_once()  # pulls versions 1-3: 3 downloads
     assert worker.high_water.head == 3 and counting.versions_read == 3
     counting.versions_read = 0
@@ -106,8 +111,8 @@ def setup(tmp_path: Path) -> tuple[SyncWorker, _Counting, _Chain]:
 def _replace_head(chain: _Chain) -> None:
     """Another object at the number the worker has seen (a fork in place)."""
     vault = chain.remote._vault  # type: ignore[attr-defined]
-    vault.versions[-1] = chain.envelope.seal(VERSION, pack_ops([]),
-                                             chain_context(len(vault.versions), b"x" * 32))
+    vault.versions[-1] = signed_version(chain.device, len(vault.versions), b"x" * 32,
+                                        pack_ops([]))
 
 
 def test_idle_rounds_do_not_download_the_head_again(setup: tuple[SyncWorker, _Counting, _Chain]
@@ -172,7 +177,8 @@ def test_a_push_sends_what_follows_the_mark_in_order_in_versions_of_1000(
     assert worker.high_water.head == 5 and worker.high_water.pushed_seq == 2600
     parent, sent = chain.hashes[-1], []
     for number, blob in counting.inner.versions_after(3, limit=10):
-        body = worker.envelope.open(VERSION, blob, chain_context(number, parent), name="v")
+        body = worker.envelope.open(VERSION, signatures.sealed_part(blob),
+                                    chain_context(number, parent), name="v")
         sent.append([op.op_id for op in unpack_ops(body, "v")])
         parent = hashlib.sha256(blob).digest()
     assert [len(ops) for ops in sent] == [1000, 300]

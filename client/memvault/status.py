@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Event", "Status", "SyncInfo", "SyncVerdict"]
+__all__ = ["DeviceInfo", "Event", "Status", "SyncInfo", "SyncVerdict"]
 
 
 @dataclass(frozen=True)
@@ -111,12 +111,33 @@ class SyncInfo:
     silent: tuple[tuple[str, float], ...] = ()
     freeze_bound_s: float = 0.0
     witness: str = ""  # the witness remote, without secrets ("": none)
+    # Versions refused since the daemon started, signed by no registered
+    # device: (number, why); nothing of them was applied.
+    refused: tuple[tuple[int, str], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         doc = {name: getattr(self, name) for name in self.__dataclass_fields__}
         doc["silent"] = [{"device": device, "last_seen": last_seen}
                          for device, last_seen in self.silent]
+        doc["refused"] = [{"version": number, "reason": reason}
+                          for number, reason in self.refused]
         return doc
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """A device registered in the vault (`memvault devices`)."""
+
+    device_id: str
+    name: str
+    sign_key: str  # Ed25519, hex: signs the versions the device pushes
+    receive_key: str  # X25519, hex
+    added: float = 0.0  # when it registered; 0: not yet (sync is not set up)
+    last_seen: float = 0.0  # its newest operation this device pulled; 0: none
+    this_device: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
 
 
 @dataclass(frozen=True)

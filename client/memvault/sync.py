@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 from memvault.connection import Connection
-from memvault.types import InitResult, JoinResult, LeaveResult, SyncInfo, SyncVerdict
+from memvault.types import DeviceInfo, InitResult, JoinResult, LeaveResult, SyncInfo, SyncVerdict
 from memvault_base.errors import ForkDetected
 from memvault_base.v1 import memory_pb2 as pb
 
@@ -28,6 +28,10 @@ class SyncCalls(Connection):
                                          pb.SyncStatusReply)
         self._sync_leave = self._unary("SyncLeave", pb.SyncLeaveRequest, pb.SyncLeaveReply)
         self._sync_move = self._unary("SyncMove", pb.InitSyncRequest, pb.InitSyncReply)
+        self._list_devices = self._unary("ListDevices", pb.ListDevicesRequest,
+                                         pb.ListDevicesReply)
+        self._rename_device = self._unary("RenameDevice", pb.RenameDeviceRequest,
+                                          pb.ListDevicesReply)
 
     def init_sync(self, remote: str, *, token: str | None = None,
                   allow_cleartext_token: bool = False) -> InitResult:
@@ -105,6 +109,21 @@ class SyncCalls(Connection):
             timeout=600.0)
         return InitResult(reply.vault_id, reply.recovery_key)
 
+    def devices(self) -> list[DeviceInfo]:
+        """The vault's registered devices, oldest first, this one marked."""
+        return _devices(self._call(self._list_devices, pb.ListDevicesRequest(), timeout=120.0))
+
+    def rename_device(self, old: str, new: str) -> list[DeviceInfo]:
+        """Name the device called `old` (or whose id starts with it) `new`,
+        for every device of the vault; returns the devices."""
+        return _devices(self._call(self._rename_device, pb.RenameDeviceRequest(
+            old_name=old, new_name=new), timeout=120.0))
+
+
+def _devices(reply: pb.ListDevicesReply) -> list[DeviceInfo]:
+    return [DeviceInfo(d.device_id, d.name, d.sign_key, d.receive_key, d.added, d.last_seen,
+                       d.this_device) for d in reply.devices]
+
 
 def _sync_info(reply: pb.SyncStatusReply) -> SyncInfo:
     return SyncInfo(reply.configured, reply.remote, reply.state, reply.head, reply.pushed_seq,
@@ -112,4 +131,4 @@ def _sync_info(reply: pb.SyncStatusReply) -> SyncInfo:
                     reply.bad_version, reply.withheld_head, reply.repush, reply.chain,
                     reply.snapshot, tuple((device.device, device.last_seen)
                                           for device in reply.silent), reply.freeze_bound_s,
-                    reply.witness)
+                    reply.witness, tuple((r.number, r.reason) for r in reply.refused))

@@ -26,6 +26,7 @@ from memvault.read_results import (
     ScoreBreakdown,
     TurnHit,
 )
+from memvault.status import DeviceInfo as DeviceInfo
 from memvault.status import Event, Status
 from memvault.status import SyncInfo as SyncInfo
 from memvault.status import SyncVerdict as SyncVerdict

@@ -741,7 +741,7 @@ class SyncStatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class SyncStatusReply(_message.Message):
-    __slots__ = ("configured", "remote", "state", "head", "pushed_seq", "pending", "last_push", "last_pull", "last_error", "bad_version", "withheld_head", "repush", "chain", "snapshot", "silent", "freeze_bound_s", "witness")
+    __slots__ = ("configured", "remote", "state", "head", "pushed_seq", "pending", "last_push", "last_pull", "last_error", "bad_version", "withheld_head", "repush", "chain", "snapshot", "silent", "freeze_bound_s", "witness", "refused")
     CONFIGURED_FIELD_NUMBER: _ClassVar[int]
     REMOTE_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -759,6 +759,7 @@ class SyncStatusReply(_message.Message):
     SILENT_FIELD_NUMBER: _ClassVar[int]
     FREEZE_BOUND_S_FIELD_NUMBER: _ClassVar[int]
     WITNESS_FIELD_NUMBER: _ClassVar[int]
+    REFUSED_FIELD_NUMBER: _ClassVar[int]
     configured: bool
     remote: str
     state: str
@@ -776,7 +777,52 @@ class SyncStatusReply(_message.Message):
     silent: _containers.RepeatedCompositeFieldContainer[SilentDevice]
     freeze_bound_s: float
     witness: str
-    def __init__(self, configured: _Optional[bool] = ..., remote: _Optional[str] = ..., state: _Optional[str] = ..., head: _Optional[int] = ..., pushed_seq: _Optional[int] = ..., pending: _Optional[int] = ..., last_push: _Optional[float] = ..., last_pull: _Optional[float] = ..., last_error: _Optional[str] = ..., bad_version: _Optional[int] = ..., withheld_head: _Optional[int] = ..., repush: _Optional[bool] = ..., chain: _Optional[int] = ..., snapshot: _Optional[int] = ..., silent: _Optional[_Iterable[_Union[SilentDevice, _Mapping]]] = ..., freeze_bound_s: _Optional[float] = ..., witness: _Optional[str] = ...) -> None: ...
+    refused: _containers.RepeatedCompositeFieldContainer[RefusedVersion]
+    def __init__(self, configured: _Optional[bool] = ..., remote: _Optional[str] = ..., state: _Optional[str] = ..., head: _Optional[int] = ..., pushed_seq: _Optional[int] = ..., pending: _Optional[int] = ..., last_push: _Optional[float] = ..., last_pull: _Optional[float] = ..., last_error: _Optional[str] = ..., bad_version: _Optional[int] = ..., withheld_head: _Optional[int] = ..., repush: _Optional[bool] = ..., chain: _Optional[int] = ..., snapshot: _Optional[int] = ..., silent: _Optional[_Iterable[_Union[SilentDevice, _Mapping]]] = ..., freeze_bound_s: _Optional[float] = ..., witness: _Optional[str] = ..., refused: _Optional[_Iterable[_Union[RefusedVersion, _Mapping]]] = ...) -> None: ...
+
+class RefusedVersion(_message.Message):
+    __slots__ = ("number", "reason")
+    NUMBER_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    number: int
+    reason: str
+    def __init__(self, number: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class ListDevicesRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class Device(_message.Message):
+    __slots__ = ("device_id", "name", "sign_key", "receive_key", "added", "last_seen", "this_device")
+    DEVICE_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SIGN_KEY_FIELD_NUMBER: _ClassVar[int]
+    RECEIVE_KEY_FIELD_NUMBER: _ClassVar[int]
+    ADDED_FIELD_NUMBER: _ClassVar[int]
+    LAST_SEEN_FIELD_NUMBER: _ClassVar[int]
+    THIS_DEVICE_FIELD_NUMBER: _ClassVar[int]
+    device_id: str
+    name: str
+    sign_key: str
+    receive_key: str
+    added: float
+    last_seen: float
+    this_device: bool
+    def __init__(self, device_id: _Optional[str] = ..., name: _Optional[str] = ..., sign_key: _Optional[str] = ..., receive_key: _Optional[str] = ..., added: _Optional[float] = ..., last_seen: _Optional[float] = ..., this_device: _Optional[bool] = ...) -> None: ...
+
+class ListDevicesReply(_message.Message):
+    __slots__ = ("devices",)
+    DEVICES_FIELD_NUMBER: _ClassVar[int]
+    devices: _containers.RepeatedCompositeFieldContainer[Device]
+    def __init__(self, devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ...) -> None: ...
+
+class RenameDeviceRequest(_message.Message):
+    __slots__ = ("old_name", "new_name")
+    OLD_NAME_FIELD_NUMBER: _ClassVar[int]
+    NEW_NAME_FIELD_NUMBER: _ClassVar[int]
+    old_name: str
+    new_name: str
+    def __init__(self, old_name: _Optional[str] = ..., new_name: _Optional[str] = ...) -> None: ...
 
 class SilentDevice(_message.Message):
     __slots__ = ("device", "last_seen")

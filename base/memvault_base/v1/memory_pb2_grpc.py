@@ -169,6 +169,16 @@ class MemoryStub:
                 request_serializer=memvault__base_dot_v1_dot_memory__pb2.InitSyncRequest.SerializeToString,
                 response_deserializer=memvault__base_dot_v1_dot_memory__pb2.InitSyncReply.FromString,
                 _registered_method=True)
+        self.ListDevices = channel.unary_unary(
+                '/memvault.v1.Memory/ListDevices',
+                request_serializer=memvault__base_dot_v1_dot_memory__pb2.ListDevicesRequest.SerializeToString,
+                response_deserializer=memvault__base_dot_v1_dot_memory__pb2.ListDevicesReply.FromString,
+                _registered_method=True)
+        self.RenameDevice = channel.unary_unary(
+                '/memvault.v1.Memory/RenameDevice',
+                request_serializer=memvault__base_dot_v1_dot_memory__pb2.RenameDeviceRequest.SerializeToString,
+                response_deserializer=memvault__base_dot_v1_dot_memory__pb2.ListDevicesReply.FromString,
+                _registered_method=True)
         self.Status = channel.unary_unary(
                 '/memvault.v1.Memory/Status',
                 request_serializer=memvault__base_dot_v1_dot_memory__pb2.StatusRequest.SerializeToString,
@@ -381,6 +391,19 @@ class MemoryServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListDevices(self, request, context):
+        """The vault's registered devices (docs/cli.md, `memvault devices`).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RenameDevice(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Status(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -551,6 +574,16 @@ def add_MemoryServicer_to_server(servicer, server):
                     servicer.SyncMove,
                     request_deserializer=memvault__base_dot_v1_dot_memory__pb2.InitSyncRequest.FromString,
                     response_serializer=memvault__base_dot_v1_dot_memory__pb2.InitSyncReply.SerializeToString,
+            ),
+            'ListDevices': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListDevices,
+                    request_deserializer=memvault__base_dot_v1_dot_memory__pb2.ListDevicesRequest.FromString,
+                    response_serializer=memvault__base_dot_v1_dot_memory__pb2.ListDevicesReply.SerializeToString,
+            ),
+            'RenameDevice': grpc.unary_unary_rpc_method_handler(
+                    servicer.RenameDevice,
+                    request_deserializer=memvault__base_dot_v1_dot_memory__pb2.RenameDeviceRequest.FromString,
+                    response_serializer=memvault__base_dot_v1_dot_memory__pb2.ListDevicesReply.SerializeToString,
             ),
             'Status': grpc.unary_unary_rpc_method_handler(
                     servicer.Status,
@@ -1307,6 +1340,60 @@ class Memory:
             '/memvault.v1.Memory/SyncMove',
             memvault__base_dot_v1_dot_memory__pb2.InitSyncRequest.SerializeToString,
             memvault__base_dot_v1_dot_memory__pb2.InitSyncReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListDevices(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.v1.Memory/ListDevices',
+            memvault__base_dot_v1_dot_memory__pb2.ListDevicesRequest.SerializeToString,
+            memvault__base_dot_v1_dot_memory__pb2.ListDevicesReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RenameDevice(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.v1.Memory/RenameDevice',
+            memvault__base_dot_v1_dot_memory__pb2.RenameDeviceRequest.SerializeToString,
+            memvault__base_dot_v1_dot_memory__pb2.ListDevicesReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -56,6 +56,9 @@ def sync_table(info: SyncInfo, *, now: float | None = None) -> Table:
         rows.append(("repush", "the next push puts the whole vault again"))
     if info.witness:
         rows.append(("witness", info.witness))
+    for number, reason in info.refused:
+        rows.append(("refused", f"version {number}: {reason}; nothing of it applied, sync "
+                                "went on past it"))
     for device, last_seen in info.silent:
         rows.append(("silent", f"device {device}: nothing from it since "
                                f"{_moment(last_seen, now)}, over the bound of "

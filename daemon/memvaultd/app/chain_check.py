@@ -1,10 +1,12 @@
 """What `memvault check` reads of sync: the sealed sync state, and the
 remote's version chain, read and never written.
 
-The chain is walked from its first version: each version must open under
-its number and its parent's hash (`sync/envelope.py`), and its operations
-parse; the version this device saw last must still be there, unchanged
-(the high-water mark), and the chain no shorter; the vault's description
+The chain is walked from its first version: each version must be signed
+by a device of the registry (`sync/signatures.py`; one that is not is
+passed over and counted, as sync passes it over), open under its number
+and its parent's hash (`sync/envelope.py`), and its operations parse; the
+version this device saw last must still be there, unchanged (the
+high-water mark), and the chain no shorter; the vault's description
 and its newest snapshot must open. That is every object a new device needs
 to join. The walk downloads the whole chain (`--no-remote` skips it); a
 remote that cannot be reached leaves the chain `unchecked`, not damaged.
@@ -23,7 +25,9 @@ from pathlib import Path
 
 from memvault_base.errors import IntegrityError, MemvaultError
 from memvaultd.model.operations import Operation
-from memvaultd.sync.envelope import DESCRIPTION, VERSION, Envelope, chain_context
+from memvaultd.sync import signatures
+from memvaultd.sync.devices import read_records
+from memvaultd.sync.envelope import DESCRIPTION, Envelope
 from memvaultd.sync.high_water import HighWater, HighWaterFile
 from memvaultd.sync.remotes import open_remote, redact
 from memvaultd.sync.remotes.base import Remote
@@ -91,7 +95,15 @@ def _chain(mark: HighWater, key: bytes, vault_id: bytes,
         return Finding("remote", "remote", UNCHECKED, f"{shown}: cannot be opened: {exc}")
     envelope = Envelope(key, vault_id)
     try:
-        return _walk(remote, envelope, mark, shown, each)
+        base = remote if not mark.scope else open_remote(mark.remote, token=mark.token,
+                                                          vault_id=vault_id.hex())
+    except MemvaultError as exc:
+        remote.close()
+        return Finding("remote", "remote", UNCHECKED, f"{shown}: cannot be opened: {exc}")
+    try:
+        records = read_records(base, envelope)
+        return _walk(remote, envelope, mark, shown, each,
+                     lambda device: records[device].sign if device in records else None)
     except (IntegrityError, ChainBroken) as exc:
         return Finding("remote", "remote", DAMAGED, f"{shown}: {exc}")
     except Exception as exc:  # down, slow, refusing: nothing is known to be wrong
@@ -99,13 +111,16 @@ def _chain(mark: HighWater, key: bytes, vault_id: bytes,
                        f"{shown}: could not be read: {type(exc).__name__}: {exc}")
     finally:
         remote.close()
+        if base is not remote:
+            base.close()
 
 
 def _walk(remote: Remote, envelope: Envelope, mark: HighWater, shown: str,
-          each: Callable[[Operation], None] | None) -> Finding:
+          each: Callable[[Operation], None] | None,
+          key_of: Callable[[str], bytes | None]) -> Finding:
     description = json.loads(envelope.open(DESCRIPTION, remote.get_object(DESCRIPTION_OBJECT),
                                            name=DESCRIPTION_OBJECT))
-    number, parent, operations, first = 0, b"", 0, 0
+    number, parent, operations, first, refused, signed = 0, b"", 0, 0, 0, False
     while True:
         batch = remote.versions_after(number, limit=_BATCH)
         for at, blob in batch:
@@ -114,12 +129,18 @@ def _walk(remote: Remote, envelope: Envelope, mark: HighWater, shown: str,
             first = first or at
             if at == 1 or at > first:  # a first version after a pruned start has no known parent
                 name = f"version {at}"
-                body = envelope.open(VERSION, blob, chain_context(at, parent), name=name)
-                ops = unpack_ops(body, name)
-                operations += len(ops)
-                if each is not None and at <= mark.head:
-                    for op in ops:
-                        each(op)
+                try:
+                    body, signed_here = signatures.open_version(
+                        envelope, blob, at, parent, key_of, unsigned_ok=not signed)
+                except signatures.Refused:
+                    refused += 1  # as sync does: passed over, linked past
+                else:
+                    signed = signed or signed_here
+                    ops = unpack_ops(body, name)
+                    operations += len(ops)
+                    if each is not None and at <= mark.head:
+                        for op in ops:
+                            each(op)
             parent, number = hashlib.sha256(blob).digest(), at
             if at == mark.head and parent.hex() != mark.head_hash:
                 raise ChainBroken(f"version {at} is not the one this device saw: the history "
@@ -132,6 +153,9 @@ def _walk(remote: Remote, envelope: Envelope, mark: HighWater, shown: str,
     snapshot = latest_snapshot(remote, envelope)
     pruned = f" (versions before {first} are not there; checked from {first})" if first > 1 else ""
     newest = f"newest snapshot at version {snapshot[0]}" if snapshot else "no snapshot"
+    passed = (f" ({refused} signed by no registered device: passed over, as sync does)"
+              if refused else "")
     return Finding("remote", "remote", OK,
-                   f"{shown}: {number} versions, {operations} operations, each opens and "
-                   f"names its parent{pruned}; {newest}; model {description.get('model')}")
+                   f"{shown}: {number} versions{passed}, {operations} operations; each "
+                   f"version is signed by a registered device, opens and names its "
+                   f"parent{pruned}; {newest}; model {description.get('model')}")

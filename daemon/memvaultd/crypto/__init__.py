@@ -1,4 +1,5 @@
-"""The daemon's cryptographic primitives: AEAD sealing and key derivation.
+"""The daemon's cryptographic primitives: AEAD sealing, key derivation, and
+a device's own key pairs (`device_keys.py`: Ed25519 and X25519).
 
 Everything memvault writes to disk or sends to a remote is sealed with
 `seal()` under a key that `derive_key()` gave for one purpose only. The

@@ -385,7 +385,27 @@ class MemoryServicer:
             repush=status.repush, chain=status.chain, snapshot=status.snapshot,
             silent=[pb.SilentDevice(device=device, last_seen=last_seen)
                     for device, last_seen in status.silent],
-            freeze_bound_s=status.freeze_bound_s, witness=status.witness)
+            freeze_bound_s=status.freeze_bound_s, witness=status.witness,
+            refused=[pb.RefusedVersion(number=number, reason=reason)
+                     for number, reason in status.refused])
+
+    def ListDevices(self, request: pb.ListDevicesRequest, access: Access
+                    ) -> pb.ListDevicesReply:
+        access.check_full("devices")
+        return self._devices()
+
+    def RenameDevice(self, request: pb.RenameDeviceRequest, access: Access
+                     ) -> pb.ListDevicesReply:
+        access.check_full("devices")
+        self.syncing.rename_device(request.old_name, request.new_name)
+        return self._devices()
+
+    def _devices(self) -> pb.ListDevicesReply:
+        records, seen, mine = self.syncing.devices()
+        return pb.ListDevicesReply(devices=[pb.Device(
+            device_id=r.device, name=r.name, sign_key=r.sign.hex(), receive_key=r.receive.hex(),
+            added=r.added, last_seen=seen.get(r.device, 0.0), this_device=r.device == mine)
+            for r in records])
 
     def Status(self, request: pb.StatusRequest, access: Access) -> pb.StatusReply:
         vault, embedder = self.vault, self.vault.embedder

@@ -115,6 +115,18 @@ class KeyWrapping:
         header = _header(self.params, self.salt)
         return header + seal(self.key, vault_key, aad=_aad(header, vault_id))
 
+    def unwrap(self, blob: bytes, vault_id: bytes) -> bytes:
+        """The key inside `blob`, a key file this wrapping sealed (same salt
+        and parameters: no Argon2id run); Locked if it does not open."""
+        params, salt = _parse_header(blob)
+        if (params, salt) != (self.params, self.salt):
+            raise Locked(WRONG_PASSPHRASE)
+        try:
+            return open_sealed(self.key, blob[_HEADER.size :],
+                               aad=_aad(blob[: _HEADER.size], vault_id))
+        except IntegrityError:
+            raise Locked(WRONG_PASSPHRASE) from None
+
 
 def wrap_key(
     vault_key: bytes,

@@ -60,6 +60,7 @@ __all__ = [
     "create_vault_key",
     "forget_passphrase",
     "has_vault_key",
+    "keyring_key",
     "keyring_username",
     "load_vault_key",
     "store_joined_key",
@@ -296,13 +297,20 @@ def _load_from_keyring(data_dir: Path, vault_id: bytes) -> UnlockedKey:
             f"no key for vault {vault} in the OS keyring (service {KEYRING_SERVICE!r}, "
             f"user {keyring_username(vault_id)!r}) and no key file in {data_dir}"
         )
+    key = keyring_key(encoded, f"the OS keyring entry for vault {vault}")
+    return UnlockedKey(key, "keyring", f"OS keyring ({_backend_name(backend)})")
+
+
+def keyring_key(encoded: str, entry: str) -> bytes:
+    """The 32-byte key a keyring entry holds in base64; IntegrityError
+    naming `entry` if it holds anything else."""
     try:
         key = base64.b64decode(encoded, validate=True)
     except (binascii.Error, ValueError):
         key = b""
     if len(key) != KEY_SIZE:
-        raise IntegrityError(f"the OS keyring entry for vault {vault} is not a {KEY_SIZE}-byte key")
-    return UnlockedKey(key, "keyring", f"OS keyring ({_backend_name(backend)})")
+        raise IntegrityError(f"{entry} is not a {KEY_SIZE}-byte key")
+    return key
 
 
 def load_vault_key(data_dir: Path, vault_id: bytes, *, prompt: bool = True) -> UnlockedKey:

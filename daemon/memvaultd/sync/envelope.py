@@ -12,6 +12,10 @@
                                                 index:u32 | count:u32
     kind 5, a move to another chain:  context = ""
     kind 6, a device's view, on a witness: context = device id (`witness.py`)
+    kind 7, a device's record:        context = device id (`devices.py`)
+
+A version on the remote is kind 1 followed by its device's signature
+(`signatures.py`).
 
 (`snapshots.py` has the snapshot kinds' bodies, `moves.py` the move's.)
 
@@ -33,9 +37,10 @@ from memvaultd.crypto.kdf import derive_key
 
 MAGIC = b"MVRO"
 FORMAT = 1
-VERSION, SNAPSHOT, DESCRIPTION, SNAPSHOT_CHUNK, MOVE, WITNESS = 1, 2, 3, 4, 5, 6
+VERSION, SNAPSHOT, DESCRIPTION, SNAPSHOT_CHUNK, MOVE, WITNESS, DEVICE = 1, 2, 3, 4, 5, 6, 7
 _KIND_NAMES = {VERSION: "version", SNAPSHOT: "snapshot", DESCRIPTION: "description",
-               SNAPSHOT_CHUNK: "snapshot-chunk", MOVE: "move", WITNESS: "witness"}
+               SNAPSHOT_CHUNK: "snapshot-chunk", MOVE: "move", WITNESS: "witness",
+               DEVICE: "device"}
 _HEADER = struct.Struct(">4sBB")
 _MIN_BUCKET = 4096
 _MIB = 1 << 20
@@ -61,10 +66,12 @@ class Envelope:
         self._keys = {kind: derive_key(vault_key, purpose=f"sync/{name}/v1")
                       for kind, name in _KIND_NAMES.items()}
 
-    def seal(self, kind: int, body: bytes, context: bytes = b"") -> bytes:
+    def seal(self, kind: int, body: bytes, context: bytes = b"", *, reserve: int = 0) -> bytes:
+        """`body` sealed, padded so that the object plus `reserve` bytes
+        (a version's signature, `signatures.py`) fill a size bucket."""
         header = _HEADER.pack(MAGIC, FORMAT, kind)
         plain = struct.pack(">I", len(body)) + body
-        plain += bytes(bucket(FIXED + len(body)) - FIXED - len(body))
+        plain += bytes(bucket(FIXED + len(body) + reserve) - FIXED - len(body) - reserve)
         return header + seal(self._keys[kind], plain, aad=self._aad(kind, context))
 
     def open(self, kind: int, data: bytes, context: bytes = b"", *, name: str) -> bytes:

@@ -8,7 +8,8 @@
               "snapshot": M, "ops_since_snapshot": K,
               "chain": C, "scope": SCOPE,
               "seen": {DEVICE_ID: WALL_S, ...},
-              "witness": URL | "", "witness_token": TOKEN | null}
+              "witness": URL | "", "witness_token": TOKEN | null,
+              "signed": BOOL}
 
 `head` and `head_hash` are the high-water mark (borg's replay defence): the
 newest version this device has applied, and the sha256 of its object. A
@@ -31,7 +32,9 @@ they existed) reads as chain 1, no snapshot known.
 the newest of their stamps' wall times (seconds): a device silent for
 longer than `freeze_bound_hours` is named by `sync status` (a frozen view,
 docs/threat-model.md). `witness` is the second remote where this device
-records what it has seen (`witness.py`), with its token.
+records what it has seen (`witness.py`), with its token. `signed`: this
+device has met a signed version on its chain (`signatures.py`), so an
+unsigned one (of an earlier release) is refused from then on.
 """
 
 from __future__ import annotations
@@ -64,9 +67,11 @@ class HighWater:
     seen: dict[str, float] = field(default_factory=dict)
     witness: str = ""
     witness_token: str | None = None
+    signed: bool = False
 
     def advanced(self, head: int, head_hash: bytes, pushed_seq: int | None = None,
-                 ops: int = 0, writers: dict[str, float] | None = None) -> HighWater:
+                 ops: int = 0, writers: dict[str, float] | None = None,
+                 signed: bool = False) -> HighWater:
         """At version `head` (hashing to `head_hash`), `ops` more operations
         since the snapshot, everything of this device up to `pushed_seq` on
         the remote; `writers`: the devices whose operations it pulled, with
@@ -78,7 +83,8 @@ class HighWater:
                 seen[device] = max(wall_s, seen.get(device, 0.0))
         return replace(self, head=head, head_hash=head_hash.hex(),
                        pushed_seq=self.pushed_seq if pushed_seq is None else pushed_seq,
-                       ops_since_snapshot=self.ops_since_snapshot + ops, seen=seen)
+                       ops_since_snapshot=self.ops_since_snapshot + ops, seen=seen,
+                       signed=self.signed or signed)
 
     def snapshot_at(self, number: int) -> HighWater:
         """A remote snapshot at version `number` is known: count from there."""

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
 import threading
 import time
 from dataclasses import replace
@@ -43,6 +44,7 @@ from memvault_base.errors import InvalidArgument
 from memvaultd.storage.crash_points import reached
 from memvaultd.storage.snapshot_body import decode_body
 from memvaultd.sync import moves, recovery, views
+from memvaultd.sync.devices import DeviceRecord, Registry
 from memvaultd.sync.envelope import DESCRIPTION, Envelope
 from memvaultd.sync.fingerprint import FingerprintKey
 from memvaultd.sync.high_water import HighWater, HighWaterFile
@@ -125,6 +127,25 @@ class Syncing:
         key = FingerprintKey(self.vault.vault_key, self.vault.info.vault_id_bytes)
         with reaching(worker.status.remote):
             return views.verify(worker, key, other, self.sync_now)
+
+    def devices(self) -> tuple[list[DeviceRecord], dict[str, float], str]:
+        """The registered devices, this device's last view of each (the wall
+        time of its newest operation pulled), and this device's id."""
+        worker, info = self.worker, self.vault.info
+        if worker is None:  # a vault on its own: this device alone
+            keys = self.vault.device_keys()
+            return [DeviceRecord(info.device_id, socket.gethostname() or "device",
+                                 keys.sign_public, keys.receive_public, 0.0, 0.0)], {}, \
+                info.device_id
+        with reaching(worker.status.remote):
+            records = worker.registry.records()
+        return sorted(records.values(), key=lambda r: (r.added, r.device)), dict(
+            worker.high_water.seen), self.vault.info.device_id
+
+    def rename_device(self, old: str, new: str) -> DeviceRecord:
+        worker = self._synced("devices rename")
+        with reaching(worker.status.remote):
+            return worker.registry.rename(old, new)
 
     def sync_now(self) -> None:
         """One round now, if sync is set up; its failure is raised."""
@@ -337,8 +358,12 @@ class Syncing:
         def open_scope(scope: str) -> Remote:
             return self._open(url, token, scope)
 
-        worker = SyncWorker(self.vault, remote, water_file, high_water, envelope, base=base,
-                            open_scope=open_scope, marks_every_s=self.marks_every_s)
+        info = self.vault.info
+        registry = Registry(base, envelope, info.device_id, self.vault.device_keys())
+        worker = SyncWorker(self.vault, remote, water_file, high_water, envelope,
+                            registry=registry, device_name=socket.gethostname() or "device",
+                            base=base, open_scope=open_scope,
+                            marks_every_s=self.marks_every_s)
         if high_water.witness:
             worker.witness = Witness(
                 self._open(high_water.witness, high_water.witness_token,

@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Protocol
 
+from memvaultd.crypto.device_keys import DeviceKeys
 from memvaultd.model.operations import Operation
 from memvaultd.storage.snapshot_body import SnapshotBody
 from memvaultd.storage.vault_info import VaultInfo
@@ -59,6 +60,10 @@ class SyncedVault(PushedVault, Protocol):
 
     @property
     def data_dir(self) -> Path: ...
+
+    def device_keys(self) -> DeviceKeys:
+        """This device's keys in this vault (created the first time)."""
+        ...
 
     def genesis(self) -> int:
         """Log a put of every memory held; the log seq before them."""

@@ -26,7 +26,11 @@ stays in the local log until the remote holds it.
            4 MiB (`snapshots.py`), so a new device of any vault size
            bootstraps from it instead of replaying all history.
 
-A rollback or fork (RollbackDetected) or an object that fails to open
+Every version is signed by the device that pushed it (`signatures.py`); one
+that no device of the registry (`devices.py`) signed, such as one put by
+someone holding only a server token, is refused: `sync status` lists it,
+nothing of it is applied, and the chain goes on past it.
+A rollback or fork (RollbackDetected) or a signed object that fails to open
 (IntegrityError) stops sync: nothing of it is applied, and `sync status`
 names the version. `repair` (`memvault sync repair`, once the user
 confirms) moves the vault to a fresh chain (`moves.py`); a stopped worker
@@ -55,7 +59,8 @@ from dataclasses import dataclass, field, replace
 from memvault_base.errors import IntegrityError, InvalidArgument, RollbackDetected, Unavailable
 from memvault_base.objects.names import MAX_OBJECT
 from memvaultd.model.operations import ACCESS, Operation, decode, encode
-from memvaultd.sync import moves, snapshots
+from memvaultd.sync import moves, signatures, snapshots
+from memvaultd.sync.devices import Registry
 from memvaultd.sync.envelope import FIXED, VERSION, Envelope, chain_context
 from memvaultd.sync.high_water import HighWater, HighWaterFile
 from memvaultd.sync.remotes import redact
@@ -118,12 +123,12 @@ def _pack(records: list[bytes]) -> bytes:
 
 def next_version(pending: list[tuple[int, Operation]], start: int) -> tuple[int, bytes]:
     """The operations of the next version, from `pending[start]` on: at most
-    OPS_PER_VERSION of them and, sealed, at most `MAX_OBJECT` bytes, the
+    OPS_PER_VERSION of them and, sealed and signed, at most `MAX_OBJECT` bytes, the
     largest object any remote takes (600 memories of 30 KiB made one 19 MB
     version of 600 operations). Returns (where the next one starts, the
     body); the first operation always goes, since one record is at most
     ~100 KiB (a memory's text, payload and vector)."""
-    budget = MAX_OBJECT - FIXED - 4
+    budget = MAX_OBJECT - FIXED - signatures.TRAILER - 4
     records: list[bytes] = []
     end = start
     for _, op in pending[start : start + OPS_PER_VERSION]:
@@ -216,6 +221,9 @@ class SyncStatus:
     silent: list[tuple[str, float]] = field(default_factory=list)
     freeze_bound_s: float = 0.0
     witness: str = ""  # the witness remote's URL without secrets ("": none)
+    # The versions refused since the daemon started, newest last: (number,
+    # why), e.g. signed by no registered device (`signatures.Refused`).
+    refused: list[tuple[int, str]] = field(default_factory=list)
 
 
 def marks_wait(pending: Sequence[tuple[int, Operation]], now_s: float, every_s: float) -> bool:
@@ -242,10 +250,14 @@ class SyncWorker:
     chain 1), and `open_scope` opens another scope of the same remote."""
 
     def __init__(self, vault: PushedVault, remote: Remote, water_file: HighWaterFile,
-                 high_water: HighWater, envelope: Envelope, *, base: Remote | None = None,
+                 high_water: HighWater, envelope: Envelope, *, registry: Registry,
+                 device_name: str, base: Remote | None = None,
                  open_scope: Callable[[str], Remote] | None = None,
                  marks_every_s: float = 6 * 3600) -> None:
         self.vault = vault
+        # This device's record is published in the first round that reaches
+        # the remote, before anything it pushes (`devices.py`).
+        self.registry, self.device_name, self._registered = registry, device_name, False
         self.marks_every_s = marks_every_s  # see `marks_wait`
         self.remote = remote
         self.base = base or remote
@@ -392,6 +404,9 @@ class SyncWorker:
                 # Read before the pull: a device records only versions the
                 # remote already holds, so the pull then reaches them.
                 witnessed = self._read_witness()
+                if not self._registered:
+                    self.registry.register(self.device_name)
+                    self._registered = True
                 self.pull(full_check)
                 if unpushed is None:  # only once the remote answered
                     unpushed = self._repush()
@@ -436,7 +451,10 @@ class SyncWorker:
                     raise RollbackDetected(f"version {self.high_water.head + 1} is missing from "
                                            f"the remote (it offered {number})")
                 try:
-                    ops = self._open_version(number, blob)
+                    ops, signed = self._open_version(number, blob)
+                except signatures.Refused as exc:
+                    self._refuse(number, blob, str(exc))
+                    continue
                 except IntegrityError:
                     # A version `head` replaced since it was last checked
                     # reads as a fork, not as a damaged object.
@@ -446,7 +464,7 @@ class SyncWorker:
                 self.vault.apply_remote(ops)
                 digest = hashlib.sha256(blob).digest()
                 self._advance(number, digest, pushed_seq=self._own_version(number, digest),
-                              ops=len(ops), writers=_writers(ops))
+                              ops=len(ops), writers=_writers(ops), signed=signed)
                 pulled += 1
             if len(batch) < 50:
                 break
@@ -471,7 +489,10 @@ class SyncWorker:
             end, body = next_version(pending, start)
             chunk = pending[start:end]
             number, parent = self.high_water.head + 1, self._head_hash()
-            blob = self.envelope.seal(VERSION, body, chain_context(number, parent))
+            blob = signatures.sign(
+                self.registry.keys, self.registry.device, self.envelope.vault_id, number,
+                self.envelope.seal(VERSION, body, chain_context(number, parent),
+                                   reserve=signatures.TRAILER))
             digest = hashlib.sha256(blob).digest()
             self._unanswered = (number, digest, chunk[-1][0])
             try:
@@ -483,7 +504,8 @@ class SyncWorker:
                 raise
             if appended:
                 self._unanswered = None
-                self._advance(number, digest, pushed_seq=chunk[-1][0], ops=len(chunk))
+                self._advance(number, digest, pushed_seq=chunk[-1][0], ops=len(chunk),
+                              signed=True)
                 pushed += len(chunk)
                 self.status.last_push = time.time()
             elif not self.pull() and self.remote.head() <= self.high_water.head:
@@ -515,11 +537,22 @@ class SyncWorker:
         self._unanswered = None  # whoever's version this is, the attempt is over
         return last_seq if sent == digest else None
 
-    def _open_version(self, number: int, blob: bytes) -> list[Operation]:
-        name = f"version {number}"
-        body = self.envelope.open(VERSION, blob, chain_context(number, self._head_hash()),
-                                  name=name)
-        return unpack_ops(body, name)
+    def _open_version(self, number: int, blob: bytes) -> tuple[list[Operation], bool]:
+        """(operations, whether signed) of version `number`: Refused if no
+        registered device signed it, IntegrityError if signed but it does
+        not open (`signatures.open_version`)."""
+        body, signed = signatures.open_version(
+            self.envelope, blob, number, self._head_hash(), self.registry.key_of,
+            unsigned_ok=not self.high_water.signed)
+        return unpack_ops(body, f"version {number}"), signed
+
+    def _refuse(self, number: int, blob: bytes, why: str) -> None:
+        """Pass version `number` over: nothing of it is applied, and the
+        next version links to it, as on every device that refuses it."""
+        log.warning("version %d refused: %s; sync goes on past it", number, why)
+        self.status.refused = [*self.status.refused[-9:], (number, why)]
+        digest = hashlib.sha256(blob).digest()
+        self._advance(number, digest, pushed_seq=self._own_version(number, digest))
 
     def _check_high_water(self, full: bool) -> int:
         """Borg's replay defence: what this device saw must still be there.
@@ -548,7 +581,8 @@ class SyncWorker:
         return head
 
     def _advance(self, number: int, digest: bytes, pushed_seq: int | None = None,
-                 ops: int = 0, writers: dict[str, float] | None = None) -> None:
+                 ops: int = 0, writers: dict[str, float] | None = None,
+                 signed: bool = False) -> None:
         """Move the mark to version `number`, which this device has just
         pulled or had acknowledged (holding `ops` operations, of `writers`),
         so it is known to be on the remote."""
@@ -557,7 +591,7 @@ class SyncWorker:
         self._hashes[number] = digest
         if len(self._hashes) > _KEPT_HASHES:
             del self._hashes[next(iter(self._hashes))]
-        self._save(self.high_water.advanced(number, digest, pushed_seq, ops, writers))
+        self._save(self.high_water.advanced(number, digest, pushed_seq, ops, writers, signed))
 
     def _save(self, mark: HighWater) -> None:
         self.high_water = mark
@@ -667,10 +701,14 @@ class SyncWorker:
 
     def _link(self, number: int, blob: bytes, parent: bytes) -> None:
         """Version `number` opens on `parent`, else RollbackDetected: it
-        opened on this device's chain when pulled, so now it is replaced."""
+        opened on this device's chain when pulled, so now it is replaced. A
+        version no registered device signed was passed over when pulled: its
+        bytes are bound by the next version's parent, or by the head's hash."""
         try:
-            self.envelope.open(VERSION, blob, chain_context(number, parent),
-                               name=f"version {number}")
+            signatures.open_version(self.envelope, blob, number, parent, self.registry.key_of,
+                                    unsigned_ok=True)
+        except signatures.Refused:
+            return
         except IntegrityError as exc:
             raise RollbackDetected(f"version {number} or {number - 1} on the remote is not the "
                                    "one this device saw: the history was forked or replaced"

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from memvault_base.errors import NotFound, ResourceExhausted, Unavailable
 from memvaultd.config.settings import Config
+from memvaultd.crypto.device_keys import DeviceKeys
 from memvaultd.crypto.kdf import PURPOSE_LOG, PURPOSE_SNAPSHOT, derive_key
 from memvaultd.embedding.embedder import Embedder
 from memvaultd.index.layer import Layer
@@ -27,6 +28,7 @@ from memvaultd.model import memory as m
 from memvaultd.model.hlc import Clock
 from memvaultd.model.memory import Memory
 from memvaultd.model.operations import ACCESS, FORGET, RESTORE, TRASH, UPKEEP, Operation, encode
+from memvaultd.storage.device_secret import device_keys
 from memvaultd.storage.keys import UnlockedKey
 from memvaultd.storage.oplog import OperationLog
 from memvaultd.storage.snapshots import SnapshotStore
@@ -77,6 +79,7 @@ class VaultCore:
         self._load_error = ""
         self._applied = threading.Condition()
         self.clock = Clock(info.device_id)  # the device id survives a `join`
+        self._device_keys: tuple[tuple[bytes, str], DeviceKeys] | None = None
         self.become(info, key)
 
     def become(self, info: VaultInfo, key: UnlockedKey) -> None:
@@ -90,6 +93,15 @@ class VaultCore:
         self.snapshot_store = SnapshotStore(self.data_dir / "snapshots",
                                             derive_key(key.key, purpose=PURPOSE_SNAPSHOT),
                                             vault_id)
+
+    def device_keys(self) -> DeviceKeys:
+        """This device's keys in this vault, created the first time they are
+        asked for (a vault from before devices had keys, a copy, a join)."""
+        ids = (self.info.vault_id_bytes, self.info.device_id)
+        if self._device_keys is None or self._device_keys[0] != ids:
+            keys = device_keys(self.data_dir, *ids, self.unlocked)
+            self._device_keys = (ids, keys)
+        return self._device_keys[1]
 
     def claim_copy(self, mark: str) -> None:
         """At opening: if the data directory is another copy than the one

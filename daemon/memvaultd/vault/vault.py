@@ -30,6 +30,7 @@ from pathlib import Path
 
 from memvault_base.errors import IntegrityError, MemvaultError
 from memvaultd.config.settings import Config
+from memvaultd.crypto.device_keys import DeviceKeys
 from memvaultd.embedding.embedder import Embedder
 from memvaultd.index.heap import trim_heap
 from memvaultd.index.layer import Layer
@@ -115,6 +116,7 @@ class Vault:
         log.info("vault key: %s", key.detail)
         vault = cls(data_dir, info, key, config, embedder, events)
         vault.core.claim_copy(copy_mark(data_dir))
+        vault.core.device_keys()
         return vault
 
     def load(self) -> None:
@@ -248,6 +250,9 @@ class Vault:
     @property
     def vault_key(self) -> bytes:
         return self.core.vault_key
+
+    def device_keys(self) -> DeviceKeys:
+        return self.core.device_keys()
 
     @property
     def key_storage(self) -> str:

@@ -745,6 +745,44 @@ export interface SyncStatusReply {
   freezeBoundS: number;
   /** The witness remote's URL without secrets; empty: none (`SyncWitness`). */
   witness: string;
+  /**
+   * Versions refused since the daemon started (signed by no registered
+   * device): nothing of them was applied and sync went on past them.
+   */
+  refused: RefusedVersion[];
+}
+
+export interface RefusedVersion {
+  number: number;
+  reason: string;
+}
+
+export interface ListDevicesRequest {
+}
+
+export interface Device {
+  /** 16 hex digits. */
+  deviceId: string;
+  name: string;
+  /** Public keys, hex: Ed25519 (signs the versions it pushes), X25519. */
+  signKey: string;
+  receiveKey: string;
+  /** When it registered (epoch seconds); 0: not yet (sync is not set up). */
+  added: number;
+  /** The wall time of its newest operation this device pulled; 0: none. */
+  lastSeen: number;
+  /** This device, the one answering. */
+  thisDevice: boolean;
+}
+
+export interface ListDevicesReply {
+  devices: Device[];
+}
+
+export interface RenameDeviceRequest {
+  /** The device's current name, or a prefix of its id. */
+  oldName: string;
+  newName: string;
 }
 
 export interface SilentDevice {
@@ -8576,6 +8614,7 @@ function createBaseSyncStatusReply(): SyncStatusReply {
     silent: [],
     freezeBoundS: 0,
     witness: "",
+    refused: [],
   };
 }
 
@@ -8631,6 +8670,9 @@ export const SyncStatusReply: MessageFns<SyncStatusReply> = {
     }
     if (message.witness !== "") {
       writer.uint32(138).string(message.witness);
+    }
+    for (const v of message.refused) {
+      RefusedVersion.encode(v!, writer.uint32(146).fork()).join();
     }
     return writer;
   },
@@ -8784,6 +8826,14 @@ export const SyncStatusReply: MessageFns<SyncStatusReply> = {
             message.witness = reader.string();
             continue;
           }
+          case 18: {
+            if (tag !== 146) {
+              break;
+            }
+
+            message.refused.push(RefusedVersion.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -8845,6 +8895,9 @@ export const SyncStatusReply: MessageFns<SyncStatusReply> = {
         ? globalThis.Number(object.freeze_bound_s)
         : 0,
       witness: isSet(object.witness) ? globalThis.String(object.witness) : "",
+      refused: globalThis.Array.isArray(object?.refused)
+        ? object.refused.map((e: any) => RefusedVersion.fromJSON(e))
+        : [],
     };
   },
 
@@ -8901,6 +8954,9 @@ export const SyncStatusReply: MessageFns<SyncStatusReply> = {
     if (message.witness !== "") {
       obj.witness = message.witness;
     }
+    if (message.refused?.length) {
+      obj.refused = message.refused.map((e) => RefusedVersion.toJSON(e));
+    }
     return obj;
   },
 
@@ -8926,6 +8982,491 @@ export const SyncStatusReply: MessageFns<SyncStatusReply> = {
     message.silent = object.silent?.map((e) => SilentDevice.fromPartial(e)) || [];
     message.freezeBoundS = object.freezeBoundS ?? 0;
     message.witness = object.witness ?? "";
+    message.refused = object.refused?.map((e) => RefusedVersion.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseRefusedVersion(): RefusedVersion {
+  return { number: 0, reason: "" };
+}
+
+export const RefusedVersion: MessageFns<RefusedVersion> = {
+  encode(message: RefusedVersion, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.number !== 0) {
+      writer.uint32(8).uint64(message.number);
+    }
+    if (message.reason !== "") {
+      writer.uint32(18).string(message.reason);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RefusedVersion {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRefusedVersion();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.number = longToNumber(reader.uint64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.reason = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RefusedVersion {
+    return {
+      number: isSet(object.number) ? globalThis.Number(object.number) : 0,
+      reason: isSet(object.reason) ? globalThis.String(object.reason) : "",
+    };
+  },
+
+  toJSON(message: RefusedVersion): unknown {
+    const obj: any = {};
+    if (message.number !== 0) {
+      obj.number = Math.round(message.number);
+    }
+    if (message.reason !== "") {
+      obj.reason = message.reason;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RefusedVersion>, I>>(base?: I): RefusedVersion {
+    return RefusedVersion.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RefusedVersion>, I>>(object: I): RefusedVersion {
+    const message = createBaseRefusedVersion();
+    message.number = object.number ?? 0;
+    message.reason = object.reason ?? "";
+    return message;
+  },
+};
+
+function createBaseListDevicesRequest(): ListDevicesRequest {
+  return {};
+}
+
+export const ListDevicesRequest: MessageFns<ListDevicesRequest> = {
+  encode(_: ListDevicesRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListDevicesRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListDevicesRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(_: any): ListDevicesRequest {
+    return {};
+  },
+
+  toJSON(_: ListDevicesRequest): unknown {
+    const obj: any = {};
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ListDevicesRequest>, I>>(base?: I): ListDevicesRequest {
+    return ListDevicesRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ListDevicesRequest>, I>>(_: I): ListDevicesRequest {
+    const message = createBaseListDevicesRequest();
+    return message;
+  },
+};
+
+function createBaseDevice(): Device {
+  return { deviceId: "", name: "", signKey: "", receiveKey: "", added: 0, lastSeen: 0, thisDevice: false };
+}
+
+export const Device: MessageFns<Device> = {
+  encode(message: Device, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.deviceId !== "") {
+      writer.uint32(10).string(message.deviceId);
+    }
+    if (message.name !== "") {
+      writer.uint32(18).string(message.name);
+    }
+    if (message.signKey !== "") {
+      writer.uint32(26).string(message.signKey);
+    }
+    if (message.receiveKey !== "") {
+      writer.uint32(34).string(message.receiveKey);
+    }
+    if (message.added !== 0) {
+      writer.uint32(41).double(message.added);
+    }
+    if (message.lastSeen !== 0) {
+      writer.uint32(49).double(message.lastSeen);
+    }
+    if (message.thisDevice !== false) {
+      writer.uint32(56).bool(message.thisDevice);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): Device {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDevice();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.deviceId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.signKey = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.receiveKey = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 41) {
+              break;
+            }
+
+            message.added = reader.double();
+            continue;
+          }
+          case 6: {
+            if (tag !== 49) {
+              break;
+            }
+
+            message.lastSeen = reader.double();
+            continue;
+          }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.thisDevice = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): Device {
+    return {
+      deviceId: isSet(object.deviceId)
+        ? globalThis.String(object.deviceId)
+        : isSet(object.device_id)
+        ? globalThis.String(object.device_id)
+        : "",
+      name: isSet(object.name) ? globalThis.String(object.name) : "",
+      signKey: isSet(object.signKey)
+        ? globalThis.String(object.signKey)
+        : isSet(object.sign_key)
+        ? globalThis.String(object.sign_key)
+        : "",
+      receiveKey: isSet(object.receiveKey)
+        ? globalThis.String(object.receiveKey)
+        : isSet(object.receive_key)
+        ? globalThis.String(object.receive_key)
+        : "",
+      added: isSet(object.added) ? globalThis.Number(object.added) : 0,
+      lastSeen: isSet(object.lastSeen)
+        ? globalThis.Number(object.lastSeen)
+        : isSet(object.last_seen)
+        ? globalThis.Number(object.last_seen)
+        : 0,
+      thisDevice: isSet(object.thisDevice)
+        ? globalThis.Boolean(object.thisDevice)
+        : isSet(object.this_device)
+        ? globalThis.Boolean(object.this_device)
+        : false,
+    };
+  },
+
+  toJSON(message: Device): unknown {
+    const obj: any = {};
+    if (message.deviceId !== "") {
+      obj.deviceId = message.deviceId;
+    }
+    if (message.name !== "") {
+      obj.name = message.name;
+    }
+    if (message.signKey !== "") {
+      obj.signKey = message.signKey;
+    }
+    if (message.receiveKey !== "") {
+      obj.receiveKey = message.receiveKey;
+    }
+    if (message.added !== 0) {
+      obj.added = floatToJson(message.added);
+    }
+    if (message.lastSeen !== 0) {
+      obj.lastSeen = floatToJson(message.lastSeen);
+    }
+    if (message.thisDevice !== false) {
+      obj.thisDevice = message.thisDevice;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<Device>, I>>(base?: I): Device {
+    return Device.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<Device>, I>>(object: I): Device {
+    const message = createBaseDevice();
+    message.deviceId = object.deviceId ?? "";
+    message.name = object.name ?? "";
+    message.signKey = object.signKey ?? "";
+    message.receiveKey = object.receiveKey ?? "";
+    message.added = object.added ?? 0;
+    message.lastSeen = object.lastSeen ?? 0;
+    message.thisDevice = object.thisDevice ?? false;
+    return message;
+  },
+};
+
+function createBaseListDevicesReply(): ListDevicesReply {
+  return { devices: [] };
+}
+
+export const ListDevicesReply: MessageFns<ListDevicesReply> = {
+  encode(message: ListDevicesReply, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.devices) {
+      Device.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListDevicesReply {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListDevicesReply();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.devices.push(Device.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ListDevicesReply {
+    return {
+      devices: globalThis.Array.isArray(object?.devices) ? object.devices.map((e: any) => Device.fromJSON(e)) : [],
+    };
+  },
+
+  toJSON(message: ListDevicesReply): unknown {
+    const obj: any = {};
+    if (message.devices?.length) {
+      obj.devices = message.devices.map((e) => Device.toJSON(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ListDevicesReply>, I>>(base?: I): ListDevicesReply {
+    return ListDevicesReply.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ListDevicesReply>, I>>(object: I): ListDevicesReply {
+    const message = createBaseListDevicesReply();
+    message.devices = object.devices?.map((e) => Device.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseRenameDeviceRequest(): RenameDeviceRequest {
+  return { oldName: "", newName: "" };
+}
+
+export const RenameDeviceRequest: MessageFns<RenameDeviceRequest> = {
+  encode(message: RenameDeviceRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.oldName !== "") {
+      writer.uint32(10).string(message.oldName);
+    }
+    if (message.newName !== "") {
+      writer.uint32(18).string(message.newName);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RenameDeviceRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRenameDeviceRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.oldName = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.newName = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RenameDeviceRequest {
+    return {
+      oldName: isSet(object.oldName)
+        ? globalThis.String(object.oldName)
+        : isSet(object.old_name)
+        ? globalThis.String(object.old_name)
+        : "",
+      newName: isSet(object.newName)
+        ? globalThis.String(object.newName)
+        : isSet(object.new_name)
+        ? globalThis.String(object.new_name)
+        : "",
+    };
+  },
+
+  toJSON(message: RenameDeviceRequest): unknown {
+    const obj: any = {};
+    if (message.oldName !== "") {
+      obj.oldName = message.oldName;
+    }
+    if (message.newName !== "") {
+      obj.newName = message.newName;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RenameDeviceRequest>, I>>(base?: I): RenameDeviceRequest {
+    return RenameDeviceRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RenameDeviceRequest>, I>>(object: I): RenameDeviceRequest {
+    const message = createBaseRenameDeviceRequest();
+    message.oldName = object.oldName ?? "";
+    message.newName = object.newName ?? "";
     return message;
   },
 };
@@ -10190,6 +10731,25 @@ export const MemoryService = {
     responseSerialize: (value: InitSyncReply): Buffer => Buffer.from(InitSyncReply.encode(value).finish()),
     responseDeserialize: (value: Buffer): InitSyncReply => InitSyncReply.decode(value),
   },
+  /** The vault's registered devices (docs/cli.md, `memvault devices`). */
+  listDevices: {
+    path: "/memvault.v1.Memory/ListDevices" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ListDevicesRequest): Buffer => Buffer.from(ListDevicesRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ListDevicesRequest => ListDevicesRequest.decode(value),
+    responseSerialize: (value: ListDevicesReply): Buffer => Buffer.from(ListDevicesReply.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ListDevicesReply => ListDevicesReply.decode(value),
+  },
+  renameDevice: {
+    path: "/memvault.v1.Memory/RenameDevice" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: RenameDeviceRequest): Buffer => Buffer.from(RenameDeviceRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): RenameDeviceRequest => RenameDeviceRequest.decode(value),
+    responseSerialize: (value: ListDevicesReply): Buffer => Buffer.from(ListDevicesReply.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ListDevicesReply => ListDevicesReply.decode(value),
+  },
   status: {
     path: "/memvault.v1.Memory/Status" as const,
     requestStream: false as const,
@@ -10298,6 +10858,9 @@ export interface MemoryServer extends UntypedServiceImplementation {
    * sync is not set up, or the remote is the current one or not empty.
    */
   syncMove: handleUnaryCall<InitSyncRequest, InitSyncReply>;
+  /** The vault's registered devices (docs/cli.md, `memvault devices`). */
+  listDevices: handleUnaryCall<ListDevicesRequest, ListDevicesReply>;
+  renameDevice: handleUnaryCall<RenameDeviceRequest, ListDevicesReply>;
   status: handleUnaryCall<StatusRequest, StatusReply>;
   /** Move to the trash the memories whose forgetting risk is over the threshold. */
   sweep: handleUnaryCall<SweepRequest, SweepReply>;
@@ -10731,6 +11294,37 @@ export interface MemoryClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: InitSyncReply) => void,
+  ): ClientUnaryCall;
+  /** The vault's registered devices (docs/cli.md, `memvault devices`). */
+  listDevices(
+    request: ListDevicesRequest,
+    callback: (error: ServiceError | null, response: ListDevicesReply) => void,
+  ): ClientUnaryCall;
+  listDevices(
+    request: ListDevicesRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ListDevicesReply) => void,
+  ): ClientUnaryCall;
+  listDevices(
+    request: ListDevicesRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ListDevicesReply) => void,
+  ): ClientUnaryCall;
+  renameDevice(
+    request: RenameDeviceRequest,
+    callback: (error: ServiceError | null, response: ListDevicesReply) => void,
+  ): ClientUnaryCall;
+  renameDevice(
+    request: RenameDeviceRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ListDevicesReply) => void,
+  ): ClientUnaryCall;
+  renameDevice(
+    request: RenameDeviceRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ListDevicesReply) => void,
   ): ClientUnaryCall;
   status(
     request: StatusRequest,
