@@ -124,7 +124,7 @@ def test_the_daemon_refuses_a_vault_past_its_memory_limit_then_loads_when_told(
         with Client(socket=daemon.socket) as client:
             client.remember_batch(_memories(2000))
         assert daemon.stop() == 0
-    # 2,000 memories need ~10 MB; the daemon holds far more than 1 MB already.
+    # 2,000 memories need ~12 MB; the daemon holds far more than 1 MB already.
     (home / "config.toml").write_text("memory_limit_mb = 1\n")
     with DaemonProcess(home) as daemon:
         daemon.start(wait=False)

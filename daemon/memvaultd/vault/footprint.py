@@ -37,12 +37,15 @@ from memvaultd.storage.snapshots import SnapshotStore
 
 log = logging.getLogger("memvaultd.vault")
 
-# Resident bytes a loaded memory adds, measured at 100k memories with
-# `scripts/bench_recall.py` (docs/benchmarks.md): the records, the keyword
-# postings, the float16 matrix with its headroom and the IVF's 8-bit codes,
-# the allocator's slack. The benchmark's memories have a term of their own
-# each (its worst case for the keyword index); real ones weigh less.
-BYTES_PER_MEMORY = 5_000
+# Resident bytes a memory takes at the load's peak, measured at 100k
+# memories with `scripts/bench_recall.py` (docs/benchmarks.md): 905-1,052
+# MB right after loading, less the ~370 MB the process holds before it
+# (Python, NumPy, the model, the front process): 5,400-6,800 B a memory, the
+# decrypted body and the parse's temporaries included; serving settles at
+# ~4,700 (the records, the keyword postings, the float16 matrix and the
+# 8-bit codes). The benchmark's memories have a term of their own each (its
+# worst case for the keyword index); real ones weigh less.
+BYTES_PER_MEMORY = 6_500
 _MB = 1024 * 1024
 
 
