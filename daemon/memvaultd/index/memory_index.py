@@ -7,9 +7,9 @@ LanceDB's flat search over the same rows. Unit vectors make the product the
 cosine, and the L2 distance the ranking formula wants is sqrt(2 - 2 cos).
 Above `ann.IVF_THRESHOLD` rows an inverted-file index (`ivf.py`), built and
 extended on a background thread, picks which rows to score; the scores
-themselves are products with the rows, in float32. A matrix allocated for
-that many rows is float16 (`half.py`: half the bytes, read by compiled
-loops); a smaller one stays float32, scanned by BLAS without loading numba.
+themselves are products with the rows, in float32. A matrix allocated once
+it holds that many rows is float16 (`half.py`: half the bytes, read by
+compiled loops); a smaller one stays float32, scanned by BLAS without numba.
 
 Concurrency: writers hold `_lock`. Readers never lock for the scan: they take
 a consistent view (matrix, ids, row count) under the lock, which is cheap, and
@@ -99,7 +99,7 @@ class MemoryIndex:
         self._maintaining = False
         self._epoch = 0  # compactions so far: IVF row numbers hold within one epoch
         self.ivf_threshold = ann.IVF_THRESHOLD
-        # A matrix allocated for this many rows is float16 (`half.py`).
+        # A matrix allocated once it holds this many rows is float16 (`half.py`).
         self.half_from = ann.IVF_THRESHOLD
         self.nprobe: int | None = None  # None: the IVF's own choice
 
@@ -161,8 +161,7 @@ class MemoryIndex:
                   else {vector.shape for vector in vectors})
         if len(vectors) != count or shapes - {(self.dimension,)}:
             raise ValueError(f"restore needs {count} vectors of {self.dimension} values")
-        capacity = _restored_capacity(count)
-        matrix = np.empty((capacity, self.dimension), dtype=self._dtype(capacity))
+        matrix = np.empty((_restored_capacity(count), self.dimension), dtype=self._dtype(count))
         if isinstance(vectors, np.ndarray):
             matrix[:count] = vectors
         elif count:  # rows of one body: one copy, no stacked intermediate
@@ -372,14 +371,17 @@ class MemoryIndex:
                 with self._lock:
                     self._maintaining = False
 
-    def _dtype(self, capacity: int) -> type[np.floating]:
-        """float16 for a matrix of IVF size (`half.py`), float32 below it."""
-        return np.float16 if capacity >= self.half_from else np.float32
+    def _dtype(self, rows: int) -> type[np.floating]:
+        """The type of a new matrix that holds `rows` rows: float16 from IVF
+        size (`half.py`), float32 below. By rows held, not room: a matrix
+        growing past 16k rows stays float32 until the IVF is due, whose
+        thread loads numba first (`ann.warm`), so no recall waits for it."""
+        return np.float16 if rows >= self.half_from else np.float32
 
     def _grow(self) -> None:
         capacity = _grown(len(self._matrix))
         # Rows at and above the count are never read, so no need to zero them.
-        matrix = np.empty((capacity, self.dimension), dtype=self._dtype(capacity))
+        matrix = np.empty((capacity, self.dimension), dtype=self._dtype(len(self._ids)))
         matrix[: len(self._matrix)] = self._matrix
         alive = np.zeros(capacity, dtype=bool)
         alive[: len(self._alive)] = self._alive
@@ -389,7 +391,7 @@ class MemoryIndex:
     def _compact(self) -> None:
         keep = np.flatnonzero(self._alive[: len(self._ids)])
         capacity = max(_INITIAL_CAPACITY, 2 * len(keep))
-        matrix = np.zeros((capacity, self.dimension), dtype=self._dtype(capacity))
+        matrix = np.zeros((capacity, self.dimension), dtype=self._dtype(len(keep)))
         matrix[: len(keep)] = self._matrix[keep]
         alive = np.zeros(capacity, dtype=bool)
         alive[: len(keep)] = True
