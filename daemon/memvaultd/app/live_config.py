@@ -7,8 +7,9 @@ save. Each change is read with the same `config.load` as at start-up:
 - a valid file is applied at once: `vault.config` is replaced (the vault
   reads `half_lives`, `fusion`, `restatement_threshold` and `snapshot_every`
   from it on every use), the query cache is resized, the watch list is
-  swapped, the log level set. `model`, `model_runtime` and `key_storage` only
-  take effect at the next start: the vault was opened with them;
+  swapped, the log level set. `model`, `model_runtime`, `key_storage`,
+  `memory_check` and `memory_limit_mb` only take effect at the next start:
+  the vault was opened (and weighed) with them;
 - an invalid file is logged with the reason and published as a `config`
   event, and the configuration in force stays as it was;
 - a deleted file means the defaults, as at a start without one.
@@ -41,7 +42,7 @@ _STEP_MS = 200
 _DEBOUNCE_MS = 1000
 # How often to look again for a config directory that does not exist yet.
 _ABSENT_DIR_POLL_S = 2.0
-RESTART_ONLY = ("model", "model_runtime", "key_storage")
+RESTART_ONLY = ("model", "model_runtime", "key_storage", "memory_check", "memory_limit_mb")
 
 
 class ConfigWatcher:

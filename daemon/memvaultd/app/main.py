@@ -15,7 +15,8 @@ is written, the socket file is removed.
 
 Exit codes: 0 clean stop; 1 failed while running (e.g. the stored data does
 not authenticate); 2 cannot start (bad config, key locked, socket in use, the
-model cannot load or be exported).
+model cannot load or be exported, the vault needs more memory than is
+available: `vault/footprint.py`).
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from memvaultd.serve.front.socket_guard import claim_socket, prepare_socket_dir
 from memvaultd.storage.keys import forget_passphrase, take_passphrase_from_env
 from memvaultd.sync.setup import Syncing
 from memvaultd.vault.events import EventBus
+from memvaultd.vault.footprint import NotEnoughMemory
 from memvaultd.vault.vault import Vault
 
 log = logging.getLogger("memvaultd")
@@ -153,6 +155,9 @@ def run(config: Config, data_dir: Path, socket: Path, *, config_file: Path | Non
             vault.load()
             if syncing.resume():
                 notify("STATUS=syncing")
+        except NotEnoughMemory as exc:  # no restart frees the memory: as a bad config
+            fail(str(exc), 2)
+            return
         except MemvaultError as exc:
             fail(str(exc))
             return

@@ -17,6 +17,10 @@ Every setting has a default that works with no file at all. The file is
                                   # `sync status` (a frozen view?)
     log_level = "info"
     key_storage = "auto"          # auto | keyring | keyfile
+    memory_check = true           # refuse to load a vault larger than the memory
+                                  # available (docs/config.md); false: load anyway
+    memory_limit_mb = 0           # the most memory the daemon may hold; 0: what the
+                                  # machine and its cgroup give
 
     [decay]                       # half-lives in days
     episodic = 14
@@ -113,6 +117,9 @@ class Config:
     freeze_bound_hours: float = 72.0
     log_level: str = "info"
     key_storage: str = "auto"
+    # Read at a start, before the load (`vault/footprint.py`).
+    memory_check: bool = True
+    memory_limit_mb: float = 0
     half_lives: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULT_HALF_LIVES_DAYS))
     fusion: FusionSettings = field(default_factory=FusionSettings)
     watch: tuple[WatchFolder, ...] = ()
@@ -240,6 +247,12 @@ def _check(config: Config, path: Path) -> None:
                               "above 0")
     if not _positive(config.freeze_bound_hours):
         raise InvalidArgument(f"{path}: freeze_bound_hours must be a number of hours above 0")
+    if not isinstance(config.memory_check, bool):
+        raise InvalidArgument(f"{path}: memory_check must be true or false")
+    limit = config.memory_limit_mb
+    if (isinstance(limit, bool) or not isinstance(limit, int | float)
+            or not math.isfinite(limit) or limit < 0):
+        raise InvalidArgument(f"{path}: memory_limit_mb must be a number of MB >= 0")
     if config.key_storage not in ("auto", "keyring", "keyfile"):
         raise InvalidArgument(f"{path}: key_storage must be auto, keyring or keyfile")
     if config.model_runtime not in RUNTIMES:

@@ -9,8 +9,9 @@ search reads only the `nprobe` lists whose centroids are nearest the query.
 The lists are read from an 8-bit copy of the vectors (`codes`, one byte per
 dimension, scaled per dimension), which ranks a probed row by an
 approximate product; the index then only chooses which rows to read: the
-caller scores the best of them exactly, in float32, from the matrix itself
-(`exact`), and every score a recall returns is exact. Why 8 bits: the probed
+caller scores the best of them, in float32, from the matrix's own rows
+(`exact`; float16 rows in a vault of IVF size, widened as they are read:
+`half.py`), and every score a recall returns is a product with the row. Why 8 bits: the probed
 lists are read from memory once a search (~3,800 rows at 100k, ~40,000 at
 1M), and a quarter of the bytes took 0.13 ms against 0.29 ms for float32 at
 100k; the copy costs 38 MB rather than 150 MB at 100k (384 MB rather than
@@ -44,6 +45,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
+
+from memvaultd.index import half
+from memvaultd.index.half import Half
 
 Matrix = npt.NDArray[np.float32]
 Rows = npt.NDArray[np.int64]
@@ -147,19 +151,24 @@ def _exact_compiled() -> Callable[[Matrix, Rows, Matrix], Matrix]:
     return nogil(fastmath=True)(_exact)
 
 
-def exact(matrix: Matrix, rows: Rows, query: Matrix) -> Matrix:
-    """The exact products of `matrix[rows]` with `query` (`_exact`)."""
-    return _exact_compiled()(matrix, rows, np.ascontiguousarray(query, np.float32))
+def exact(matrix: Matrix | Half, rows: Rows, query: Matrix) -> Matrix:
+    """The exact products of `matrix[rows]` with `query` (`_exact`, or
+    `half.products` for a float16 matrix)."""
+    if half.single(matrix):
+        return _exact_compiled()(matrix, rows, np.ascontiguousarray(query, np.float32))
+    return half.products(matrix, rows, query)
 
 
 def warm() -> None:
-    """Compile `probed_lists` and `exact` now (the IVF thread, before its
-    first index is used): ~0.3 s each from numba's on-disk cache, ~1 s
-    without it."""
+    """Compile `probed_lists` and `exact` (for both matrices) now (the IVF
+    thread, before its first index is used): ~0.3 s each from numba's
+    on-disk cache, ~1 s without it."""
     rows = np.ones((2, 384), dtype=np.float32)
     probed_lists()(np.ones((2, 384), dtype=np.int8), np.arange(2, dtype=np.int64),
                    np.zeros(1, dtype=np.int64), np.ones(1, dtype=np.int64), rows[0])
     exact(rows, np.arange(2, dtype=np.int64), rows[0])
+    exact(rows.astype(np.float16), np.arange(2, dtype=np.int64), rows[0])
+    half.widened(rows.astype(np.float16), np.arange(2, dtype=np.int64))
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,23 +213,22 @@ class InvertedLists:
         products with the rows they stand for."""
         return np.ascontiguousarray(query / self.scale, np.float32)
 
-    def extended(self, matrix: Matrix, count: int) -> InvertedLists:
+    def extended(self, matrix: Matrix | Half, count: int) -> InvertedLists:
         """A copy that also covers rows [covered, count) of `matrix`."""
-        new = assign(self.centroids, matrix[self.covered : count])
+        new = assign(self.centroids, matrix, self.covered, count)
         return _lists(matrix, self.centroids, np.concatenate([self.labels, new]),
                       self.trained_on, self.nprobe, self.scale)
 
 
-def build(matrix: Matrix, count: int, seed: int = 0) -> InvertedLists:
+def build(matrix: Matrix | Half, count: int, seed: int = 0) -> InvertedLists:
     """Train centroids on rows [0, count) of `matrix` and assign every row."""
-    data = matrix[:count]
     nlist = max(1, min(MAX_LISTS, int(LISTS_PER_SQRT_N * np.sqrt(count))))
     rng = np.random.default_rng(seed)
     sample_size = min(count, nlist * _SAMPLE_PER_LIST)
-    sample = data[np.sort(rng.choice(count, size=sample_size, replace=False))]
+    sample = half.widened(matrix, np.sort(rng.choice(count, size=sample_size, replace=False)))
     centroids = sample[rng.choice(sample_size, size=nlist, replace=False)].copy()
     for _ in range(_ROUNDS):
-        labels = assign(centroids, sample)
+        labels = assign(centroids, sample, 0, sample_size)
         sums = np.zeros_like(centroids)
         np.add.at(sums, labels, sample)
         sizes = np.bincount(labels, minlength=nlist)
@@ -230,35 +238,41 @@ def build(matrix: Matrix, count: int, seed: int = 0) -> InvertedLists:
         sums[empty] = sample[rng.choice(sample_size, size=int(empty.sum()))]
         centroids = _normalised(sums)
     nprobe = max(MIN_PROBE, int(np.ceil(nlist * PROBE_FRACTION)))
-    return _lists(matrix, centroids, assign(centroids, data), count, nprobe, _scale(data))
+    return _lists(matrix, centroids, assign(centroids, matrix, 0, count), count, nprobe,
+                  _scale(matrix, count))
 
 
-def assign(centroids: Matrix, rows: Matrix) -> npt.NDArray[np.int32]:
-    """The nearest centroid (largest inner product) of each row."""
-    labels = np.empty(len(rows), dtype=np.int32)
-    for start in range(0, len(rows), _CHUNK):
-        labels[start : start + _CHUNK] = np.argmax(rows[start : start + _CHUNK] @ centroids.T,
-                                                   axis=1)
+def assign(centroids: Matrix, matrix: Matrix | Half, start: int, end: int
+           ) -> npt.NDArray[np.int32]:
+    """The nearest centroid (largest inner product) of each of rows
+    [start, end) of `matrix`."""
+    labels = np.empty(end - start, dtype=np.int32)
+    for at in range(start, end, _CHUNK):
+        rows = half.block(matrix, at, min(end, at + _CHUNK))
+        labels[at - start : at - start + len(rows)] = np.argmax(rows @ centroids.T, axis=1)
     return labels
 
 
-def _scale(data: Matrix) -> Matrix:
-    """Per dimension, what maps the largest magnitude of `data` to 127.
-    Rows added later are clipped to it: they only rank less exactly."""
-    largest = np.zeros(data.shape[1], dtype=np.float32)
-    for start in range(0, len(data), _CHUNK):
-        np.maximum(largest, np.abs(data[start : start + _CHUNK]).max(axis=0), out=largest)
+def _scale(matrix: Matrix | Half, count: int) -> Matrix:
+    """Per dimension, what maps the largest magnitude of rows [0, count) of
+    `matrix` to 127. Rows added later are clipped to it: they only rank less
+    exactly."""
+    largest = np.zeros(matrix.shape[1], dtype=np.float32)
+    for start in range(0, count, _CHUNK):
+        rows = half.block(matrix, start, min(count, start + _CHUNK))
+        np.maximum(largest, np.abs(rows).max(axis=0), out=largest)
     largest[largest == 0] = 1.0
     scale: Matrix = (127.0 / largest).astype(np.float32)
     return scale
 
 
-def _codes(matrix: Matrix, rows: Rows, scale: Matrix) -> Codes:
+def _codes(matrix: Matrix | Half, rows: Rows, scale: Matrix) -> Codes:
     """`matrix[rows]` rounded to 8 bits, a chunk at a time: at 1M rows the
     float32 copy would be 1.5 GB at once."""
     codes = np.empty((len(rows), matrix.shape[1]), dtype=np.int8)
     for start in range(0, len(rows), _CHUNK):
-        codes[start : start + _CHUNK] = quantized(matrix[rows[start : start + _CHUNK]], scale)
+        chunk = half.widened(matrix, rows[start : start + _CHUNK])
+        codes[start : start + _CHUNK] = quantized(chunk, scale)
     return codes
 
 
@@ -286,16 +300,16 @@ class TailCodes:
         self.codes: Codes = np.empty((capacity, len(ivf.scale)), dtype=np.int8)
         self.filled = 0
 
-    def add(self, matrix: Matrix, count: int) -> None:
+    def add(self, matrix: Matrix | Half, count: int) -> None:
         """Code the rows of `matrix` up to `count` (or capacity) not coded yet."""
         end = min(count - self.start, len(self.rows))
         if end > self.filled:
             self.codes[self.filled : end] = quantized(
-                matrix[self.start + self.filled : self.start + end], self.scale)
+                half.block(matrix, self.start + self.filled, self.start + end), self.scale)
             self.filled = end
 
 
-def _lists(matrix: Matrix, centroids: Matrix, labels: npt.NDArray[np.int32], trained_on: int,
+def _lists(matrix: Matrix | Half, centroids: Matrix, labels: npt.NDArray[np.int32], trained_on: int,
            nprobe: int, scale: Matrix) -> InvertedLists:
     order = np.argsort(labels, kind="stable").astype(np.int64)
     offsets = np.zeros(len(centroids) + 1, dtype=np.int64)

@@ -1,13 +1,15 @@
 """The in-memory index: decrypted memories and their vectors.
 
-Vectors live in one contiguous float32 matrix, one row per memory, so an
-exact search is a single matrix-vector product: about 1 ms over 10k x 384 and
-9 ms over 100k on the development machine (the memory-bandwidth floor),
-against 10 ms and 150 ms for LanceDB's flat search over the same rows. Unit
-vectors make the product the cosine, and the L2 distance the ranking formula
-wants is sqrt(2 - 2 cos). Above `ann.IVF_THRESHOLD` rows an inverted-file
-index (`ivf.py`), built and extended on a background thread, picks which rows
-to score; the scores themselves stay exact float32 products.
+Vectors live in one contiguous matrix, one row per memory, so an exact
+search is a single matrix-vector product: about 1 ms over 10k x 384 float32
+on the development machine (the memory-bandwidth floor), against 10 ms for
+LanceDB's flat search over the same rows. Unit vectors make the product the
+cosine, and the L2 distance the ranking formula wants is sqrt(2 - 2 cos).
+Above `ann.IVF_THRESHOLD` rows an inverted-file index (`ivf.py`), built and
+extended on a background thread, picks which rows to score; the scores
+themselves are products with the rows, in float32. A matrix allocated once
+it holds that many rows is float16 (`half.py`: half the bytes, read by
+compiled loops); a smaller one stays float32, scanned by BLAS without numba.
 
 Concurrency: writers hold `_lock`. Readers never lock for the scan: they take
 a consistent view (matrix, ids, row count) under the lock, which is cheap, and
@@ -35,6 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from memvaultd.index import half
 from memvaultd.index import ivf as ann
 from memvaultd.index.columns import Columns
 from memvaultd.index.heap import trim_heap
@@ -63,7 +66,7 @@ REFINE_MIN = 128
 
 @dataclass(frozen=True, slots=True)
 class View:
-    matrix: Vector
+    matrix: Vector | half.Half
     ids: list[str]
     alive: npt.NDArray[np.bool_]
     count: int
@@ -85,7 +88,8 @@ class MemoryIndex:
         self._lock = threading.Lock()
         self._records: dict[str, Memory] = {}
         self._row: dict[str, int] = {}
-        self._matrix: Vector = np.zeros((_INITIAL_CAPACITY, dimension), dtype=np.float32)
+        self._matrix: Vector | half.Half = np.zeros((_INITIAL_CAPACITY, dimension),
+                                                     dtype=np.float32)
         self._alive = np.zeros(_INITIAL_CAPACITY, dtype=bool)
         self._columns = Columns(_INITIAL_CAPACITY)
         self._ids: list[str] = []
@@ -95,6 +99,8 @@ class MemoryIndex:
         self._maintaining = False
         self._epoch = 0  # compactions so far: IVF row numbers hold within one epoch
         self.ivf_threshold = ann.IVF_THRESHOLD
+        # A matrix allocated once it holds this many rows is float16 (`half.py`).
+        self.half_from = ann.IVF_THRESHOLD
         self.nprobe: int | None = None  # None: the IVF's own choice
 
     def __len__(self) -> int:
@@ -113,7 +119,7 @@ class MemoryIndex:
 
     def vector(self, memory_id: str) -> Vector | None:
         row = self._row.get(memory_id)
-        return None if row is None else self._matrix[row].copy()
+        return None if row is None else self._matrix[row].astype(np.float32)
 
     def memories(self) -> Iterator[Memory]:
         return iter(list(self._records.values()))
@@ -122,7 +128,8 @@ class MemoryIndex:
         """Insert `memory`, or replace the record (and vector) of the same id."""
         with self._lock:
             old = self._row.get(memory.id)
-            if old is not None and np.array_equal(self._matrix[old], vector):
+            if old is not None and np.array_equal(self._matrix[old],
+                                                  vector.astype(self._matrix.dtype)):
                 self._records[memory.id] = memory
                 self._columns.set(old, memory)
                 return
@@ -154,7 +161,7 @@ class MemoryIndex:
                   else {vector.shape for vector in vectors})
         if len(vectors) != count or shapes - {(self.dimension,)}:
             raise ValueError(f"restore needs {count} vectors of {self.dimension} values")
-        matrix = np.empty((_restored_capacity(count), self.dimension), dtype=np.float32)
+        matrix = np.empty((_restored_capacity(count), self.dimension), dtype=self._dtype(count))
         if isinstance(vectors, np.ndarray):
             matrix[:count] = vectors
         elif count:  # rows of one body: one copy, no stacked intermediate
@@ -249,8 +256,7 @@ class MemoryIndex:
                 chosen = np.sort(np.argpartition(-approximate, best - 1)[:best])
                 yield self._scored(view, rows[chosen], uncoded, query)
             yield self._scored(view, rows, uncoded, query)
-        every = np.arange(view.count)
-        yield every, ann.scores(view.matrix[: view.count], query)
+        yield np.arange(view.count), _scan(view.matrix, 0, view.count, query)
 
     @staticmethod
     def _scored(view: View, rows: Rows, uncoded: int, query: Vector) -> tuple[Rows, Vector]:
@@ -258,7 +264,7 @@ class MemoryIndex:
         cos = ann.exact(view.matrix, rows, query)
         if uncoded < view.count:  # rows written faster than the tail's codes could hold
             rows = np.concatenate([rows, np.arange(uncoded, view.count)])
-            cos = np.concatenate([cos, ann.scores(view.matrix[uncoded : view.count], query)])
+            cos = np.concatenate([cos, _scan(view.matrix, uncoded, view.count, query)])
         return rows, cos
 
     def _walk(self, view: View, rows: npt.NDArray[np.int64], cos: Vector, limit: int,
@@ -297,7 +303,7 @@ class MemoryIndex:
         present = [r for r in rows if r is not None and r < view.count]
         if not present:
             return [None] * len(rows)
-        values = iter(ann.scores(view.matrix[np.array(present)], query).tolist())
+        values = iter(half.products(view.matrix, np.array(present, dtype=np.int64), query).tolist())
         return [next(values) if r is not None and r < view.count else None for r in rows]
 
     def view(self) -> View:
@@ -365,10 +371,17 @@ class MemoryIndex:
                 with self._lock:
                     self._maintaining = False
 
+    def _dtype(self, rows: int) -> type[np.floating]:
+        """The type of a new matrix that holds `rows` rows: float16 from IVF
+        size (`half.py`), float32 below. By rows held, not room: a matrix
+        growing past 16k rows stays float32 until the IVF is due, whose
+        thread loads numba first (`ann.warm`), so no recall waits for it."""
+        return np.float16 if rows >= self.half_from else np.float32
+
     def _grow(self) -> None:
         capacity = _grown(len(self._matrix))
         # Rows at and above the count are never read, so no need to zero them.
-        matrix = np.empty((capacity, self.dimension), dtype=np.float32)
+        matrix = np.empty((capacity, self.dimension), dtype=self._dtype(len(self._ids)))
         matrix[: len(self._matrix)] = self._matrix
         alive = np.zeros(capacity, dtype=bool)
         alive[: len(self._alive)] = self._alive
@@ -378,7 +391,7 @@ class MemoryIndex:
     def _compact(self) -> None:
         keep = np.flatnonzero(self._alive[: len(self._ids)])
         capacity = max(_INITIAL_CAPACITY, 2 * len(keep))
-        matrix = np.zeros((capacity, self.dimension), dtype=np.float32)
+        matrix = np.zeros((capacity, self.dimension), dtype=self._dtype(len(keep)))
         matrix[: len(keep)] = self._matrix[keep]
         alive = np.zeros(capacity, dtype=bool)
         alive[: len(keep)] = True
@@ -408,11 +421,12 @@ class MemoryIndex:
         dimension = self.dimension
 
         def vectors() -> Vector:
-            return matrix[rows] if len(rows) else np.zeros((0, dimension), dtype=np.float32)
+            return half.widened(matrix, rows) if len(rows) else np.zeros((0, dimension),
+                                                                          dtype=np.float32)
 
         return memories, vectors
 
-    def live_rows(self) -> tuple[list[Memory], Vector, Rows]:
+    def live_rows(self) -> tuple[list[Memory], Vector | half.Half, Rows]:
         """Every live memory, the matrix, and each memory's row in it, in
         one consistent cut: the rows read the same later (`cut`)."""
         with self._lock:
@@ -420,6 +434,13 @@ class MemoryIndex:
             rows = np.flatnonzero(self._alive[: len(self._ids)]).astype(np.int64)
             memories = [self._records[self._ids[row]] for row in rows.tolist()]
             return memories, self._matrix, rows
+
+
+def _scan(matrix: Vector | half.Half, start: int, end: int, query: Vector) -> Vector:
+    """The products of rows [start, end) of `matrix` with `query`."""
+    if half.single(matrix):  # one BLAS product, without numba
+        return ann.scores(matrix[start:end], query)
+    return half.products(matrix, np.arange(start, end, dtype=np.int64), query)
 
 
 _NO_ROWS: Rows = np.zeros(0, dtype=np.int64)

@@ -178,6 +178,17 @@ def decode_body(body: bytes) -> SnapshotBody:
         raise IntegrityError(f"snapshot body does not parse: {exc}") from exc
 
 
+def vector_rows(body_len: int, head: bytes, dimension: int) -> int:
+    """How many vectors (memories, then turns) a body of `body_len` bytes
+    that begins with `head` holds: what follows its meta, 4 x `dimension`
+    bytes a row."""
+    try:
+        size: int = _LEN.unpack_from(head)[0]
+    except struct.error as exc:
+        raise IntegrityError(f"snapshot body does not parse: {exc}") from exc
+    return max(0, body_len - _LEN.size - size) // (4 * dimension)
+
+
 @contextmanager
 def collector_paused() -> Iterator[None]:
     """The cyclic garbage collector off while a state of millions of objects

@@ -225,6 +225,18 @@ class SnapshotStore:
         """`read`, of the delta at `seq`."""
         return self._read_file(seq, self._dir / f"{seq:020d}.delta", DELTA_MAGIC)
 
+    def head(self, seq: int) -> tuple[int, bytes]:
+        """The body length of snapshot `seq` and its first chunk (up to 4
+        MiB), verified: enough to size the state without reading it all."""
+        path = self._dir / f"{seq:020d}.snap"
+        try:
+            with path.open("rb") as src:
+                header = src.read(_HEADER.size)
+                count, body_len = self._check_header(path, header, seq, MAGIC)
+                return body_len, self._read_chunk(src, path, header, 0, count, body_len)
+        except OSError as exc:
+            raise IntegrityError(f"snapshot {path.name}: unreadable: {exc.strerror}") from exc
+
     def _read_file(self, seq: int, path: Path, magic: bytes) -> bytes:
         try:
             return self._read(seq, path, magic)

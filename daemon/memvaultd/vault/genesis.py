@@ -31,7 +31,10 @@ from dataclasses import dataclass
 from itertools import accumulate, chain, count, islice
 from operator import attrgetter
 
+import numpy as np
+
 from memvaultd.crypto.entropy import drawing, new_id
+from memvaultd.index.half import Half
 from memvaultd.index.layer import Layer
 from memvaultd.index.memory_index import Rows
 from memvaultd.model.hlc import Clock, Stamp
@@ -46,7 +49,7 @@ class _Part:
 
     layer: str
     memories: list[Memory]
-    matrix: Vector
+    matrix: Vector | Half
     rows: Rows
 
 
@@ -101,4 +104,5 @@ class PendingPuts:
             newest = max(held.values())
             stamp = min(stamp, Stamp(newest.wall_ms, newest.counter, self._first.device))
         return Operation(new_id(), PUT, stamp, memory=memory,
-                         vector=part.matrix[part.rows[j]].copy(), layer=part.layer)
+                         vector=part.matrix[part.rows[j]].astype(np.float32),
+                         layer=part.layer)

@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from memvault_base.errors import IntegrityError
+from memvaultd.index import half
 from memvaultd.index.heap import trim_heap
 from memvaultd.index.layer import Layer
 from memvaultd.model.hlc import Stamp
@@ -267,7 +268,7 @@ def _cut(*layers: Layer) -> tuple[list[Memory], Callable[[], Vector]]:
         out = np.empty((len(memories), dimension), dtype=np.float32)
         start = 0
         for _, matrix, rows in parts:
-            np.take(matrix, rows, axis=0, out=out[start : start + len(rows)])
+            half.take(matrix, rows, out[start : start + len(rows)])
             start += len(rows)
         return out
 

@@ -54,6 +54,7 @@ from memvaultd.storage.snapshot_body import SnapshotBody
 from memvaultd.storage.vault_info import VaultInfo, copy_mark
 from memvaultd.upkeep import consolidation
 from memvaultd.upkeep.sweep import SweepPlan
+from memvaultd.vault import footprint
 from memvaultd.vault.access import AccessMarks
 from memvaultd.vault.check import REPAIR_HINT, refuse_unfinished_repair
 from memvaultd.vault.core import MAX_BATCH, VaultCore
@@ -132,6 +133,12 @@ class Vault:
         core = self.core
         started = time.monotonic()
         refuse_unfinished_repair(core.data_dir)
+        # Weighed before anything is decrypted in bulk: a vault larger than
+        # the memory at hand is refused, not loaded into swap (footprint.py).
+        footprint.check(footprint.memories_to_load(core.snapshot_store, core.log.last_seq,
+                                                   core.info.dimension),
+                        footprint.available(core.config.memory_limit_mb),
+                        enforce=core.config.memory_check)
         # A newest snapshot that does not authenticate is passed over for the
         # older one, whose log the prune keeps (snapshots.py).
         body, passed_over = newest_usable(core.snapshot_store)
