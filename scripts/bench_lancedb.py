@@ -28,11 +28,7 @@ figure. Phases on stderr.
 from __future__ import annotations
 
 import argparse
-import json
-import shutil
-import signal
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -210,21 +206,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.n < br.CANDIDATES + 1:
         parser.error(f"--n must be at least {br.CANDIDATES + 1}")
-    # SIGTERM unwinds like Ctrl-C: the daemon stopped, the directory removed.
-    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
-    workdir = Path(tempfile.mkdtemp(prefix="memvault-bench-lancedb-"))
-    try:
-        figures = run(args.n, args.queries, workdir)
-    finally:
-        if args.keep:
-            br.phase(f"kept {workdir}")
-        else:
-            shutil.rmtree(workdir, ignore_errors=True)
-    if not args.json_only:
-        print(table(figures))
-    print(json.dumps(figures))
-    return 0
-
+    return br.in_workdir("memvault-bench-lancedb-", args.keep, args.json_only, table,
+                         lambda workdir: run(args.n, args.queries, workdir))
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -858,22 +858,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"--n must be at least {CANDIDATES + 1}")
     if not 1 <= args.batch <= 10_000:  # the daemon refuses larger batches
         parser.error("--batch must be in 1..10000")
+    return in_workdir("memvault-bench-", args.keep, args.json_only, table,
+                      lambda workdir: run(args.n, args.queries, args.uncached, args.batch,
+                                          workdir))
+
+
+def in_workdir(prefix: str, keep: bool, json_only: bool,
+               table: Callable[[dict[str, Any]], str],
+               measure: Callable[[Path], dict[str, Any]]) -> int:
+    """`measure` in a new temporary directory (removed after unless `keep`),
+    then its table and its JSON line."""
     # SIGTERM (e.g. from `timeout`) unwinds like Ctrl-C, so the daemon is
     # stopped and the temporary directory removed instead of left behind.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
-    workdir = Path(tempfile.mkdtemp(prefix="memvault-bench-"))
+    workdir = Path(tempfile.mkdtemp(prefix=prefix))
     try:
-        figures = run(args.n, args.queries, args.uncached, args.batch, workdir)
+        figures = measure(workdir)
     finally:
-        if args.keep:
+        if keep:
             phase(f"kept {workdir}")
         else:
             shutil.rmtree(workdir, ignore_errors=True)
-    if not args.json_only:
+    if not json_only:
         print(table(figures))
     print(json.dumps(figures))
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())
