@@ -13,6 +13,7 @@
     kind 5, a move to another chain:  context = ""
     kind 6, a device's view, on a witness: context = device id (`witness.py`)
     kind 7, a device's record:        context = device id (`devices.py`)
+    kind 8, a key epoch's grant:      context = epoch:u32 (`epochs.py`)
 
 A version on the remote is kind 1 followed by its device's signature
 (`signatures.py`).
@@ -37,10 +38,10 @@ from memvaultd.crypto.kdf import derive_key
 
 MAGIC = b"MVRO"
 FORMAT = 1
-VERSION, SNAPSHOT, DESCRIPTION, SNAPSHOT_CHUNK, MOVE, WITNESS, DEVICE = 1, 2, 3, 4, 5, 6, 7
+VERSION, SNAPSHOT, DESCRIPTION, SNAPSHOT_CHUNK, MOVE, WITNESS, DEVICE, EPOCH = range(1, 9)
 _KIND_NAMES = {VERSION: "version", SNAPSHOT: "snapshot", DESCRIPTION: "description",
                SNAPSHOT_CHUNK: "snapshot-chunk", MOVE: "move", WITNESS: "witness",
-               DEVICE: "device"}
+               DEVICE: "device", EPOCH: "epoch"}
 _HEADER = struct.Struct(">4sBB")
 _MIN_BUCKET = 4096
 _MIB = 1 << 20

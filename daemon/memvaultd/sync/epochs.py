@@ -1,0 +1,193 @@
+"""Key epochs: a new vault key for everything written from then on.
+
+Epoch 0 is the key of `init` (wrapped under the first recovery key as
+`keys/recovery`). Epoch n >= 1 is three kinds of objects on the remote:
+
+    keys/epoch/<n:08d>/to/<device>  the key, wrapped to the device's X25519 key
+                                    (`device_keys.wrap_to`), info = "memvault/epoch/v1" |
+                                    vault_id:16 | n:u32 | device id (ASCII)
+    keys/epoch/<n:08d>/recovery     the key under the new recovery key (`recovery.wrap`)
+    keys/epoch/<n:08d>/grant        sealed:N (envelope kind EPOCH of epoch n's key,
+                                    context n:u32) | signer:8 | signature:64
+        body      := JSON {"epoch": n, "by": ID, "at": WALL_S, "previous": HEX64,
+                           "devices": [ID...], "revoked": [ID...]}
+        signature := Ed25519(signer's signing key,
+                             "memvault/epoch/v1" | vault_id:16 | n:u32 | sha256(sealed))
+
+The grant is written last and put-if-absent: it is the epoch's commit
+point (readers look for nothing else), and of two devices rotating at once
+one wins and the other is told to rotate again once synced. It carries
+the previous epoch's key, so whoever holds the newest key (a device, or the
+newest recovery key at `join`) holds every older one and reads the whole
+chain. `devices` are those given the key, `revoked` every device revoked
+so far (cumulative).
+
+A device moves to epoch n (`catch_up`) only if the grant opens under the
+key wrapped to it, a device registered and not revoked signed it, and its
+`previous` is the key this device holds for n-1: a revoked device, which
+holds every key up to the revocation but not the one after, cannot make a
+later epoch the others would take.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+import struct
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from memvault_base.errors import IntegrityError, InvalidArgument, Locked, NotFound
+from memvaultd.crypto.aead import KEY_SIZE
+from memvaultd.crypto.device_keys import SIGNATURE_SIZE, DeviceKeys, verify, wrap_to
+from memvaultd.sync import recovery
+from memvaultd.sync.envelope import EPOCH, Envelope
+from memvaultd.sync.remotes.base import Remote
+
+__all__ = ["PREFIX", "Epoch", "Revoked", "catch_up", "first", "from_recovery", "start"]
+
+PREFIX = "keys/epoch/"
+_LABEL = b"memvault/epoch/v1"
+_SIGNER = 8
+
+
+class Revoked(Exception):
+    """A newer epoch exists that was not given to this device."""
+
+
+@dataclass(frozen=True)
+class Epoch:
+    number: int
+    key: bytes
+    devices: tuple[str, ...] = ()
+    revoked: tuple[str, ...] = ()
+
+    def envelope(self, vault_id: bytes) -> Envelope:
+        return Envelope(self.key, vault_id)
+
+
+def first(vault_key: bytes) -> Epoch:
+    """Epoch 0: the key of `init`."""
+    return Epoch(0, vault_key)
+
+
+def _folder(number: int) -> str:
+    return f"{PREFIX}{number:08d}/"
+
+
+def _info(vault_id: bytes, number: int, device: str) -> bytes:
+    return _LABEL + vault_id + struct.pack(">I", number) + device.encode("ascii")
+
+
+def _message(vault_id: bytes, number: int, sealed: bytes) -> bytes:
+    return _LABEL + vault_id + struct.pack(">I", number) + hashlib.sha256(sealed).digest()
+
+
+def start(remote: Remote, vault_id: bytes, current: Epoch, keys: DeviceKeys, device: str,
+          recipients: dict[str, bytes], recovery_secret: bytes, *,
+          revoke: frozenset[str] = frozenset(), key: bytes | None = None) -> Epoch:
+    """Publish epoch `current.number + 1`, its key (`key`, else a new random
+    one) wrapped to each of `recipients` (device id -> X25519 public key;
+    this device among them) and under `recovery_secret`, signed by `device`.
+    A device in `revoke` is given nothing. `InvalidArgument` if another
+    device published that epoch first (sync, then rotate again)."""
+    if device in revoke:
+        raise InvalidArgument("devices revoke: a device cannot revoke itself")
+    given = {d: public for d, public in recipients.items() if d not in revoke}
+    if device not in given:
+        raise ValueError("the rotating device must be one of the recipients")
+    number, new_key = current.number + 1, key or secrets.token_bytes(KEY_SIZE)
+    folder = _folder(number)
+    # Write-once names: a rotation cut short and started again with the same
+    # key (the caller keeps it until the grant is out) finds its own objects.
+    for d, public in sorted(given.items()):
+        remote.put_object(f"{folder}to/{d}", wrap_to(public, new_key,
+                                                     info=_info(vault_id, number, d)))
+    remote.put_object(f"{folder}recovery", recovery.wrap(new_key, recovery_secret, vault_id))
+    epoch = Epoch(number, new_key, tuple(sorted(given)),
+                  tuple(sorted(set(current.revoked) | revoke)))
+    body = json.dumps({"epoch": number, "by": device, "at": time.time(),
+                       "previous": current.key.hex(), "devices": list(epoch.devices),
+                       "revoked": list(epoch.revoked)}).encode()
+    sealed = epoch.envelope(vault_id).seal(EPOCH, body, struct.pack(">I", number))
+    grant = sealed + bytes.fromhex(device) + keys.sign(_message(vault_id, number, sealed))
+    if not remote.put_object(f"{folder}grant", grant):
+        try:
+            if _open_grant(remote.get_object(f"{folder}grant"), vault_id, number,
+                           new_key, current, lambda d: keys.sign_public
+                           if d == device else None) == epoch:
+                return epoch  # this rotation's own grant, cut short after the write
+        except IntegrityError:
+            pass
+        raise InvalidArgument(f"another device started key epoch {number} first; "
+                              "sync, then rotate again")
+    return epoch
+
+
+def catch_up(remote: Remote, vault_id: bytes, current: Epoch, keys: DeviceKeys,
+             device: str, key_of: Callable[[str], bytes | None]) -> Epoch:
+    """The newest epoch this device can move to from `current`, one grant
+    at a time. `Revoked` if a later epoch was not given to this device;
+    IntegrityError if one was and its grant does not hold."""
+    while True:
+        number = current.number + 1
+        folder = _folder(number)
+        try:
+            grant = remote.get_object(f"{folder}grant")
+        except NotFound:
+            return current
+        try:
+            wrapped = remote.get_object(f"{folder}to/{device}")
+        except NotFound:
+            raise Revoked(f"key epoch {number} was not given to this device "
+                          "(it was revoked)") from None
+        key = keys.unwrap(wrapped, info=_info(vault_id, number, device))
+        current = _open_grant(grant, vault_id, number, key, current, key_of)
+
+
+def from_recovery(remote: Remote, vault_id: bytes, secret: bytes) -> Epoch:
+    """The newest epoch `secret` (a recovery key's) opens, with its
+    devices, its revocations and its previous key checked by its grant.
+    `Locked` if it opens none."""
+    numbers = sorted({int(name[len(PREFIX):].split("/", 1)[0])
+                      for name in remote.list_objects(PREFIX)}, reverse=True)
+    for number in numbers:
+        folder = _folder(number)
+        try:
+            key = recovery.unwrap(remote.get_object(f"{folder}recovery"), secret, vault_id)
+            grant = remote.get_object(f"{folder}grant")
+        except (Locked, IntegrityError, NotFound):
+            continue
+        sealed = grant[:-(_SIGNER + SIGNATURE_SIZE)]
+        doc = json.loads(Envelope(key, vault_id).open(
+            EPOCH, sealed, struct.pack(">I", number), name=f"{folder}grant"))
+        return Epoch(number, key, tuple(doc["devices"]), tuple(doc["revoked"]))
+    return first(recovery.unwrap(remote.get_object(recovery.OBJECT), secret, vault_id))
+
+
+def _open_grant(grant: bytes, vault_id: bytes, number: int, key: bytes, current: Epoch,
+                key_of: Callable[[str], bytes | None]) -> Epoch:
+    name = f"{_folder(number)}grant"
+    if len(grant) <= _SIGNER + SIGNATURE_SIZE:
+        raise IntegrityError(f"remote object {name}: truncated")
+    sealed, signer = grant[:-(_SIGNER + SIGNATURE_SIZE)], grant[-(_SIGNER + SIGNATURE_SIZE):]
+    by, signature = signer[:_SIGNER].hex(), signer[_SIGNER:]
+    public = None if by in current.revoked else key_of(by)
+    if public is None or not verify(public, signature, _message(vault_id, number, sealed)):
+        raise IntegrityError(f"remote object {name}: not signed by a registered, "
+                             f"unrevoked device (signer {by})")
+    try:
+        doc = json.loads(Envelope(key, vault_id).open(EPOCH, sealed, struct.pack(">I", number),
+                                                      name=name))
+        previous, devices = bytes.fromhex(doc["previous"]), tuple(doc["devices"])
+        revoked = tuple(doc["revoked"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise IntegrityError(f"remote object {name}: malformed ({exc})") from None
+    if doc.get("epoch") != number or doc.get("by") != by or previous != current.key:
+        raise IntegrityError(f"remote object {name}: does not follow key epoch "
+                             f"{current.number} (another chain of epochs)")
+    if not set(current.revoked) <= set(revoked):
+        raise IntegrityError(f"remote object {name}: takes back a revocation")
+    return Epoch(number, key, devices, revoked)

@@ -1,0 +1,122 @@
+"""Key epochs (`memvaultd.sync.epochs`, docs/decisions/0013-key-epochs.md):
+a new vault key wrapped to each remaining device and to a new recovery
+key; the devices given it move to it on their own, the old recovery key
+and a revoked device open nothing sealed under it."""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+import pytest
+
+from memvault_base.errors import IntegrityError, InvalidArgument
+from memvaultd.crypto.device_keys import DeviceKeys, wrap_to
+from memvaultd.sync import epochs, recovery
+from memvaultd.sync.devices import Registry
+from memvaultd.sync.envelope import VERSION, Envelope, chain_context
+from memvaultd.sync.remotes import open_remote
+from memvaultd.sync.remotes.base import Remote
+
+from .signed_chain import registered
+
+
+def test_a_wrapped_key_opens_for_its_device_and_purpose_alone() -> None:
+    laptop, desktop, key = DeviceKeys.new(), DeviceKeys.new(), os.urandom(32)
+    wrapped = wrap_to(laptop.receive_public, key, info=b"epoch 1 to laptop")
+    assert len(wrapped) == 32 + 32 + 16
+    assert laptop.unwrap(wrapped, info=b"epoch 1 to laptop") == key
+    with pytest.raises(IntegrityError):
+        desktop.unwrap(wrapped, info=b"epoch 1 to laptop")
+    with pytest.raises(IntegrityError):
+        laptop.unwrap(wrapped, info=b"epoch 2 to laptop")
+    with pytest.raises(IntegrityError):
+        laptop.unwrap(wrapped[:-1] + bytes([wrapped[-1] ^ 1]), info=b"epoch 1 to laptop")
+
+
+def _vault() -> tuple[Remote, bytes, epochs.Epoch, bytes, list[Registry]]:
+    """A remote holding a vault of three registered devices at epoch 0,
+    with its first recovery key's secret."""
+    vault_id, key = os.urandom(16), os.urandom(32)
+    remote = open_remote(f"memory://{uuid.uuid4().hex}", vault_id=vault_id.hex())
+    _, secret = recovery.new_recovery_key(vault_id)
+    remote.put_object(recovery.OBJECT, recovery.wrap(key, secret, vault_id))
+    envelope = Envelope(key, vault_id)
+    devices = [registered(remote, envelope, name) for name in ("laptop", "desktop", "phone")]
+    return remote, vault_id, epochs.first(key), secret, devices
+
+
+def _rotate(remote: Remote, vault_id: bytes, current: epochs.Epoch, by: Registry,
+            revoke: frozenset[str] = frozenset(), key: bytes | None = None
+            ) -> tuple[epochs.Epoch, bytes]:
+    """Epoch `current.number + 1` started by `by`, given to every device the
+    registry holds (and `by`), and the new recovery key's secret."""
+    _, secret = recovery.new_recovery_key(vault_id)
+    recipients = {d: r.receive for d, r in by.records().items()}
+    recipients[by.device] = by.keys.receive_public
+    return epochs.start(remote, vault_id, current, by.keys, by.device, recipients, secret,
+                        revoke=revoke, key=key), secret
+
+
+def test_the_other_devices_move_to_a_new_epoch_and_the_old_recovery_key_opens_nothing_of_it(
+) -> None:
+    remote, vault_id, zero, old_secret, (laptop, desktop, phone) = _vault()
+    one, new_secret = _rotate(remote, vault_id, zero, laptop)
+    assert one.number == 1 and one.key != zero.key
+    for device in (desktop, phone):
+        moved = epochs.catch_up(remote, vault_id, zero, device.keys, device.device,
+                                device.key_of)
+        assert moved == one
+    # Nothing newer: catching up from the newest is a no-op.
+    assert epochs.catch_up(remote, vault_id, one, desktop.keys, desktop.device,
+                           desktop.key_of) == one
+    # A version sealed after the rotation opens under epoch 1 only.
+    sealed = one.envelope(vault_id).seal(VERSION, b"after", chain_context(9, bytes(32)))
+    old = epochs.from_recovery(remote, vault_id, old_secret)
+    assert old.number == 0
+    with pytest.raises(IntegrityError):
+        old.envelope(vault_id).open(VERSION, sealed, chain_context(9, bytes(32)), name="v9")
+    # The new recovery key opens epoch 1, and through its grant every older key.
+    recovered = epochs.from_recovery(remote, vault_id, new_secret)
+    assert recovered.key == one.key
+    assert recovered.envelope(vault_id).open(VERSION, sealed, chain_context(9, bytes(32)),
+                                             name="v9") == b"after"
+
+
+def test_a_revoked_device_is_given_nothing_and_cannot_start_an_epoch_the_others_take(
+) -> None:
+    remote, vault_id, zero, _, (laptop, desktop, phone) = _vault()
+    one, _ = _rotate(remote, vault_id, zero, laptop, revoke=frozenset({phone.device}))
+    assert phone.device not in one.devices and one.revoked == (phone.device,)
+    with pytest.raises(epochs.Revoked):
+        epochs.catch_up(remote, vault_id, zero, phone.keys, phone.device, phone.key_of)
+    # Racing for epoch 1 with what it holds: the name is taken.
+    with pytest.raises(InvalidArgument):
+        _rotate(remote, vault_id, zero, phone)
+    moved = epochs.catch_up(remote, vault_id, zero, desktop.keys, desktop.device,
+                            desktop.key_of)
+    assert moved == one
+    # Epoch 2 from the revoked device, on the only key it holds (epoch 0's):
+    # its signer is revoked and it does not follow epoch 1.
+    _rotate(remote, vault_id, epochs.Epoch(1, zero.key), phone)
+    with pytest.raises(IntegrityError, match="unrevoked"):
+        epochs.catch_up(remote, vault_id, one, desktop.keys, desktop.device, desktop.key_of)
+
+
+def test_a_grant_no_registered_device_signed_is_refused() -> None:
+    remote, vault_id, zero, _, (_laptop, desktop, _phone) = _vault()
+    # A writer holding the vault key but no registered device key.
+    stranger = Registry(remote, zero.envelope(vault_id), "00aa00aa00aa00aa", DeviceKeys.new())
+    _rotate(remote, vault_id, zero, stranger)
+    with pytest.raises(IntegrityError, match="registered"):
+        epochs.catch_up(remote, vault_id, zero, desktop.keys, desktop.device, desktop.key_of)
+
+
+def test_a_rotation_cut_short_and_started_again_with_its_key_finishes() -> None:
+    remote, vault_id, zero, _, (laptop, desktop, _phone) = _vault()
+    key = os.urandom(32)
+    first, _ = _rotate(remote, vault_id, zero, laptop, key=key)
+    again, _ = _rotate(remote, vault_id, zero, laptop, key=key)
+    assert first == again
+    assert epochs.catch_up(remote, vault_id, zero, desktop.keys, desktop.device,
+                           desktop.key_of).key == key
