@@ -12,9 +12,9 @@ import pytest
 
 from memvault_base.errors import IntegrityError, InvalidArgument
 from memvaultd.crypto.device_keys import DeviceKeys, wrap_to
-from memvaultd.sync import epochs, recovery
+from memvaultd.sync import epochs, recovery, snapshots
 from memvaultd.sync.devices import Registry
-from memvaultd.sync.envelope import VERSION, Envelope, chain_context
+from memvaultd.sync.envelope import VERSION, Envelope, UnknownEpoch, chain_context, epoch_of
 from memvaultd.sync.remotes import open_remote
 from memvaultd.sync.remotes.base import Remote
 
@@ -74,11 +74,16 @@ def test_the_other_devices_move_to_a_new_epoch_and_the_old_recovery_key_opens_no
     sealed = one.envelope(vault_id).seal(VERSION, b"after", chain_context(9, bytes(32)))
     old = epochs.from_recovery(remote, vault_id, old_secret)
     assert old.number == 0
-    with pytest.raises(IntegrityError):
+    with pytest.raises(UnknownEpoch):
         old.envelope(vault_id).open(VERSION, sealed, chain_context(9, bytes(32)), name="v9")
+    guessed = old.envelope(vault_id)
+    guessed.add_epoch(1, old.key)
+    with pytest.raises(IntegrityError, match="does not authenticate"):
+        guessed.open(VERSION, sealed, chain_context(9, bytes(32)), name="v9")
     # The new recovery key opens epoch 1, and through its grant every older key.
     recovered = epochs.from_recovery(remote, vault_id, new_secret)
-    assert recovered.key == one.key
+    assert recovered == one
+    assert epochs.keys_back(remote, vault_id, recovered) == {0: zero.key, 1: one.key}
     assert recovered.envelope(vault_id).open(VERSION, sealed, chain_context(9, bytes(32)),
                                              name="v9") == b"after"
 
@@ -120,3 +125,37 @@ def test_a_rotation_cut_short_and_started_again_with_its_key_finishes() -> None:
     assert first == again
     assert epochs.catch_up(remote, vault_id, zero, desktop.keys, desktop.device,
                            desktop.key_of).key == key
+
+
+def test_an_envelope_seals_under_its_newest_epoch_names_it_and_opens_every_one_it_holds(
+) -> None:
+    vault_id, zero, one = os.urandom(16), os.urandom(32), os.urandom(32)
+    envelope = Envelope(zero, vault_id)
+    before = envelope.seal(VERSION, b"before", chain_context(1, bytes(32)))
+    assert before[4] == 1 and epoch_of(before) == 0 and len(before) == 4096  # format 1
+    envelope.add_epoch(1, one)
+    after = envelope.seal(VERSION, b"after", chain_context(2, bytes(32)))
+    assert after[4] == 2 and epoch_of(after) == 1 and len(after) == 4096
+    assert envelope.open(VERSION, before, chain_context(1, bytes(32)), name="v1") == b"before"
+    assert envelope.open(VERSION, after, chain_context(2, bytes(32)), name="v2") == b"after"
+    # The epoch is in the associated data: a header re-labelled to another
+    # epoch the reader holds does not open.
+    envelope.add_epoch(2, one)
+    relabelled = after[:6] + (2).to_bytes(4, "big") + after[10:]
+    with pytest.raises(IntegrityError, match="does not authenticate"):
+        envelope.open(VERSION, relabelled, chain_context(2, bytes(32)), name="v2")
+    with pytest.raises(UnknownEpoch) as caught:
+        Envelope(zero, vault_id).open(VERSION, after, chain_context(2, bytes(32)), name="v2")
+    assert caught.value.epoch == 1
+
+
+def test_a_snapshot_sealed_in_a_later_epoch_keeps_its_chunks_at_4_mib() -> None:
+    vault_id = os.urandom(16)
+    remote = open_remote(f"memory://{uuid.uuid4().hex}", vault_id=vault_id.hex())
+    envelope = Envelope(os.urandom(32), vault_id)
+    envelope.add_epoch(3, os.urandom(32))
+    body = os.urandom(5 * 1024 * 1024)
+    snapshot = snapshots.publish(remote, envelope, 7, bytes(32), body)
+    first_chunk = remote.get_object(snapshot.chunk_name(0))
+    assert len(first_chunk) == snapshots.CHUNK_OBJECT and epoch_of(first_chunk) == 3
+    assert snapshots.fetch(remote, envelope, snapshot) == body

@@ -46,7 +46,8 @@ from memvaultd.sync import recovery
 from memvaultd.sync.envelope import EPOCH, Envelope
 from memvaultd.sync.remotes.base import Remote
 
-__all__ = ["PREFIX", "Epoch", "Revoked", "catch_up", "first", "from_recovery", "start"]
+__all__ = ["PREFIX", "Epoch", "Revoked", "catch_up", "first", "from_recovery", "keys_back",
+           "start"]
 
 PREFIX = "keys/epoch/"
 _LABEL = b"memvault/epoch/v1"
@@ -65,7 +66,8 @@ class Epoch:
     revoked: tuple[str, ...] = ()
 
     def envelope(self, vault_id: bytes) -> Envelope:
-        return Envelope(self.key, vault_id)
+        """An envelope of this epoch alone (`Envelope.add_epoch` adds it to another)."""
+        return Envelope(self.key, vault_id, self.number)
 
 
 def first(vault_key: bytes) -> Epoch:
@@ -148,9 +150,10 @@ def catch_up(remote: Remote, vault_id: bytes, current: Epoch, keys: DeviceKeys,
 
 
 def from_recovery(remote: Remote, vault_id: bytes, secret: bytes) -> Epoch:
-    """The newest epoch `secret` (a recovery key's) opens, with its
-    devices, its revocations and its previous key checked by its grant.
-    `Locked` if it opens none."""
+    """The newest epoch `secret` (a recovery key's) opens, with its devices
+    and revocations as its grant lists them (the recovery key is trusted as
+    the vault key is: no signature is needed to believe it). `Locked` if it
+    opens none, not even epoch 0's `keys/recovery`."""
     numbers = sorted({int(name[len(PREFIX):].split("/", 1)[0])
                       for name in remote.list_objects(PREFIX)}, reverse=True)
     for number in numbers:
@@ -160,34 +163,55 @@ def from_recovery(remote: Remote, vault_id: bytes, secret: bytes) -> Epoch:
             grant = remote.get_object(f"{folder}grant")
         except (Locked, IntegrityError, NotFound):
             continue
-        sealed = grant[:-(_SIGNER + SIGNATURE_SIZE)]
-        doc = json.loads(Envelope(key, vault_id).open(
-            EPOCH, sealed, struct.pack(">I", number), name=f"{folder}grant"))
-        return Epoch(number, key, tuple(doc["devices"]), tuple(doc["revoked"]))
+        _, _, _, epoch = _read_grant(grant, vault_id, number, key)
+        return epoch
     return first(recovery.unwrap(remote.get_object(recovery.OBJECT), secret, vault_id))
+
+
+def keys_back(remote: Remote, vault_id: bytes, epoch: Epoch) -> dict[int, bytes]:
+    """Every epoch's key from `epoch` down to 0, each grant giving the one
+    before: what a device that came in at `epoch` needs to read the chain."""
+    found, number, key = {epoch.number: epoch.key}, epoch.number, epoch.key
+    while number > 0:
+        doc, _, _, _ = _read_grant(remote.get_object(f"{_folder(number)}grant"), vault_id,
+                                   number, key)
+        number, key = number - 1, bytes.fromhex(str(doc["previous"]))
+        found[number] = key
+    return found
+
+
+def _read_grant(grant: bytes, vault_id: bytes, number: int, key: bytes
+                ) -> tuple[dict[str, object], bytes, str, Epoch]:
+    """(body, sealed part, signer, epoch) of epoch `number`'s grant, its
+    signature not checked yet."""
+    name = f"{_folder(number)}grant"
+    if len(grant) <= _SIGNER + SIGNATURE_SIZE:
+        raise IntegrityError(f"remote object {name}: truncated")
+    sealed, by = grant[:-(_SIGNER + SIGNATURE_SIZE)], grant[-(_SIGNER + SIGNATURE_SIZE):]
+    envelope = Envelope(key, vault_id, number)
+    try:
+        doc = json.loads(envelope.open(EPOCH, sealed, struct.pack(">I", number), name=name))
+        epoch = Epoch(number, key, tuple(map(str, doc["devices"])),
+                      tuple(map(str, doc["revoked"])))
+    except (ValueError, KeyError, TypeError) as exc:
+        raise IntegrityError(f"remote object {name}: malformed ({exc})") from None
+    if doc.get("epoch") != number:
+        raise IntegrityError(f"remote object {name}: the grant of another epoch")
+    return doc, sealed, by[:_SIGNER].hex(), epoch
 
 
 def _open_grant(grant: bytes, vault_id: bytes, number: int, key: bytes, current: Epoch,
                 key_of: Callable[[str], bytes | None]) -> Epoch:
     name = f"{_folder(number)}grant"
-    if len(grant) <= _SIGNER + SIGNATURE_SIZE:
-        raise IntegrityError(f"remote object {name}: truncated")
-    sealed, signer = grant[:-(_SIGNER + SIGNATURE_SIZE)], grant[-(_SIGNER + SIGNATURE_SIZE):]
-    by, signature = signer[:_SIGNER].hex(), signer[_SIGNER:]
+    doc, sealed, by, epoch = _read_grant(grant, vault_id, number, key)
     public = None if by in current.revoked else key_of(by)
-    if public is None or not verify(public, signature, _message(vault_id, number, sealed)):
+    if public is None or not verify(public, grant[-SIGNATURE_SIZE:],
+                                    _message(vault_id, number, sealed)):
         raise IntegrityError(f"remote object {name}: not signed by a registered, "
                              f"unrevoked device (signer {by})")
-    try:
-        doc = json.loads(Envelope(key, vault_id).open(EPOCH, sealed, struct.pack(">I", number),
-                                                      name=name))
-        previous, devices = bytes.fromhex(doc["previous"]), tuple(doc["devices"])
-        revoked = tuple(doc["revoked"])
-    except (ValueError, KeyError, TypeError) as exc:
-        raise IntegrityError(f"remote object {name}: malformed ({exc})") from None
-    if doc.get("epoch") != number or doc.get("by") != by or previous != current.key:
+    if doc.get("by") != by or doc.get("previous") != current.key.hex():
         raise IntegrityError(f"remote object {name}: does not follow key epoch "
                              f"{current.number} (another chain of epochs)")
-    if not set(current.revoked) <= set(revoked):
+    if not set(current.revoked) <= set(epoch.revoked):
         raise IntegrityError(f"remote object {name}: takes back a revocation")
-    return Epoch(number, key, devices, revoked)
+    return epoch

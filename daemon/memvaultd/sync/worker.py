@@ -61,7 +61,7 @@ from memvault_base.objects.names import MAX_OBJECT
 from memvaultd.model.operations import ACCESS, Operation, decode, encode
 from memvaultd.sync import moves, signatures, snapshots
 from memvaultd.sync.devices import Registry
-from memvaultd.sync.envelope import FIXED, VERSION, Envelope, chain_context
+from memvaultd.sync.envelope import FIXED_MAX, VERSION, Envelope, chain_context
 from memvaultd.sync.high_water import HighWater, HighWaterFile
 from memvaultd.sync.remotes import redact
 from memvaultd.sync.remotes.base import Remote
@@ -128,7 +128,7 @@ def next_version(pending: list[tuple[int, Operation]], start: int) -> tuple[int,
     version of 600 operations). Returns (where the next one starts, the
     body); the first operation always goes, since one record is at most
     ~100 KiB (a memory's text, payload and vector)."""
-    budget = MAX_OBJECT - FIXED - signatures.TRAILER - 4
+    budget = MAX_OBJECT - FIXED_MAX - signatures.TRAILER - 4
     records: list[bytes] = []
     end = start
     for _, op in pending[start : start + OPS_PER_VERSION]:
