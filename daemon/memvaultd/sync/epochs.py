@@ -1,26 +1,34 @@
 """Key epochs: a new vault key for everything written from then on.
 
 Epoch 0 is the key of `init` (wrapped under the first recovery key as
-`keys/recovery`). Epoch n >= 1 is three kinds of objects on the remote:
+`keys/recovery`). Epoch n >= 1 is written in one attempt (8 random bytes,
+16 hex digits in names) and committed by its grant:
 
-    keys/epoch/<n:08d>/to/<device>  the key, wrapped to the device's X25519 key
-                                    (`device_keys.wrap_to`), info = "memvault/epoch/v1" |
-                                    vault_id:16 | n:u32 | device id (ASCII)
-    keys/epoch/<n:08d>/recovery     the key under the new recovery key (`recovery.wrap`)
-    keys/epoch/<n:08d>/grant        sealed:N (envelope kind EPOCH of epoch n's key,
-                                    context n:u32) | signer:8 | signature:64
-        body      := JSON {"epoch": n, "by": ID, "at": WALL_S, "previous": HEX64,
-                           "devices": [ID...], "revoked": [ID...]}
-        signature := Ed25519(signer's signing key,
-                             "memvault/epoch/v1" | vault_id:16 | n:u32 | sha256(sealed))
+    keys/epoch/<n:08d>/<attempt>/to/<device>  the key wrapped to the device's X25519
+        key (`device_keys.wrap_to`), info = "memvault/epoch/v1" | vault_id:16 | n:u32 |
+        attempt:8 | device id (ASCII)
+    keys/epoch/<n:08d>/<attempt>/recovery     the key under the new recovery key
+        (`recovery.wrap`)
+    keys/epoch/<n:08d>/grant  sealed:N (envelope kind EPOCH under epoch n's key,
+        context n:u32 | attempt:8) | attempt:8 | signer:8 | signature:64
+      body      := JSON {"epoch": n, "by": ID, "at": WALL_S, "previous": HEX64,
+                         "devices": [ID...], "revoked": {ID: HEAD, ...}}
+      signature := Ed25519(signer's signing key, "memvault/epoch/v1" | vault_id:16 |
+                           n:u32 | attempt:8 | sha256(sealed))
 
 The grant is written last and put-if-absent: it is the epoch's commit
-point (readers look for nothing else), and of two devices rotating at once
-one wins and the other is told to rotate again once synced. It carries
-the previous epoch's key, so whoever holds the newest key (a device, or the
-newest recovery key at `join`) holds every older one and reads the whole
-chain. `devices` are those given the key, `revoked` every device revoked
-so far (cumulative).
+point, and of two devices rotating at once one wins; the other is told to
+rotate again once synced. A rotation cut short before its grant leaves an
+attempt no grant names, never read; the next one writes a new attempt
+(write-once names: a second attempt under the first's names would keep the
+first's wrapped keys under the second's grant). The grant carries the
+previous epoch's key, so whoever holds the newest key (a device, or the
+newest recovery key at `join`) holds every older one (`keys_back`).
+`devices` are those given the key; `revoked`, cumulative, maps each
+revoked device to the chain's head when it was revoked: its versions
+numbered above that are refused by every device (a revoked device keeps
+the older keys and its signing key, so nothing else tells its later
+writes apart), those at or below it stay, the same on every device.
 
 A device moves to epoch n (`catch_up`) only if the grant opens under the
 key wrapped to it, a device registered and not revoked signed it, and its
@@ -37,7 +45,7 @@ import secrets
 import struct
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from memvault_base.errors import IntegrityError, InvalidArgument, Locked, NotFound
 from memvaultd.crypto.aead import KEY_SIZE
@@ -51,7 +59,9 @@ __all__ = ["PREFIX", "Epoch", "Revoked", "catch_up", "first", "from_recovery", "
 
 PREFIX = "keys/epoch/"
 _LABEL = b"memvault/epoch/v1"
+_ATTEMPT = 8
 _SIGNER = 8
+_TRAILER = _ATTEMPT + _SIGNER + SIGNATURE_SIZE
 
 
 class Revoked(Exception):
@@ -63,11 +73,17 @@ class Epoch:
     number: int
     key: bytes
     devices: tuple[str, ...] = ()
-    revoked: tuple[str, ...] = ()
+    # (device, the chain's head when it was revoked), sorted.
+    revoked: tuple[tuple[str, int], ...] = field(default=())
 
     def envelope(self, vault_id: bytes) -> Envelope:
         """An envelope of this epoch alone (`Envelope.add_epoch` adds it to another)."""
         return Envelope(self.key, vault_id, self.number)
+
+    def refuses(self, device: str, number: int) -> bool:
+        """Whether version `number` signed by `device` is refused: the device
+        was revoked when the chain's head was below `number`."""
+        return any(d == device and number > head for d, head in self.revoked)
 
 
 def first(vault_key: bytes) -> Epoch:
@@ -79,50 +95,49 @@ def _folder(number: int) -> str:
     return f"{PREFIX}{number:08d}/"
 
 
-def _info(vault_id: bytes, number: int, device: str) -> bytes:
-    return _LABEL + vault_id + struct.pack(">I", number) + device.encode("ascii")
+def _info(vault_id: bytes, number: int, attempt: bytes, device: str) -> bytes:
+    return _LABEL + vault_id + struct.pack(">I", number) + attempt + device.encode("ascii")
 
 
-def _message(vault_id: bytes, number: int, sealed: bytes) -> bytes:
-    return _LABEL + vault_id + struct.pack(">I", number) + hashlib.sha256(sealed).digest()
+def _message(vault_id: bytes, number: int, attempt: bytes, sealed: bytes) -> bytes:
+    return (_LABEL + vault_id + struct.pack(">I", number) + attempt
+            + hashlib.sha256(sealed).digest())
+
+
+def _context(number: int, attempt: bytes) -> bytes:
+    return struct.pack(">I", number) + attempt
 
 
 def start(remote: Remote, vault_id: bytes, current: Epoch, keys: DeviceKeys, device: str,
-          recipients: dict[str, bytes], recovery_secret: bytes, *,
-          revoke: frozenset[str] = frozenset(), key: bytes | None = None) -> Epoch:
-    """Publish epoch `current.number + 1`, its key (`key`, else a new random
-    one) wrapped to each of `recipients` (device id -> X25519 public key;
-    this device among them) and under `recovery_secret`, signed by `device`.
-    A device in `revoke` is given nothing. `InvalidArgument` if another
-    device published that epoch first (sync, then rotate again)."""
+          recipients: dict[str, bytes], recovery_secret: bytes, *, head: int,
+          revoke: frozenset[str] = frozenset()) -> Epoch:
+    """Publish epoch `current.number + 1`: a new random key wrapped to each
+    of `recipients` (device id -> X25519 public key; this device among
+    them) and under `recovery_secret`, signed by `device`. A device in
+    `revoke` is given nothing and its versions above `head` (the chain's
+    head this device has pulled to) are refused from then on.
+    `InvalidArgument` if another device published that epoch first."""
     if device in revoke:
         raise InvalidArgument("devices revoke: a device cannot revoke itself")
     given = {d: public for d, public in recipients.items() if d not in revoke}
     if device not in given:
         raise ValueError("the rotating device must be one of the recipients")
-    number, new_key = current.number + 1, key or secrets.token_bytes(KEY_SIZE)
-    folder = _folder(number)
-    # Write-once names: a rotation cut short and started again with the same
-    # key (the caller keeps it until the grant is out) finds its own objects.
+    number, key = current.number + 1, secrets.token_bytes(KEY_SIZE)
+    attempt = secrets.token_bytes(_ATTEMPT)
+    folder = f"{_folder(number)}{attempt.hex()}/"
     for d, public in sorted(given.items()):
-        remote.put_object(f"{folder}to/{d}", wrap_to(public, new_key,
-                                                     info=_info(vault_id, number, d)))
-    remote.put_object(f"{folder}recovery", recovery.wrap(new_key, recovery_secret, vault_id))
-    epoch = Epoch(number, new_key, tuple(sorted(given)),
-                  tuple(sorted(set(current.revoked) | revoke)))
+        remote.put_object(f"{folder}to/{d}",
+                          wrap_to(public, key, info=_info(vault_id, number, attempt, d)))
+    remote.put_object(f"{folder}recovery", recovery.wrap(key, recovery_secret, vault_id))
+    revoked = dict(current.revoked) | {d: head for d in revoke if d not in dict(current.revoked)}
+    epoch = Epoch(number, key, tuple(sorted(given)), tuple(sorted(revoked.items())))
     body = json.dumps({"epoch": number, "by": device, "at": time.time(),
                        "previous": current.key.hex(), "devices": list(epoch.devices),
-                       "revoked": list(epoch.revoked)}).encode()
-    sealed = epoch.envelope(vault_id).seal(EPOCH, body, struct.pack(">I", number))
-    grant = sealed + bytes.fromhex(device) + keys.sign(_message(vault_id, number, sealed))
-    if not remote.put_object(f"{folder}grant", grant):
-        try:
-            if _open_grant(remote.get_object(f"{folder}grant"), vault_id, number,
-                           new_key, current, lambda d: keys.sign_public
-                           if d == device else None) == epoch:
-                return epoch  # this rotation's own grant, cut short after the write
-        except IntegrityError:
-            pass
+                       "revoked": revoked}).encode()
+    sealed = epoch.envelope(vault_id).seal(EPOCH, body, _context(number, attempt))
+    grant = (sealed + attempt + bytes.fromhex(device)
+             + keys.sign(_message(vault_id, number, attempt, sealed)))
+    if not remote.put_object(f"{_folder(number)}grant", grant):
         raise InvalidArgument(f"another device started key epoch {number} first; "
                               "sync, then rotate again")
     return epoch
@@ -135,17 +150,17 @@ def catch_up(remote: Remote, vault_id: bytes, current: Epoch, keys: DeviceKeys,
     IntegrityError if one was and its grant does not hold."""
     while True:
         number = current.number + 1
-        folder = _folder(number)
         try:
-            grant = remote.get_object(f"{folder}grant")
+            grant = remote.get_object(f"{_folder(number)}grant")
         except NotFound:
             return current
+        attempt = _attempt(grant, number)
         try:
-            wrapped = remote.get_object(f"{folder}to/{device}")
+            wrapped = remote.get_object(f"{_folder(number)}{attempt.hex()}/to/{device}")
         except NotFound:
             raise Revoked(f"key epoch {number} was not given to this device "
                           "(it was revoked)") from None
-        key = keys.unwrap(wrapped, info=_info(vault_id, number, device))
+        key = keys.unwrap(wrapped, info=_info(vault_id, number, attempt, device))
         current = _open_grant(grant, vault_id, number, key, current, key_of)
 
 
@@ -157,10 +172,12 @@ def from_recovery(remote: Remote, vault_id: bytes, secret: bytes) -> Epoch:
     numbers = sorted({int(name[len(PREFIX):].split("/", 1)[0])
                       for name in remote.list_objects(PREFIX)}, reverse=True)
     for number in numbers:
-        folder = _folder(number)
         try:
-            key = recovery.unwrap(remote.get_object(f"{folder}recovery"), secret, vault_id)
-            grant = remote.get_object(f"{folder}grant")
+            grant = remote.get_object(f"{_folder(number)}grant")
+            attempt = _attempt(grant, number)
+            key = recovery.unwrap(
+                remote.get_object(f"{_folder(number)}{attempt.hex()}/recovery"), secret,
+                vault_id)
         except (Locked, IntegrityError, NotFound):
             continue
         _, _, _, epoch = _read_grant(grant, vault_id, number, key)
@@ -180,33 +197,38 @@ def keys_back(remote: Remote, vault_id: bytes, epoch: Epoch) -> dict[int, bytes]
     return found
 
 
+def _attempt(grant: bytes, number: int) -> bytes:
+    if len(grant) <= _TRAILER:
+        raise IntegrityError(f"remote object {_folder(number)}grant: truncated")
+    return grant[-_TRAILER:-_TRAILER + _ATTEMPT]
+
+
 def _read_grant(grant: bytes, vault_id: bytes, number: int, key: bytes
                 ) -> tuple[dict[str, object], bytes, str, Epoch]:
     """(body, sealed part, signer, epoch) of epoch `number`'s grant, its
     signature not checked yet."""
     name = f"{_folder(number)}grant"
-    if len(grant) <= _SIGNER + SIGNATURE_SIZE:
-        raise IntegrityError(f"remote object {name}: truncated")
-    sealed, by = grant[:-(_SIGNER + SIGNATURE_SIZE)], grant[-(_SIGNER + SIGNATURE_SIZE):]
+    attempt = _attempt(grant, number)
+    sealed, by = grant[:-_TRAILER], grant[-_TRAILER + _ATTEMPT:-SIGNATURE_SIZE].hex()
     envelope = Envelope(key, vault_id, number)
     try:
-        doc = json.loads(envelope.open(EPOCH, sealed, struct.pack(">I", number), name=name))
+        doc = json.loads(envelope.open(EPOCH, sealed, _context(number, attempt), name=name))
         epoch = Epoch(number, key, tuple(map(str, doc["devices"])),
-                      tuple(map(str, doc["revoked"])))
-    except (ValueError, KeyError, TypeError) as exc:
+                      tuple(sorted((str(d), int(h)) for d, h in doc["revoked"].items())))
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise IntegrityError(f"remote object {name}: malformed ({exc})") from None
     if doc.get("epoch") != number:
         raise IntegrityError(f"remote object {name}: the grant of another epoch")
-    return doc, sealed, by[:_SIGNER].hex(), epoch
+    return doc, sealed, by, epoch
 
 
 def _open_grant(grant: bytes, vault_id: bytes, number: int, key: bytes, current: Epoch,
                 key_of: Callable[[str], bytes | None]) -> Epoch:
     name = f"{_folder(number)}grant"
     doc, sealed, by, epoch = _read_grant(grant, vault_id, number, key)
-    public = None if by in current.revoked else key_of(by)
-    if public is None or not verify(public, grant[-SIGNATURE_SIZE:],
-                                    _message(vault_id, number, sealed)):
+    public = None if by in dict(current.revoked) else key_of(by)
+    message = _message(vault_id, number, _attempt(grant, number), sealed)
+    if public is None or not verify(public, grant[-SIGNATURE_SIZE:], message):
         raise IntegrityError(f"remote object {name}: not signed by a registered, "
                              f"unrevoked device (signer {by})")
     if doc.get("by") != by or doc.get("previous") != current.key.hex():
