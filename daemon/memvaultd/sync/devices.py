@@ -116,6 +116,13 @@ class Registry:
             self._publish(renamed)
             return renamed
 
+    def find(self, wanted: str) -> DeviceRecord:
+        """The device named `wanted` (or whose id starts with it), read
+        from the remote now; InvalidArgument if none or several."""
+        with self._lock:
+            self._refresh()
+            return self._find(wanted)
+
     def _find(self, wanted: str) -> DeviceRecord:
         named = [r for r in self._records.values() if r.name == wanted]
         if not named:

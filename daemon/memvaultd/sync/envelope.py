@@ -85,12 +85,18 @@ class Envelope:
     def __init__(self, vault_key: bytes, vault_id: bytes, epoch: int = 0) -> None:
         self.vault_id = vault_id
         self._epochs: dict[int, dict[int, bytes]] = {}
+        self._keys: dict[int, bytes] = {}
         self.add_epoch(epoch, vault_key)
 
     def add_epoch(self, epoch: int, key: bytes) -> None:
         """Hold key epoch `epoch` too; the newest held is the one sealed under."""
+        self._keys[epoch] = key
         self._epochs[epoch] = {kind: derive_key(key, purpose=f"sync/{name}/v1")
                                for kind, name in _KIND_NAMES.items()}
+
+    def key(self, epoch: int) -> bytes:
+        """Key epoch `epoch`'s key (the one the kinds' keys derive from)."""
+        return self._keys[epoch]
 
     @property
     def epoch(self) -> int:

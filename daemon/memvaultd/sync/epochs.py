@@ -54,8 +54,8 @@ from memvaultd.sync import recovery
 from memvaultd.sync.envelope import EPOCH, Envelope
 from memvaultd.sync.remotes.base import Remote
 
-__all__ = ["PREFIX", "Epoch", "Revoked", "catch_up", "first", "from_recovery", "keys_back",
-           "start"]
+__all__ = ["PREFIX", "Epoch", "Revoked", "catch_up", "committed", "first", "from_recovery",
+           "keys_back", "start"]
 
 PREFIX = "keys/epoch/"
 _LABEL = b"memvault/epoch/v1"
@@ -183,6 +183,13 @@ def from_recovery(remote: Remote, vault_id: bytes, secret: bytes) -> Epoch:
         _, _, _, epoch = _read_grant(grant, vault_id, number, key)
         return epoch
     return first(recovery.unwrap(remote.get_object(recovery.OBJECT), secret, vault_id))
+
+
+def committed(remote: Remote) -> int:
+    """The newest epoch with a grant on `remote` (0: none)."""
+    numbers = [int(name[len(PREFIX):].split("/", 1)[0])
+               for name in remote.list_objects(PREFIX) if name.endswith("/grant")]
+    return max(numbers, default=0)
 
 
 def keys_back(remote: Remote, vault_id: bytes, epoch: Epoch) -> dict[int, bytes]:
