@@ -36,7 +36,7 @@ def _newest_version(url: str, token: str | None, vault_id: str) -> tuple[int, by
         remote.close()
 
 
-@pytest.mark.parametrize("kind", ["server", "directory"])
+@pytest.mark.parametrize("kind", ["server", "directory", "s3"])
 def test_rotation_and_revocation_through_two_daemons(
         kind: str, tmp_path: Path, request: pytest.FixtureRequest,
         monkeypatch: pytest.MonkeyPatch) -> None:
