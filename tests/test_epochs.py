@@ -163,3 +163,19 @@ def test_a_snapshot_sealed_in_a_later_epoch_keeps_its_chunks_at_4_mib() -> None:
     first_chunk = remote.get_object(snapshot.chunk_name(0))
     assert len(first_chunk) == snapshots.CHUNK_OBJECT and epoch_of(first_chunk) == 3
     assert snapshots.fetch(remote, envelope, snapshot) == body
+
+
+def test_after_an_epoch_a_device_registered_under_an_older_key_alone_does_not_count() -> None:
+    remote, vault_id, zero, _, (laptop, desktop, phone) = _vault()
+    one, _ = _rotate(remote, vault_id, zero, laptop, revoke=frozenset({phone.device}))
+    # The revoked phone registers a device of its own, under the key it holds.
+    puppet = registered(remote, zero.envelope(vault_id), "puppet")
+    envelope = zero.envelope(vault_id)
+    envelope.add_epoch(1, one.key)
+    reader = Registry(remote, envelope, desktop.device, desktop.keys)
+    reader.admits = lambda r: epochs.admits(1, one.devices, r.device, r.epoch)
+    assert reader.key_of(puppet.device) is None
+    assert reader.key_of(laptop.device) == laptop.keys.sign_public  # in the grant
+    newcomer = registered(remote, envelope, "newcomer")  # registered under epoch 1
+    assert reader.key_of(newcomer.device) == newcomer.keys.sign_public
+    assert puppet.device in reader.records()  # listed, but its signatures do not count

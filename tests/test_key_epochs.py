@@ -23,6 +23,7 @@ from memvaultd.sync.high_water import HighWaterFile
 from memvaultd.sync.remotes import open_remote
 
 from .daemon_process import PASSPHRASE, DaemonProcess
+from .signed_chain import registered, signed_version
 from .test_devices import _cli, _remote
 from .test_sync import _eventually, _has
 
@@ -115,11 +116,20 @@ def test_rotation_and_revocation_through_two_daemons(
         blob = signatures.sign(keys_b, desktop, bytes.fromhex(vault_id), head + 1, sealed)
         writer = open_remote(url, token=tokens["desktop"], vault_id=vault_id)
         assert writer.append_version(head + 1, parent, blob)
+        # Nor a device it registers under the keys it holds: its versions
+        # are refused as a stranger's.
+        puppet = registered(writer, envelope, "puppet")
+        parent = hashlib.sha256(blob).digest()
+        assert writer.append_version(head + 2, parent, signed_version(
+            puppet, head + 2, parent, b"\x00" * 8))
         writer.close()
         status = ca.sync_now()
-        assert status.state == "idle" and [n for n, _ in status.refused] == [head + 1], status
+        assert status.state == "idle", status
+        assert [n for n, _ in status.refused] == [head + 1, head + 2], status
         later = ca.remember(f"written on A after B's refused version {uuid.uuid4().hex[:6]}").id
-        assert ca.sync_now().head > head + 1 and _has(ca, later)
+        assert ca.sync_now().head > head + 2 and _has(ca, later)
+        checked = " ".join(_cli(a.socket, "check").stdout.split())
+        assert "2 signed by no registered device: passed over" in checked, checked
 
         # A new device joins with the newest recovery key and reads the whole
         # chain, every epoch; the replaced one is refused before anything.

@@ -44,7 +44,7 @@ import json
 import secrets
 import struct
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 from memvault_base.errors import IntegrityError, InvalidArgument, Locked, NotFound
@@ -54,8 +54,8 @@ from memvaultd.sync import recovery
 from memvaultd.sync.envelope import EPOCH, Envelope
 from memvaultd.sync.remotes.base import Remote
 
-__all__ = ["PREFIX", "Epoch", "Revoked", "catch_up", "committed", "first", "from_recovery",
-           "keys_back", "start"]
+__all__ = ["PREFIX", "Epoch", "Revoked", "admits", "catch_up", "committed", "first",
+           "from_recovery", "keys_back", "start"]
 
 PREFIX = "keys/epoch/"
 _LABEL = b"memvault/epoch/v1"
@@ -84,6 +84,16 @@ class Epoch:
         """Whether version `number` signed by `device` is refused: the device
         was revoked when the chain's head was below `number`."""
         return any(d == device and number > head for d, head in self.revoked)
+
+
+def admits(current: int, members: Collection[str], device: str, registered_in: int) -> bool:
+    """Whether a device counts as registered at key epoch `current`: named
+    in that epoch's grant (`members`: given the key, or revoked, whose
+    versions up to its revocation stay), or registered (its oldest record
+    sealed) under that epoch or a later one. A device registered under an
+    older key alone was registered by whoever held that key, which a
+    revoked device or an old recovery key's holder still does."""
+    return current == 0 or registered_in >= current or device in members
 
 
 def first(vault_key: bytes) -> Epoch:

@@ -10,7 +10,8 @@
               "seen": {DEVICE_ID: WALL_S, ...},
               "witness": URL | "", "witness_token": TOKEN | null,
               "signed": BOOL,
-              "epochs": {N: KEY_HEX, ...}, "revoked": {DEVICE_ID: HEAD, ...}}
+              "epochs": {N: KEY_HEX, ...}, "revoked": {DEVICE_ID: HEAD, ...},
+              "members": [DEVICE_ID, ...]}
 
 `head` and `head_hash` are the high-water mark (borg's replay defence): the
 newest version this device has applied, and the sha256 of its object. A
@@ -38,7 +39,8 @@ device has met a signed version on its chain (`signatures.py`), so an
 unsigned one (of an earlier release) is refused from then on. `epochs`
 holds the key of every key epoch after the first that this device has
 (`epochs.py`; the first is the vault key), `revoked` the revoked devices
-with the head above which their versions are refused.
+with the head above which their versions are refused, `members` the
+devices the newest epoch was given to (`epochs.admits`).
 """
 
 from __future__ import annotations
@@ -74,6 +76,7 @@ class HighWater:
     signed: bool = False
     epochs: dict[str, str] = field(default_factory=dict)
     revoked: dict[str, int] = field(default_factory=dict)
+    members: list[str] = field(default_factory=list)
 
     def advanced(self, head: int, head_hash: bytes, pushed_seq: int | None = None,
                  ops: int = 0, writers: dict[str, float] | None = None,

@@ -295,7 +295,7 @@ class Syncing:
         base = remote = self._open(url, token, vault_id.hex(), setting_up=True,
                                    allow_cleartext_token=allow_cleartext_token)
         try:
-            held, revoked = _epochs_of(base, vault_id, secret)
+            held, newest = _epochs_of(base, vault_id, secret)
             key = held[0]
             envelope = Envelope(key, vault_id)
             for number, epoch_key in held.items():
@@ -321,7 +321,8 @@ class Syncing:
             # The joined vault's log starts empty: every record of it is this
             # device's to push. Saved in the join's own step, so a join that
             # is finished at the next start resumes sync from there.
-            high_water = HighWater(url, token, pushed_seq=0, revoked=revoked,
+            high_water = HighWater(url, token, pushed_seq=0, revoked=dict(newest.revoked),
+                                   members=list(newest.devices),
                                    epochs={str(n): k.hex() for n, k in held.items() if n})
             if move is not None:
                 high_water = replace(high_water, chain=move.chain, scope=move.scope)
@@ -415,14 +416,14 @@ class Syncing:
 
 
 def _epochs_of(remote: Remote, vault_id: bytes, secret: bytes
-               ) -> tuple[dict[int, bytes], dict[str, int]]:
+               ) -> tuple[dict[int, bytes], epochs.Epoch]:
     """Every key epoch's key the recovery key's `secret` opens (through the
-    newest epoch it opens, `epochs.keys_back`) and the revocations; Locked
-    if a later epoch exists: that recovery key was replaced."""
+    newest epoch it opens, `epochs.keys_back`) and that epoch; Locked if a
+    later epoch exists: that recovery key was replaced."""
     newest = epochs.from_recovery(remote, vault_id, secret)
     committed = epochs.committed(remote)
     if committed > newest.number:
         raise Locked(f"this recovery key was replaced when key epoch {newest.number + 1} "
                      f"started (the vault is at epoch {committed}): join with the newest "
                      "one; nothing was changed")
-    return epochs.keys_back(remote, vault_id, newest), dict(newest.revoked)
+    return epochs.keys_back(remote, vault_id, newest), newest

@@ -273,6 +273,11 @@ class SyncWorker:
         self.envelope = envelope
         for number, key in high_water.epochs.items():
             envelope.add_epoch(int(number), bytes.fromhex(key))
+        # A revoked device counts for its versions up to its revocation's
+        # head (`_signer_of`), the same on every device.
+        registry.admits = lambda record: epochs.admits(
+            self.envelope.epoch, {*self.high_water.members, *self.high_water.revoked},
+            record.device, record.epoch)
         self.status = SyncStatus(redact(high_water.remote), head=high_water.head,
                                  pushed_seq=high_water.pushed_seq, chain=high_water.chain)
         self._lock = threading.Lock()
@@ -599,6 +604,7 @@ class SyncWorker:
                 self.envelope.add_epoch(number, key)
         log.info("sync: moved to key epoch %d", newest.number)
         self._save(replace(self.high_water, revoked=dict(newest.revoked),
+                           members=list(newest.devices),
                            epochs={str(n): k.hex() for n, k in held.items() if n}))
 
     def rotate(self, revoke: frozenset[str] = frozenset()) -> str:
@@ -610,7 +616,7 @@ class SyncWorker:
             self._catch_up()
             vault_id = self.envelope.vault_id
             recipients = {d: r.receive for d, r in self.registry.records().items()
-                          if d not in self.high_water.revoked}
+                          if d not in self.high_water.revoked and self.registry.admits(r)}
             recipients[self.registry.device] = self.registry.keys.receive_public
             text, secret = recovery.new_recovery_key(vault_id)
             self._hold(epochs.start(self.base, vault_id, self._epoch(), self.registry.keys,
