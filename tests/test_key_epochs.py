@@ -144,3 +144,29 @@ def test_rotation_and_revocation_through_two_daemons(
             c.stop()
         probe.close()
         a.stop()
+
+
+def test_a_revocation_among_three_devices_leaves_the_other_two_syncing(tmp_path: Path) -> None:
+    url = (tmp_path / "shared").as_uri()
+    with DaemonProcess(tmp_path / "a").start() as a, \
+            DaemonProcess(tmp_path / "b").start() as b, \
+            DaemonProcess(tmp_path / "c").start() as c:
+        ca, cb, cc = (Client(socket=d.socket, timeout=120) for d in (a, b, c))
+        key = ca.init_sync(url).recovery_key
+        cb.join_sync(url, key)
+        cc.join_sync(url, key)
+        lost = next(d.device_id for d in cc.devices() if d.this_device)
+        assert ca.rotate_keys(lost).revoked_device == lost
+        # B takes epoch 1 on its own; A and B go on both ways, C hears nothing.
+        from_a = ca.remember(f"A, after C was revoked {uuid.uuid4().hex[:6]}").id
+        _eventually(lambda: _has(cb, from_a))
+        from_b = cb.remember(f"B, after C was revoked {uuid.uuid4().hex[:6]}").id
+        _eventually(lambda: _has(ca, from_b))
+        with pytest.raises(MemvaultError, match="revoked"):
+            cc.sync_now()
+        assert not _has(cc, from_a) and not _has(cc, from_b)
+        assert {d.device_id: d.revoked for d in cb.devices()}[lost]
+        for client in (ca, cb):
+            assert client.sync_now().state == "idle"
+        for daemon in (a, b, c):
+            daemon.stop()
