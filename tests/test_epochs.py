@@ -55,7 +55,7 @@ def _rotate(remote: Remote, vault_id: bytes, current: epochs.Epoch, by: Registry
     recipients = {d: r.receive for d, r in by.records().items()}
     recipients[by.device] = by.keys.receive_public
     return epochs.start(remote, vault_id, current, by.keys, by.device, recipients, secret,
-                        head=head, revoke=revoke), secret
+                        head=head, key_of=by.key_of, revoke=revoke), secret
 
 
 def test_the_other_devices_move_to_a_new_epoch_and_the_old_recovery_key_opens_nothing_of_it(
@@ -106,17 +106,26 @@ def test_a_revoked_device_is_given_nothing_and_cannot_start_an_epoch_the_others_
     # Epoch 2 from the revoked device, on the only key it holds (epoch 0's):
     # its signer is revoked and it does not follow epoch 1.
     _rotate(remote, vault_id, epochs.Epoch(1, zero.key), phone)
-    with pytest.raises(IntegrityError, match="unrevoked"):
-        epochs.catch_up(remote, vault_id, one, desktop.keys, desktop.device, desktop.key_of)
+    assert epochs.catch_up(remote, vault_id, one, desktop.keys, desktop.device,
+                           desktop.key_of) == one  # passed over
 
 
-def test_a_grant_no_registered_device_signed_is_refused() -> None:
-    remote, vault_id, zero, _, (_laptop, desktop, _phone) = _vault()
-    # A writer holding the vault key but no registered device key.
+def test_a_grant_no_registered_device_signed_is_passed_over_and_stops_no_one() -> None:
+    remote, vault_id, zero, _, (laptop, desktop, _phone) = _vault()
+    # A writer holding the vault key but no registered device key, and one
+    # holding only a token: garbage where epoch 2's grant goes.
     stranger = Registry(remote, zero.envelope(vault_id), "00aa00aa00aa00aa", DeviceKeys.new())
     _rotate(remote, vault_id, zero, stranger)
-    with pytest.raises(IntegrityError, match="registered"):
-        epochs.catch_up(remote, vault_id, zero, desktop.keys, desktop.device, desktop.key_of)
+    remote.put_object("keys/epoch/00000002/grant", os.urandom(300))
+    assert epochs.catch_up(remote, vault_id, zero, desktop.keys, desktop.device,
+                           desktop.key_of) == zero  # neither Revoked nor an error
+    # The next rotation takes the next free number; the others follow it.
+    three, secret = _rotate(remote, vault_id, zero, laptop)
+    assert three.number == 3
+    assert epochs.catch_up(remote, vault_id, zero, desktop.keys, desktop.device,
+                           desktop.key_of) == three
+    assert epochs.keys_back(remote, vault_id, three) == {0: zero.key, 3: three.key}
+    assert epochs.from_recovery(remote, vault_id, secret) == three
 
 
 def test_a_rotation_cut_short_before_its_grant_is_never_taken_and_the_next_one_is() -> None:

@@ -156,7 +156,16 @@ def test_a_revocation_among_three_devices_leaves_the_other_two_syncing(tmp_path:
         cb.join_sync(url, key)
         cc.join_sync(url, key)
         lost = next(d.device_id for d in cc.devices() if d.this_device)
-        assert ca.rotate_keys(lost).revoked_device == lost
+        # Someone who can only write to the remote plants epoch 1's grant:
+        # passed over by every device, which neither stops nor thinks itself
+        # revoked, and by the rotation, which takes epoch 2.
+        remote = open_remote(url, vault_id=ca.status().vault_id)
+        assert remote.put_object("keys/epoch/00000001/grant", b"\x00" * 300)
+        remote.close()
+        for client in (ca, cb, cc):
+            assert client.sync_now().state == "idle"
+        rotated = ca.rotate_keys(lost)
+        assert rotated.revoked_device == lost and rotated.epoch == 2
         # B takes epoch 1 on its own; A and B go on both ways, C hears nothing.
         from_a = ca.remember(f"A, after C was revoked {uuid.uuid4().hex[:6]}").id
         _eventually(lambda: _has(cb, from_a))

@@ -12,13 +12,16 @@ Epoch 0 is the key of `init` (wrapped under the first recovery key as
     keys/epoch/<n:08d>/grant  sealed:N (envelope kind EPOCH under epoch n's key,
         context n:u32 | attempt:8) | attempt:8 | signer:8 | signature:64
       body      := JSON {"epoch": n, "by": ID, "at": WALL_S, "previous": HEX64,
-                         "devices": [ID...], "revoked": {ID: HEAD, ...}}
+                         "previous_epoch": m, "devices": [ID...], "revoked": {ID: HEAD, ...}}
       signature := Ed25519(signer's signing key, "memvault/epoch/v1" | vault_id:16 |
                            n:u32 | attempt:8 | sha256(sealed))
 
 The grant is written last and put-if-absent: it is the epoch's commit
 point, and of two devices rotating at once one wins; the other is told to
-rotate again once synced. A rotation cut short before its grant leaves an
+rotate again once synced. A grant no registered, unrevoked device signed
+(a token holder's) is checked first and passed over, by readers and by the
+next rotation, which takes the next number: `previous_epoch` names the
+epoch a grant follows, so numbers may have gaps. A rotation cut short before its grant leaves an
 attempt no grant names, never read; the next one writes a new attempt
 (write-once names: a second attempt under the first's names would keep the
 first's wrapped keys under the second's grant). The grant carries the
@@ -41,6 +44,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import secrets
 import struct
 import time
@@ -62,6 +66,11 @@ _LABEL = b"memvault/epoch/v1"
 _ATTEMPT = 8
 _SIGNER = 8
 _TRAILER = _ATTEMPT + _SIGNER + SIGNATURE_SIZE
+# Grants in a row that no registered device signed, passed over before a
+# round gives up looking further: each costs every device one download a
+# round, and a token holder can write as many as the remote takes.
+_PASSED_OVER = 8
+log = logging.getLogger("memvaultd.sync")
 
 
 class Revoked(Exception):
@@ -120,20 +129,40 @@ def _context(number: int, attempt: bytes) -> bytes:
 
 def start(remote: Remote, vault_id: bytes, current: Epoch, keys: DeviceKeys, device: str,
           recipients: dict[str, bytes], recovery_secret: bytes, *, head: int,
+          key_of: Callable[[str], bytes | None],
           revoke: frozenset[str] = frozenset()) -> Epoch:
     """Publish epoch `current.number + 1`: a new random key wrapped to each
     of `recipients` (device id -> X25519 public key; this device among
     them) and under `recovery_secret`, signed by `device`. A device in
     `revoke` is given nothing and its versions above `head` (the chain's
     head this device has pulled to) are refused from then on.
-    `InvalidArgument` if another device published that epoch first."""
+    `InvalidArgument` if another registered device published that epoch
+    first; a grant there that none signed is passed over for the next
+    number, as readers pass it over (`catch_up`)."""
     if device in revoke:
         raise InvalidArgument("devices revoke: a device cannot revoke itself")
     given = {d: public for d, public in recipients.items() if d not in revoke}
     if device not in given:
         raise ValueError("the rotating device must be one of the recipients")
-    number, key = current.number + 1, secrets.token_bytes(KEY_SIZE)
-    attempt = secrets.token_bytes(_ATTEMPT)
+    for number in range(current.number + 1, current.number + 1 + _PASSED_OVER):
+        epoch = _publish(remote, vault_id, current, number, keys, device, given,
+                         recovery_secret, head, revoke)
+        if epoch is not None:
+            return epoch
+        if _signer(remote.get_object(f"{_folder(number)}grant"), vault_id, number, current,
+                   key_of) is not None:
+            raise InvalidArgument(f"another device started key epoch {number} first; "
+                                  "sync, then rotate again")
+    raise IntegrityError(f"key epochs {current.number + 1} to {number}: grants no registered "
+                         "device signed hold every name (someone holding only the remote's "
+                         "token wrote them); remove them from the remote, then rotate again")
+
+
+def _publish(remote: Remote, vault_id: bytes, current: Epoch, number: int, keys: DeviceKeys,
+             device: str, given: dict[str, bytes], recovery_secret: bytes, head: int,
+             revoke: frozenset[str]) -> Epoch | None:
+    """Epoch `number`, published; None if its grant's name was taken."""
+    key, attempt = secrets.token_bytes(KEY_SIZE), secrets.token_bytes(_ATTEMPT)
     folder = f"{_folder(number)}{attempt.hex()}/"
     for d, public in sorted(given.items()):
         remote.put_object(f"{folder}to/{d}",
@@ -142,15 +171,13 @@ def start(remote: Remote, vault_id: bytes, current: Epoch, keys: DeviceKeys, dev
     revoked = dict(current.revoked) | {d: head for d in revoke if d not in dict(current.revoked)}
     epoch = Epoch(number, key, tuple(sorted(given)), tuple(sorted(revoked.items())))
     body = json.dumps({"epoch": number, "by": device, "at": time.time(),
-                       "previous": current.key.hex(), "devices": list(epoch.devices),
+                       "previous": current.key.hex(), "previous_epoch": current.number,
+                       "devices": list(epoch.devices),
                        "revoked": revoked}).encode()
     sealed = epoch.envelope(vault_id).seal(EPOCH, body, _context(number, attempt))
     grant = (sealed + attempt + bytes.fromhex(device)
              + keys.sign(_message(vault_id, number, attempt, sealed)))
-    if not remote.put_object(f"{_folder(number)}grant", grant):
-        raise InvalidArgument(f"another device started key epoch {number} first; "
-                              "sync, then rotate again")
-    return epoch
+    return epoch if remote.put_object(f"{_folder(number)}grant", grant) else None
 
 
 def catch_up(remote: Remote, vault_id: bytes, current: Epoch, keys: DeviceKeys,
@@ -159,10 +186,18 @@ def catch_up(remote: Remote, vault_id: bytes, current: Epoch, keys: DeviceKeys,
     at a time. `Revoked` if a later epoch was not given to this device;
     IntegrityError if one was and its grant does not hold."""
     while True:
-        number = current.number + 1
-        try:
-            grant = remote.get_object(f"{_folder(number)}grant")
-        except NotFound:
+        for number in range(current.number + 1, current.number + 1 + _PASSED_OVER):
+            try:
+                grant = remote.get_object(f"{_folder(number)}grant")
+            except NotFound:
+                return current
+            if _signer(grant, vault_id, number, current, key_of) is not None:
+                break
+            # Checked before anything else: a token holder's grant must
+            # neither stop sync nor pass for this device's revocation.
+            log.warning("key epoch %d's grant passed over: no registered, unrevoked "
+                        "device signed it", number)
+        else:
             return current
         attempt = _attempt(grant, number)
         try:
@@ -195,11 +230,20 @@ def from_recovery(remote: Remote, vault_id: bytes, secret: bytes) -> Epoch:
     return first(recovery.unwrap(remote.get_object(recovery.OBJECT), secret, vault_id))
 
 
-def committed(remote: Remote) -> int:
-    """The newest epoch with a grant on `remote` (0: none)."""
-    numbers = [int(name[len(PREFIX):].split("/", 1)[0])
-               for name in remote.list_objects(PREFIX) if name.endswith("/grant")]
-    return max(numbers, default=0)
+def committed(remote: Remote, vault_id: bytes, current: Epoch,
+              key_of: Callable[[str], bytes | None]) -> int:
+    """The newest epoch after `current` whose grant a registered device
+    signed (`current.number` if none)."""
+    numbers = sorted((int(name[len(PREFIX):].split("/", 1)[0])
+                      for name in remote.list_objects(PREFIX) if name.endswith("/grant")),
+                     reverse=True)
+    for number in numbers:
+        if number <= current.number:
+            break
+        if _signer(remote.get_object(f"{_folder(number)}grant"), vault_id, number, current,
+                   key_of) is not None:
+            return number
+    return current.number
 
 
 def keys_back(remote: Remote, vault_id: bytes, epoch: Epoch) -> dict[int, bytes]:
@@ -209,9 +253,27 @@ def keys_back(remote: Remote, vault_id: bytes, epoch: Epoch) -> dict[int, bytes]
     while number > 0:
         doc, _, _, _ = _read_grant(remote.get_object(f"{_folder(number)}grant"), vault_id,
                                    number, key)
-        number, key = number - 1, bytes.fromhex(str(doc["previous"]))
+        previous = doc["previous_epoch"]
+        if not isinstance(previous, int) or not 0 <= previous < number:
+            raise IntegrityError(f"remote object {_folder(number)}grant: malformed")
+        number, key = previous, bytes.fromhex(str(doc["previous"]))
         found[number] = key
     return found
+
+
+def _signer(grant: bytes, vault_id: bytes, number: int, current: Epoch,
+            key_of: Callable[[str], bytes | None]) -> str | None:
+    """The device that signed epoch `number`'s grant, if registered and
+    not revoked by `current`, and its signature verifies; else None."""
+    if len(grant) <= _TRAILER:
+        return None
+    sealed, attempt = grant[:-_TRAILER], grant[-_TRAILER:-_TRAILER + _ATTEMPT]
+    by = grant[-_TRAILER + _ATTEMPT:-SIGNATURE_SIZE].hex()
+    public = None if by in dict(current.revoked) else key_of(by)
+    if public is None or not verify(public, grant[-SIGNATURE_SIZE:],
+                                    _message(vault_id, number, attempt, sealed)):
+        return None
+    return by
 
 
 def _attempt(grant: bytes, number: int) -> bytes:
@@ -242,13 +304,12 @@ def _read_grant(grant: bytes, vault_id: bytes, number: int, key: bytes
 def _open_grant(grant: bytes, vault_id: bytes, number: int, key: bytes, current: Epoch,
                 key_of: Callable[[str], bytes | None]) -> Epoch:
     name = f"{_folder(number)}grant"
-    doc, sealed, by, epoch = _read_grant(grant, vault_id, number, key)
-    public = None if by in dict(current.revoked) else key_of(by)
-    message = _message(vault_id, number, _attempt(grant, number), sealed)
-    if public is None or not verify(public, grant[-SIGNATURE_SIZE:], message):
+    doc, _, by, epoch = _read_grant(grant, vault_id, number, key)
+    if _signer(grant, vault_id, number, current, key_of) != by:
         raise IntegrityError(f"remote object {name}: not signed by a registered, "
                              f"unrevoked device (signer {by})")
-    if doc.get("by") != by or doc.get("previous") != current.key.hex():
+    if (doc.get("by") != by or doc.get("previous") != current.key.hex()
+            or doc.get("previous_epoch") != current.number):
         raise IntegrityError(f"remote object {name}: does not follow key epoch "
                              f"{current.number} (another chain of epochs)")
     if not set(current.revoked) <= set(epoch.revoked):

@@ -44,7 +44,7 @@ from memvault_base.errors import InvalidArgument, Locked
 from memvaultd.storage.crash_points import reached
 from memvaultd.storage.snapshot_body import decode_body
 from memvaultd.sync import epochs, moves, recovery, views
-from memvaultd.sync.devices import DeviceRecord, Registry
+from memvaultd.sync.devices import DeviceRecord, Registry, read_records
 from memvaultd.sync.envelope import DESCRIPTION, Envelope
 from memvaultd.sync.fingerprint import FingerprintKey
 from memvaultd.sync.high_water import HighWater, HighWaterFile
@@ -421,9 +421,15 @@ def _epochs_of(remote: Remote, vault_id: bytes, secret: bytes
     newest epoch it opens, `epochs.keys_back`) and that epoch; Locked if a
     later epoch exists: that recovery key was replaced."""
     newest = epochs.from_recovery(remote, vault_id, secret)
-    committed = epochs.committed(remote)
+    held = epochs.keys_back(remote, vault_id, newest)
+    envelope = Envelope(held[0], vault_id)
+    for number, key in held.items():
+        envelope.add_epoch(number, key)
+    records = read_records(remote, envelope)
+    committed = epochs.committed(remote, vault_id, newest,
+                                 lambda d: records[d].sign if d in records else None)
     if committed > newest.number:
         raise Locked(f"this recovery key was replaced when key epoch {newest.number + 1} "
                      f"started (the vault is at epoch {committed}): join with the newest "
                      "one; nothing was changed")
-    return epochs.keys_back(remote, vault_id, newest), newest
+    return held, newest

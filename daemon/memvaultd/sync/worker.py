@@ -621,7 +621,8 @@ class SyncWorker:
             text, secret = recovery.new_recovery_key(vault_id)
             self._hold(epochs.start(self.base, vault_id, self._epoch(), self.registry.keys,
                                     self.registry.device, recipients, secret,
-                                    head=self.high_water.head, revoke=revoke))
+                                    head=self.high_water.head, key_of=self.registry.key_of,
+                                    revoke=revoke))
             return text
 
     def _refuse(self, number: int, blob: bytes, why: str) -> None:
