@@ -135,6 +135,7 @@ class DeviceInfo:
     added: float = 0.0  # when it registered; 0: not yet (sync is not set up)
     last_seen: float = 0.0  # its newest operation this device pulled; 0: none
     this_device: bool = False
+    revoked: bool = False  # `memvault devices revoke`: given no key since
 
     def to_dict(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.__dataclass_fields__}

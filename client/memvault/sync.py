@@ -7,7 +7,15 @@
 from __future__ import annotations
 
 from memvault.connection import Connection
-from memvault.types import DeviceInfo, InitResult, JoinResult, LeaveResult, SyncInfo, SyncVerdict
+from memvault.types import (
+    DeviceInfo,
+    InitResult,
+    JoinResult,
+    LeaveResult,
+    RotateResult,
+    SyncInfo,
+    SyncVerdict,
+)
 from memvault_base.errors import ForkDetected
 from memvault_base.v1 import memory_pb2 as pb
 
@@ -32,6 +40,8 @@ class SyncCalls(Connection):
                                          pb.ListDevicesReply)
         self._rename_device = self._unary("RenameDevice", pb.RenameDeviceRequest,
                                           pb.ListDevicesReply)
+        self._rotate_keys = self._unary("RotateKeys", pb.RotateKeysRequest,
+                                        pb.RotateKeysReply)
 
     def init_sync(self, remote: str, *, token: str | None = None,
                   allow_cleartext_token: bool = False) -> InitResult:
@@ -120,9 +130,18 @@ class SyncCalls(Connection):
             old_name=old, new_name=new), timeout=120.0))
 
 
+    def rotate_keys(self, revoke: str = "") -> RotateResult:
+        """Start a new key epoch: a new vault key for every registered device
+        but `revoke` (a name or id prefix; "" for none) and a new recovery
+        key, returned once. The other devices move to it at their next sync."""
+        reply = self._call(self._rotate_keys, pb.RotateKeysRequest(revoke=revoke),
+                           timeout=120.0)
+        return RotateResult(reply.recovery_key, reply.epoch, reply.revoked_device)
+
+
 def _devices(reply: pb.ListDevicesReply) -> list[DeviceInfo]:
     return [DeviceInfo(d.device_id, d.name, d.sign_key, d.receive_key, d.added, d.last_seen,
-                       d.this_device) for d in reply.devices]
+                       d.this_device, d.revoked) for d in reply.devices]
 
 
 def _sync_info(reply: pb.SyncStatusReply) -> SyncInfo:

@@ -41,6 +41,7 @@ from memvault.write_results import (
 from memvault.write_results import InitResult as InitResult
 from memvault.write_results import JoinResult as JoinResult
 from memvault.write_results import LeaveResult as LeaveResult
+from memvault.write_results import RotateResult as RotateResult
 
 __all__ = [
     "AppendResult",

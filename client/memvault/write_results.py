@@ -137,6 +137,20 @@ class InitResult:
 
 
 @dataclass(frozen=True)
+class RotateResult:
+    """What a key rotation returns: the new recovery key (shown once), the
+    key epoch it started and the device it revoked ("" for none)."""
+
+    recovery_key: str
+    epoch: int
+    revoked_device: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"recovery_key": self.recovery_key, "epoch": self.epoch,
+                "revoked_device": self.revoked_device}
+
+
+@dataclass(frozen=True)
 class JoinResult:
     vault_id: str
     memory_count: int

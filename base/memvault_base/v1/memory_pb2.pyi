@@ -793,7 +793,7 @@ class ListDevicesRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class Device(_message.Message):
-    __slots__ = ("device_id", "name", "sign_key", "receive_key", "added", "last_seen", "this_device")
+    __slots__ = ("device_id", "name", "sign_key", "receive_key", "added", "last_seen", "this_device", "revoked")
     DEVICE_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     SIGN_KEY_FIELD_NUMBER: _ClassVar[int]
@@ -801,6 +801,7 @@ class Device(_message.Message):
     ADDED_FIELD_NUMBER: _ClassVar[int]
     LAST_SEEN_FIELD_NUMBER: _ClassVar[int]
     THIS_DEVICE_FIELD_NUMBER: _ClassVar[int]
+    REVOKED_FIELD_NUMBER: _ClassVar[int]
     device_id: str
     name: str
     sign_key: str
@@ -808,7 +809,8 @@ class Device(_message.Message):
     added: float
     last_seen: float
     this_device: bool
-    def __init__(self, device_id: _Optional[str] = ..., name: _Optional[str] = ..., sign_key: _Optional[str] = ..., receive_key: _Optional[str] = ..., added: _Optional[float] = ..., last_seen: _Optional[float] = ..., this_device: _Optional[bool] = ...) -> None: ...
+    revoked: bool
+    def __init__(self, device_id: _Optional[str] = ..., name: _Optional[str] = ..., sign_key: _Optional[str] = ..., receive_key: _Optional[str] = ..., added: _Optional[float] = ..., last_seen: _Optional[float] = ..., this_device: _Optional[bool] = ..., revoked: _Optional[bool] = ...) -> None: ...
 
 class ListDevicesReply(_message.Message):
     __slots__ = ("devices",)
@@ -823,6 +825,22 @@ class RenameDeviceRequest(_message.Message):
     old_name: str
     new_name: str
     def __init__(self, old_name: _Optional[str] = ..., new_name: _Optional[str] = ...) -> None: ...
+
+class RotateKeysRequest(_message.Message):
+    __slots__ = ("revoke",)
+    REVOKE_FIELD_NUMBER: _ClassVar[int]
+    revoke: str
+    def __init__(self, revoke: _Optional[str] = ...) -> None: ...
+
+class RotateKeysReply(_message.Message):
+    __slots__ = ("recovery_key", "epoch", "revoked_device")
+    RECOVERY_KEY_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    REVOKED_DEVICE_FIELD_NUMBER: _ClassVar[int]
+    recovery_key: str
+    epoch: int
+    revoked_device: str
+    def __init__(self, recovery_key: _Optional[str] = ..., epoch: _Optional[int] = ..., revoked_device: _Optional[str] = ...) -> None: ...
 
 class SilentDevice(_message.Message):
     __slots__ = ("device", "last_seen")

@@ -179,6 +179,11 @@ class MemoryStub:
                 request_serializer=memvault__base_dot_v1_dot_memory__pb2.RenameDeviceRequest.SerializeToString,
                 response_deserializer=memvault__base_dot_v1_dot_memory__pb2.ListDevicesReply.FromString,
                 _registered_method=True)
+        self.RotateKeys = channel.unary_unary(
+                '/memvault.v1.Memory/RotateKeys',
+                request_serializer=memvault__base_dot_v1_dot_memory__pb2.RotateKeysRequest.SerializeToString,
+                response_deserializer=memvault__base_dot_v1_dot_memory__pb2.RotateKeysReply.FromString,
+                _registered_method=True)
         self.Status = channel.unary_unary(
                 '/memvault.v1.Memory/Status',
                 request_serializer=memvault__base_dot_v1_dot_memory__pb2.StatusRequest.SerializeToString,
@@ -404,6 +409,16 @@ class MemoryServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RotateKeys(self, request, context):
+        """Start a new key epoch: a new vault key wrapped to every registered device
+        but the revoked one, and a new recovery key. INVALID_ARGUMENT when sync is
+        not set up, the device is unknown or this one, or another device started
+        that epoch first.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Status(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -584,6 +599,11 @@ def add_MemoryServicer_to_server(servicer, server):
                     servicer.RenameDevice,
                     request_deserializer=memvault__base_dot_v1_dot_memory__pb2.RenameDeviceRequest.FromString,
                     response_serializer=memvault__base_dot_v1_dot_memory__pb2.ListDevicesReply.SerializeToString,
+            ),
+            'RotateKeys': grpc.unary_unary_rpc_method_handler(
+                    servicer.RotateKeys,
+                    request_deserializer=memvault__base_dot_v1_dot_memory__pb2.RotateKeysRequest.FromString,
+                    response_serializer=memvault__base_dot_v1_dot_memory__pb2.RotateKeysReply.SerializeToString,
             ),
             'Status': grpc.unary_unary_rpc_method_handler(
                     servicer.Status,
@@ -1394,6 +1414,33 @@ class Memory:
             '/memvault.v1.Memory/RenameDevice',
             memvault__base_dot_v1_dot_memory__pb2.RenameDeviceRequest.SerializeToString,
             memvault__base_dot_v1_dot_memory__pb2.ListDevicesReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RotateKeys(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.v1.Memory/RotateKeys',
+            memvault__base_dot_v1_dot_memory__pb2.RotateKeysRequest.SerializeToString,
+            memvault__base_dot_v1_dot_memory__pb2.RotateKeysReply.FromString,
             options,
             channel_credentials,
             insecure,

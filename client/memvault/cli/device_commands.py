@@ -1,5 +1,6 @@
-"""`memvault devices` and `memvault devices rename OLD NEW`: the devices
-registered in the vault (docs/cli.md). The registry travels with sync,
+"""`memvault devices`, `memvault devices rename OLD NEW`, `memvault devices
+revoke NAME` and `memvault recovery-key rotate`: the devices registered in
+the vault and its key epochs (docs/cli.md). The registry travels with sync,
 sealed under the vault's key; the daemon reads it from the remote."""
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ from memvault.cli import output
 from memvault.cli.context import current_client
 from memvault.cli.options import json_option
 from memvault.cli.sync_output import ago
-from memvault.types import DeviceInfo
+from memvault.types import DeviceInfo, RotateResult
 
-__all__ = ["devices", "devices_table"]
+__all__ = ["devices", "devices_table", "recovery_key"]
 
 _client = current_client
 # A name longer than this ends in "…": the table keeps within 80 columns
@@ -50,6 +51,42 @@ def rename(old: str, new: str, as_json: bool) -> None:
     _show(_client().rename_device(old, new), as_json)
 
 
+@devices.command()
+@click.argument("name", metavar="NAME")
+@json_option
+def revoke(name: str, as_json: bool) -> None:
+    """Revoke the device named NAME (or whose id starts with NAME): a new
+    vault key for every other device, and a new recovery key, printed once.
+    The revoked device opens nothing written from now on, and what it
+    pushes from now on is refused by the others."""
+    _show_rotation(_client().rotate_keys(name), as_json)
+
+
+@click.group("recovery-key")
+def recovery_key() -> None:
+    """The vault's recovery key."""
+
+
+@recovery_key.command()
+@json_option
+def rotate(as_json: bool) -> None:
+    """A new vault key for every device and a new recovery key, printed
+    once: the old recovery key opens nothing written from now on."""
+    _show_rotation(_client().rotate_keys(), as_json)
+
+
+def _show_rotation(result: RotateResult, as_json: bool) -> None:
+    if as_json:
+        output.echo_json(result.to_dict())
+        return
+    if result.revoked_device:
+        click.echo(f"device {result.revoked_device} revoked")
+    click.echo(f"key epoch {result.epoch} started; the other devices move to it at their "
+               "next sync")
+    click.echo("Recovery key (shown once; the previous one opens nothing new):")
+    click.echo(f"  {result.recovery_key}")
+
+
 def _show(listed: list[DeviceInfo], as_json: bool) -> None:
     if as_json:
         output.echo_json([d.to_dict() for d in listed])
@@ -67,6 +104,8 @@ def devices_table(listed: Sequence[DeviceInfo], *, now: float | None = None) -> 
     table.add_column("this", no_wrap=True)
     for device in listed:
         seen = "-" if device.this_device else _when(device.last_seen, now)
+        if device.revoked:
+            seen = "revoked"
         table.add_row(escape(device.name), device.device_id, _when(device.added, now), seen,
                       "*" if device.this_device else "")
     return table

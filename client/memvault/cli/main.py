@@ -27,7 +27,7 @@ import click
 from memvault import __version__
 from memvault.cli.check_command import check
 from memvault.cli.context import LazyClient
-from memvault.cli.device_commands import devices
+from memvault.cli.device_commands import devices, recovery_key
 from memvault.cli.doctor import doctor
 from memvault.cli.hooks_commands import hooks
 from memvault.cli.import_commands import import_from
@@ -142,7 +142,7 @@ def cli(ctx: click.Context, home: str | None, socket: str | None, timeout: float
 for command in (
     remember, recall, get, list_, forget, trash, supersede, update, reinforce, topics, entities,
     status, events, turns, export, import_, import_from, consolidate, service, mcp, doctor, check,
-    ui, hooks, devices, *SYNC_COMMANDS,
+    ui, hooks, devices, recovery_key, *SYNC_COMMANDS,
 ):
     cli.add_command(command)
 

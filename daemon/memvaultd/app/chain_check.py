@@ -25,7 +25,7 @@ from pathlib import Path
 
 from memvault_base.errors import IntegrityError, MemvaultError
 from memvaultd.model.operations import Operation
-from memvaultd.sync import signatures
+from memvaultd.sync import epochs, signatures
 from memvaultd.sync.devices import read_records
 from memvaultd.sync.envelope import DESCRIPTION, Envelope
 from memvaultd.sync.high_water import HighWater, HighWaterFile
@@ -94,6 +94,8 @@ def _chain(mark: HighWater, key: bytes, vault_id: bytes,
     except MemvaultError as exc:
         return Finding("remote", "remote", UNCHECKED, f"{shown}: cannot be opened: {exc}")
     envelope = Envelope(key, vault_id)
+    for number, epoch_key in mark.epochs.items():  # the key epochs this device holds
+        envelope.add_epoch(int(number), bytes.fromhex(epoch_key))
     try:
         base = remote if not mark.scope else open_remote(mark.remote, token=mark.token,
                                                           vault_id=vault_id.hex())
@@ -101,9 +103,13 @@ def _chain(mark: HighWater, key: bytes, vault_id: bytes,
         remote.close()
         return Finding("remote", "remote", UNCHECKED, f"{shown}: cannot be opened: {exc}")
     try:
-        records = read_records(base, envelope)
+        # As sync counts signers (`SyncWorker._signer_of`, `epochs.admits`).
+        named = {*mark.members, *mark.revoked}
+        records = {device: record for device, record in read_records(base, envelope).items()
+                   if epochs.admits(envelope.epoch, named, device, record.epoch)}
         return _walk(remote, envelope, mark, shown, each,
-                     lambda device: records[device].sign if device in records else None)
+                     lambda device, at: records[device].sign if device in records and not (
+                         device in mark.revoked and at > mark.revoked[device]) else None)
     except (IntegrityError, ChainBroken) as exc:
         return Finding("remote", "remote", DAMAGED, f"{shown}: {exc}")
     except Exception as exc:  # down, slow, refusing: nothing is known to be wrong
@@ -115,9 +121,15 @@ def _chain(mark: HighWater, key: bytes, vault_id: bytes,
             base.close()
 
 
+def _signer_at(key_of: Callable[[str, int], bytes | None], number: int
+               ) -> Callable[[str], bytes | None]:
+    """`key_of` for version `number` (a revoked device counts up to its head)."""
+    return lambda device: key_of(device, number)
+
+
 def _walk(remote: Remote, envelope: Envelope, mark: HighWater, shown: str,
           each: Callable[[Operation], None] | None,
-          key_of: Callable[[str], bytes | None]) -> Finding:
+          key_of: Callable[[str, int], bytes | None]) -> Finding:
     description = json.loads(envelope.open(DESCRIPTION, remote.get_object(DESCRIPTION_OBJECT),
                                            name=DESCRIPTION_OBJECT))
     number, parent, operations, first, refused, signed = 0, b"", 0, 0, 0, False
@@ -131,7 +143,8 @@ def _walk(remote: Remote, envelope: Envelope, mark: HighWater, shown: str,
                 name = f"version {at}"
                 try:
                     body, signed_here = signatures.open_version(
-                        envelope, blob, at, parent, key_of, unsigned_ok=not signed)
+                        envelope, blob, at, parent, _signer_at(key_of, at),
+                        unsigned_ok=not signed)
                 except signatures.Refused:
                     refused += 1  # as sync does: passed over, linked past
                 else:

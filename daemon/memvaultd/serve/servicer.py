@@ -400,11 +400,19 @@ class MemoryServicer:
         self.syncing.rename_device(request.old_name, request.new_name)
         return self._devices()
 
+    def RotateKeys(self, request: pb.RotateKeysRequest, access: Access
+                   ) -> pb.RotateKeysReply:
+        access.check_full("devices")
+        text, epoch, revoked = self.syncing.rotate_keys(request.revoke)
+        return pb.RotateKeysReply(recovery_key=text, epoch=epoch, revoked_device=revoked)
+
     def _devices(self) -> pb.ListDevicesReply:
         records, seen, mine = self.syncing.devices()
+        revoked = self.syncing.revoked_devices()
         return pb.ListDevicesReply(devices=[pb.Device(
             device_id=r.device, name=r.name, sign_key=r.sign.hex(), receive_key=r.receive.hex(),
-            added=r.added, last_seen=seen.get(r.device, 0.0), this_device=r.device == mine)
+            added=r.added, last_seen=seen.get(r.device, 0.0), this_device=r.device == mine,
+            revoked=r.device in revoked)
             for r in records])
 
     def Status(self, request: pb.StatusRequest, access: Access) -> pb.StatusReply:

@@ -29,11 +29,12 @@ import logging
 import secrets
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from memvault_base.errors import IntegrityError, InvalidArgument, NotFound
 from memvaultd.crypto.device_keys import PUBLIC_SIZE, DeviceKeys
-from memvaultd.sync.envelope import DEVICE, Envelope
+from memvaultd.sync.envelope import DEVICE, Envelope, epoch_of
 from memvaultd.sync.remotes.base import Remote
 
 __all__ = ["PREFIX", "DeviceRecord", "Registry", "read_records"]
@@ -51,6 +52,8 @@ class DeviceRecord:
     receive: bytes
     added: float
     at: float
+    # The key epoch its oldest record is sealed under (`epochs.admits`).
+    epoch: int = 0
 
 
 def check_name(name: str) -> str:
@@ -72,6 +75,9 @@ class Registry:
         self.keys = keys
         self._records: dict[str, DeviceRecord] = {}
         self._lock = threading.Lock()
+        # Whether a registered device's key counts (`epochs.admits`: after a
+        # key epoch, not a device registered under an older key alone).
+        self.admits: Callable[[DeviceRecord], bool] = lambda record: True
 
     def records(self) -> dict[str, DeviceRecord]:
         """Every registered device, read from the remote now."""
@@ -86,7 +92,7 @@ class Registry:
             if device not in self._records:
                 self._refresh()
             record = self._records.get(device)
-            return record.sign if record else None
+            return record.sign if record and self.admits(record) else None
 
     def register(self, name: str) -> None:
         """Publish this device's record, unless the registry has it."""
@@ -115,6 +121,13 @@ class Registry:
             renamed = replace(record, name=new, at=max(time.time(), record.at + 0.001))
             self._publish(renamed)
             return renamed
+
+    def find(self, wanted: str) -> DeviceRecord:
+        """The device named `wanted` (or whose id starts with it), read
+        from the remote now; InvalidArgument if none or several."""
+        with self._lock:
+            self._refresh()
+            return self._find(wanted)
 
     def _find(self, wanted: str) -> DeviceRecord:
         named = [r for r in self._records.values() if r.name == wanted]
@@ -154,17 +167,17 @@ def read_records(remote: Remote, envelope: Envelope) -> dict[str, DeviceRecord]:
         elif (record.sign, record.receive) != (first.sign, first.receive):
             log.warning("device record %s passed over: it changes the device's keys", name)
         else:
-            found[device] = replace(record, added=first.added)
+            found[device] = replace(record, added=first.added, epoch=first.epoch)
     return found
 
 
 def _read(remote: Remote, envelope: Envelope, name: str, device: str) -> DeviceRecord | None:
     try:
-        doc = json.loads(envelope.open(DEVICE, remote.get_object(name), device.encode(),
-                                       name=name))
+        blob = remote.get_object(name)
+        doc = json.loads(envelope.open(DEVICE, blob, device.encode(), name=name))
         record = DeviceRecord(str(doc["device"]), check_name(str(doc["name"])),
                               bytes.fromhex(doc["sign"]), bytes.fromhex(doc["receive"]),
-                              float(doc["added"]), float(doc["at"]))
+                              float(doc["added"]), float(doc["at"]), epoch_of(blob))
     except (IntegrityError, InvalidArgument, NotFound, ValueError, KeyError,
             TypeError) as exc:
         # One that does not open was not sealed by a holder of the vault

@@ -9,7 +9,9 @@
               "chain": C, "scope": SCOPE,
               "seen": {DEVICE_ID: WALL_S, ...},
               "witness": URL | "", "witness_token": TOKEN | null,
-              "signed": BOOL}
+              "signed": BOOL,
+              "epochs": {N: KEY_HEX, ...}, "revoked": {DEVICE_ID: HEAD, ...},
+              "members": [DEVICE_ID, ...]}
 
 `head` and `head_hash` are the high-water mark (borg's replay defence): the
 newest version this device has applied, and the sha256 of its object. A
@@ -34,7 +36,11 @@ longer than `freeze_bound_hours` is named by `sync status` (a frozen view,
 docs/threat-model.md). `witness` is the second remote where this device
 records what it has seen (`witness.py`), with its token. `signed`: this
 device has met a signed version on its chain (`signatures.py`), so an
-unsigned one (of an earlier release) is refused from then on.
+unsigned one (of an earlier release) is refused from then on. `epochs`
+holds the key of every key epoch after the first that this device has
+(`epochs.py`; the first is the vault key), `revoked` the revoked devices
+with the head above which their versions are refused, `members` the
+devices the newest epoch was given to (`epochs.admits`).
 """
 
 from __future__ import annotations
@@ -68,6 +74,9 @@ class HighWater:
     witness: str = ""
     witness_token: str | None = None
     signed: bool = False
+    epochs: dict[str, str] = field(default_factory=dict)
+    revoked: dict[str, int] = field(default_factory=dict)
+    members: list[str] = field(default_factory=list)
 
     def advanced(self, head: int, head_hash: bytes, pushed_seq: int | None = None,
                  ops: int = 0, writers: dict[str, float] | None = None,

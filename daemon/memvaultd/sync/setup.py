@@ -40,11 +40,11 @@ import threading
 import time
 from dataclasses import replace
 
-from memvault_base.errors import InvalidArgument
+from memvault_base.errors import InvalidArgument, Locked
 from memvaultd.storage.crash_points import reached
 from memvaultd.storage.snapshot_body import decode_body
-from memvaultd.sync import moves, recovery, views
-from memvaultd.sync.devices import DeviceRecord, Registry
+from memvaultd.sync import epochs, moves, recovery, views
+from memvaultd.sync.devices import DeviceRecord, Registry, read_records
 from memvaultd.sync.envelope import DESCRIPTION, Envelope
 from memvaultd.sync.fingerprint import FingerprintKey
 from memvaultd.sync.high_water import HighWater, HighWaterFile
@@ -146,6 +146,21 @@ class Syncing:
         worker = self._synced("devices rename")
         with reaching(worker.status.remote):
             return worker.registry.rename(old, new)
+
+    def revoked_devices(self) -> set[str]:
+        """The ids of the devices revoked (`rotate_keys`), as this device knows."""
+        worker = self.worker
+        return set(worker.high_water.revoked) if worker is not None else set()
+
+    def rotate_keys(self, revoke: str) -> tuple[str, int, str]:
+        """Start a new key epoch (docs/decisions/0013-key-epochs.md), given
+        to every registered device but the one named `revoke` (none when
+        empty); returns (the new recovery key, the epoch, the revoked id)."""
+        worker = self._synced("devices revoke" if revoke else "recovery-key rotate")
+        with reaching(worker.status.remote):
+            revoked = worker.registry.find(revoke).device if revoke else ""
+            text = worker.rotate(frozenset({revoked}) if revoked else frozenset())
+        return text, worker.envelope.epoch, revoked
 
     def sync_now(self) -> None:
         """One round now, if sync is set up; its failure is raised."""
@@ -280,8 +295,11 @@ class Syncing:
         base = remote = self._open(url, token, vault_id.hex(), setting_up=True,
                                    allow_cleartext_token=allow_cleartext_token)
         try:
-            key = recovery.unwrap(base.get_object(recovery.OBJECT), secret, vault_id)
+            held, newest = _epochs_of(base, vault_id, secret)
+            key = held[0]
             envelope = Envelope(key, vault_id)
+            for number, epoch_key in held.items():
+                envelope.add_epoch(number, epoch_key)
             description = json.loads(envelope.open(
                 DESCRIPTION, base.get_object(DESCRIPTION_OBJECT), name=DESCRIPTION_OBJECT))
             if description["model"] != vault.info.model:
@@ -303,7 +321,9 @@ class Syncing:
             # The joined vault's log starts empty: every record of it is this
             # device's to push. Saved in the join's own step, so a join that
             # is finished at the next start resumes sync from there.
-            high_water = HighWater(url, token, pushed_seq=0)
+            high_water = HighWater(url, token, pushed_seq=0, revoked=dict(newest.revoked),
+                                   members=list(newest.devices),
+                                   epochs={str(n): k.hex() for n, k in held.items() if n})
             if move is not None:
                 high_water = replace(high_water, chain=move.chain, scope=move.scope)
             if snapshot is not None:
@@ -393,3 +413,23 @@ class Syncing:
             raise InvalidArgument(f"sync {what}: sync is not set up for this vault (nothing "
                                   "was changed); `memvault init` or `memvault join` sets it up")
         return self.worker
+
+
+def _epochs_of(remote: Remote, vault_id: bytes, secret: bytes
+               ) -> tuple[dict[int, bytes], epochs.Epoch]:
+    """Every key epoch's key the recovery key's `secret` opens (through the
+    newest epoch it opens, `epochs.keys_back`) and that epoch; Locked if a
+    later epoch exists: that recovery key was replaced."""
+    newest = epochs.from_recovery(remote, vault_id, secret)
+    held = epochs.keys_back(remote, vault_id, newest)
+    envelope = Envelope(held[0], vault_id)
+    for number, key in held.items():
+        envelope.add_epoch(number, key)
+    records = read_records(remote, envelope)
+    committed = epochs.committed(remote, vault_id, newest,
+                                 lambda d: records[d].sign if d in records else None)
+    if committed > newest.number:
+        raise Locked(f"this recovery key was replaced when key epoch {newest.number + 1} "
+                     f"started (the vault is at epoch {committed}): join with the newest "
+                     "one; nothing was changed")
+    return held, newest

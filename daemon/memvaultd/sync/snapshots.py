@@ -8,15 +8,16 @@ size starts from one instead of replaying the chain.
     sid              := 16 random bytes, 32 hex digits in names
     manifest body    := format:u8 (1) | count:u32 | body_len:u64 | sha256(body):32
     manifest context := number:u64 | sha256(version N's object):32 | sid:16
-    chunk body       := body[i * CHUNK_BODY : (i + 1) * CHUNK_BODY]
+    chunk body       := body[i * B : (i + 1) * B], B := chunk_body(the manifest's epoch)
     chunk context    := number:u64 | sha256(version N's object):32 | sid:16 |
                         index:u32 | count:u32
 
 The associated data binds every chunk to its snapshot (version, that
 version's hash, sid) and its place (index of count): a chunk moved to
 another place or snapshot, one dropped or one left over fails to open, and
-the manifest's digest checks the whole. A chunk's body is `CHUNK_BODY` bytes
-so that every chunk but the last is exactly 4 MiB on the wire: a quarter of
+the manifest's digest checks the whole. A chunk's body is `chunk_body` bytes
+(4 fewer when its envelope names a key epoch, `envelope.py`) so that every
+chunk but the last is exactly 4 MiB on the wire: a quarter of
 memvault-server's default 16 MiB object limit, whatever the vault's size
 (the state of 100,728 memories, 303 MiB, is 76 chunks: bench_sync.py).
 
@@ -39,7 +40,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from memvault_base.errors import IntegrityError, NotFound
-from memvaultd.sync.envelope import FIXED, SNAPSHOT, SNAPSHOT_CHUNK, Envelope
+from memvaultd.sync.envelope import FIXED, FIXED_MAX, SNAPSHOT, SNAPSHOT_CHUNK, Envelope, epoch_of
 from memvaultd.sync.remotes.base import Remote
 
 log = logging.getLogger("memvaultd.sync")
@@ -48,6 +49,12 @@ MANIFESTS = "states/"
 CHUNKS = "state-chunks/"
 CHUNK_OBJECT = 4 * 1024 * 1024
 CHUNK_BODY = CHUNK_OBJECT - FIXED
+
+
+def chunk_body(epoch: int) -> int:
+    """The body bytes of a chunk sealed under key epoch `epoch`."""
+    return CHUNK_BODY if epoch == 0 else CHUNK_OBJECT - FIXED_MAX
+
 _FORMAT = 1
 _MANIFEST = struct.Struct(">BIQ32s")
 # Manifests tried, newest first, before a reader gives up on snapshots (and
@@ -84,10 +91,10 @@ def publish(remote: Remote, envelope: Envelope, number: int, digest: bytes,
     """Seal `body`, the state at version `number` (whose object hashes to
     `digest`), as chunks and then its manifest. Returns what was published."""
     snapshot = Snapshot(number, digest, secrets.token_bytes(16))
-    view = memoryview(body)
-    count = max(1, -(-len(view) // CHUNK_BODY))
+    view, size = memoryview(body), chunk_body(envelope.epoch)
+    count = max(1, -(-len(view) // size))
     for index in range(count):
-        piece = bytes(view[index * CHUNK_BODY : (index + 1) * CHUNK_BODY])
+        piece = bytes(view[index * size : (index + 1) * size])
         remote.put_object(snapshot.chunk_name(index), envelope.seal(
             SNAPSHOT_CHUNK, piece, snapshot.chunk_context(index, count)))
     manifest = _MANIFEST.pack(_FORMAT, count, len(view), hashlib.sha256(view).digest())
@@ -117,12 +124,12 @@ def listed(remote: Remote, up_to: int | None = None) -> list[tuple[int, bytes]]:
 def open_manifest(remote: Remote, envelope: Envelope, snapshot: Snapshot
                   ) -> tuple[int, int, bytes]:
     """(count, body_len, sha256 of the body) from the snapshot's manifest."""
-    body = envelope.open(SNAPSHOT, remote.get_object(snapshot.name), snapshot.context(),
-                         name=snapshot.name)
+    sealed = remote.get_object(snapshot.name)
+    body = envelope.open(SNAPSHOT, sealed, snapshot.context(), name=snapshot.name)
     if len(body) != _MANIFEST.size:
         raise IntegrityError(f"remote object {snapshot.name}: not a snapshot manifest")
     fmt, count, size, digest = _MANIFEST.unpack(body)
-    if fmt != _FORMAT or count != max(1, -(-size // CHUNK_BODY)):
+    if fmt != _FORMAT or count != max(1, -(-size // chunk_body(epoch_of(sealed)))):
         raise IntegrityError(f"remote object {snapshot.name}: manifest format {fmt}, "
                              f"{count} chunks for {size} bytes")
     return count, size, digest

@@ -56,12 +56,18 @@ from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
-from memvault_base.errors import IntegrityError, InvalidArgument, RollbackDetected, Unavailable
+from memvault_base.errors import (
+    IntegrityError,
+    InvalidArgument,
+    PermissionDenied,
+    RollbackDetected,
+    Unavailable,
+)
 from memvault_base.objects.names import MAX_OBJECT
 from memvaultd.model.operations import ACCESS, Operation, decode, encode
-from memvaultd.sync import moves, signatures, snapshots
+from memvaultd.sync import epochs, moves, recovery, signatures, snapshots
 from memvaultd.sync.devices import Registry
-from memvaultd.sync.envelope import FIXED, VERSION, Envelope, chain_context
+from memvaultd.sync.envelope import FIXED_MAX, VERSION, Envelope, UnknownEpoch, chain_context
 from memvaultd.sync.high_water import HighWater, HighWaterFile
 from memvaultd.sync.remotes import redact
 from memvaultd.sync.remotes.base import Remote
@@ -128,7 +134,7 @@ def next_version(pending: list[tuple[int, Operation]], start: int) -> tuple[int,
     version of 600 operations). Returns (where the next one starts, the
     body); the first operation always goes, since one record is at most
     ~100 KiB (a memory's text, payload and vector)."""
-    budget = MAX_OBJECT - FIXED - signatures.TRAILER - 4
+    budget = MAX_OBJECT - FIXED_MAX - signatures.TRAILER - 4
     records: list[bytes] = []
     end = start
     for _, op in pending[start : start + OPS_PER_VERSION]:
@@ -265,6 +271,13 @@ class SyncWorker:
         self.water_file = water_file
         self.high_water = high_water
         self.envelope = envelope
+        for number, key in high_water.epochs.items():
+            envelope.add_epoch(int(number), bytes.fromhex(key))
+        # A revoked device counts for its versions up to its revocation's
+        # head (`_signer_of`), the same on every device.
+        registry.admits = lambda record: epochs.admits(
+            self.envelope.epoch, {*self.high_water.members, *self.high_water.revoked},
+            record.device, record.epoch)
         self.status = SyncStatus(redact(high_water.remote), head=high_water.head,
                                  pushed_seq=high_water.pushed_seq, chain=high_water.chain)
         self._lock = threading.Lock()
@@ -407,6 +420,7 @@ class SyncWorker:
                 if not self._registered:
                     self.registry.register(self.device_name)
                     self._registered = True
+                self._catch_up()
                 self.pull(full_check)
                 if unpushed is None:  # only once the remote answered
                     unpushed = self._repush()
@@ -416,6 +430,10 @@ class SyncWorker:
                 self._record_witness(force=full_check)
                 if publish:
                     self._maybe_snapshot()
+            except epochs.Revoked as exc:
+                self._record(f"stopped: {exc}", "stopped")
+                log.error("sync stopped: %s", exc)
+                raise PermissionDenied(f"sync: {exc}") from None
             except (RollbackDetected, IntegrityError) as exc:
                 self._record(f"stopped: {exc}", "stopped")
                 log.error("sync stopped: %s (`memvault sync repair` moves the vault past it)",
@@ -541,10 +559,71 @@ class SyncWorker:
         """(operations, whether signed) of version `number`: Refused if no
         registered device signed it, IntegrityError if signed but it does
         not open (`signatures.open_version`)."""
-        body, signed = signatures.open_version(
-            self.envelope, blob, number, self._head_hash(), self.registry.key_of,
-            unsigned_ok=not self.high_water.signed)
+        try:
+            body, signed = signatures.open_version(
+                self.envelope, blob, number, self._head_hash(), self._signer_of(number),
+                unsigned_ok=not self.high_water.signed)
+        except UnknownEpoch:
+            # Sealed under an epoch started since this round caught up.
+            self._catch_up()
+            body, signed = signatures.open_version(
+                self.envelope, blob, number, self._head_hash(), self._signer_of(number),
+                unsigned_ok=not self.high_water.signed)
         return unpack_ops(body, f"version {number}"), signed
+
+    def _signer_of(self, number: int) -> Callable[[str], bytes | None]:
+        """The signing key of a registered device, for version `number`:
+        None for a device revoked before it (`epochs.Epoch.refuses`)."""
+        revoked = self.high_water.revoked
+
+        def key_of(device: str) -> bytes | None:
+            if device in revoked and number > revoked[device]:
+                return None
+            return self.registry.key_of(device)
+        return key_of
+
+    # -- key epochs (epochs.py) ----------------------------------------------
+
+    def _epoch(self) -> epochs.Epoch:
+        number = self.envelope.epoch
+        return epochs.Epoch(number, self.envelope.key(number),
+                            revoked=tuple(sorted(self.high_water.revoked.items())))
+
+    def _catch_up(self) -> None:
+        """Move to the newest key epoch given to this device, if newer."""
+        current = self._epoch()
+        newest = epochs.catch_up(self.base, self.envelope.vault_id, current,
+                                 self.registry.keys, self.registry.device, self.registry.key_of)
+        if newest.number != current.number:
+            self._hold(newest)
+
+    def _hold(self, newest: epochs.Epoch) -> None:
+        held = epochs.keys_back(self.base, self.envelope.vault_id, newest)
+        for number, key in held.items():
+            if number:
+                self.envelope.add_epoch(number, key)
+        log.info("sync: moved to key epoch %d", newest.number)
+        self._save(replace(self.high_water, revoked=dict(newest.revoked),
+                           members=list(newest.devices),
+                           epochs={str(n): k.hex() for n, k in held.items() if n}))
+
+    def rotate(self, revoke: frozenset[str] = frozenset()) -> str:
+        """Start a new key epoch, given to every registered device but
+        `revoke` (ids); returns the new recovery key's text. Synced first,
+        so that the revocation's head is the remote's."""
+        self.sync_once(publish=False)
+        with self._lock:
+            self._catch_up()
+            vault_id = self.envelope.vault_id
+            recipients = {d: r.receive for d, r in self.registry.records().items()
+                          if d not in self.high_water.revoked and self.registry.admits(r)}
+            recipients[self.registry.device] = self.registry.keys.receive_public
+            text, secret = recovery.new_recovery_key(vault_id)
+            self._hold(epochs.start(self.base, vault_id, self._epoch(), self.registry.keys,
+                                    self.registry.device, recipients, secret,
+                                    head=self.high_water.head, key_of=self.registry.key_of,
+                                    revoke=revoke))
+            return text
 
     def _refuse(self, number: int, blob: bytes, why: str) -> None:
         """Pass version `number` over: nothing of it is applied, and the
@@ -705,8 +784,8 @@ class SyncWorker:
         version no registered device signed was passed over when pulled: its
         bytes are bound by the next version's parent, or by the head's hash."""
         try:
-            signatures.open_version(self.envelope, blob, number, parent, self.registry.key_of,
-                                    unsigned_ok=True)
+            signatures.open_version(self.envelope, blob, number, parent,
+                                    self._signer_of(number), unsigned_ok=True)
         except signatures.Refused:
             return
         except IntegrityError as exc:

@@ -773,6 +773,11 @@ export interface Device {
   lastSeen: number;
   /** This device, the one answering. */
   thisDevice: boolean;
+  /**
+   * Revoked (`memvault devices revoke`): given no key epoch since, and its
+   * versions after the revocation refused.
+   */
+  revoked: boolean;
 }
 
 export interface ListDevicesReply {
@@ -783,6 +788,23 @@ export interface RenameDeviceRequest {
   /** The device's current name, or a prefix of its id. */
   oldName: string;
   newName: string;
+}
+
+export interface RotateKeysRequest {
+  /**
+   * A device to revoke (its name or a prefix of its id); empty: none, only
+   * a new vault key and recovery key (`memvault recovery-key rotate`).
+   */
+  revoke: string;
+}
+
+export interface RotateKeysReply {
+  /** The new recovery key, shown once; the previous one opens nothing new. */
+  recoveryKey: string;
+  /** The key epoch started (docs/decisions/0013-key-epochs.md). */
+  epoch: number;
+  /** The id of the device revoked, if any. */
+  revokedDevice: string;
 }
 
 export interface SilentDevice {
@@ -9125,7 +9147,16 @@ export const ListDevicesRequest: MessageFns<ListDevicesRequest> = {
 };
 
 function createBaseDevice(): Device {
-  return { deviceId: "", name: "", signKey: "", receiveKey: "", added: 0, lastSeen: 0, thisDevice: false };
+  return {
+    deviceId: "",
+    name: "",
+    signKey: "",
+    receiveKey: "",
+    added: 0,
+    lastSeen: 0,
+    thisDevice: false,
+    revoked: false,
+  };
 }
 
 export const Device: MessageFns<Device> = {
@@ -9150,6 +9181,9 @@ export const Device: MessageFns<Device> = {
     }
     if (message.thisDevice !== false) {
       writer.uint32(56).bool(message.thisDevice);
+    }
+    if (message.revoked !== false) {
+      writer.uint32(64).bool(message.revoked);
     }
     return writer;
   },
@@ -9223,6 +9257,14 @@ export const Device: MessageFns<Device> = {
             message.thisDevice = reader.bool();
             continue;
           }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.revoked = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -9264,6 +9306,7 @@ export const Device: MessageFns<Device> = {
         : isSet(object.this_device)
         ? globalThis.Boolean(object.this_device)
         : false,
+      revoked: isSet(object.revoked) ? globalThis.Boolean(object.revoked) : false,
     };
   },
 
@@ -9290,6 +9333,9 @@ export const Device: MessageFns<Device> = {
     if (message.thisDevice !== false) {
       obj.thisDevice = message.thisDevice;
     }
+    if (message.revoked !== false) {
+      obj.revoked = message.revoked;
+    }
     return obj;
   },
 
@@ -9305,6 +9351,7 @@ export const Device: MessageFns<Device> = {
     message.added = object.added ?? 0;
     message.lastSeen = object.lastSeen ?? 0;
     message.thisDevice = object.thisDevice ?? false;
+    message.revoked = object.revoked ?? false;
     return message;
   },
 };
@@ -9467,6 +9514,182 @@ export const RenameDeviceRequest: MessageFns<RenameDeviceRequest> = {
     const message = createBaseRenameDeviceRequest();
     message.oldName = object.oldName ?? "";
     message.newName = object.newName ?? "";
+    return message;
+  },
+};
+
+function createBaseRotateKeysRequest(): RotateKeysRequest {
+  return { revoke: "" };
+}
+
+export const RotateKeysRequest: MessageFns<RotateKeysRequest> = {
+  encode(message: RotateKeysRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.revoke !== "") {
+      writer.uint32(10).string(message.revoke);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RotateKeysRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRotateKeysRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.revoke = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RotateKeysRequest {
+    return { revoke: isSet(object.revoke) ? globalThis.String(object.revoke) : "" };
+  },
+
+  toJSON(message: RotateKeysRequest): unknown {
+    const obj: any = {};
+    if (message.revoke !== "") {
+      obj.revoke = message.revoke;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RotateKeysRequest>, I>>(base?: I): RotateKeysRequest {
+    return RotateKeysRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RotateKeysRequest>, I>>(object: I): RotateKeysRequest {
+    const message = createBaseRotateKeysRequest();
+    message.revoke = object.revoke ?? "";
+    return message;
+  },
+};
+
+function createBaseRotateKeysReply(): RotateKeysReply {
+  return { recoveryKey: "", epoch: 0, revokedDevice: "" };
+}
+
+export const RotateKeysReply: MessageFns<RotateKeysReply> = {
+  encode(message: RotateKeysReply, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.recoveryKey !== "") {
+      writer.uint32(10).string(message.recoveryKey);
+    }
+    if (message.epoch !== 0) {
+      writer.uint32(16).uint32(message.epoch);
+    }
+    if (message.revokedDevice !== "") {
+      writer.uint32(26).string(message.revokedDevice);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RotateKeysReply {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRotateKeysReply();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.recoveryKey = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.epoch = reader.uint32();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.revokedDevice = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RotateKeysReply {
+    return {
+      recoveryKey: isSet(object.recoveryKey)
+        ? globalThis.String(object.recoveryKey)
+        : isSet(object.recovery_key)
+        ? globalThis.String(object.recovery_key)
+        : "",
+      epoch: isSet(object.epoch) ? globalThis.Number(object.epoch) : 0,
+      revokedDevice: isSet(object.revokedDevice)
+        ? globalThis.String(object.revokedDevice)
+        : isSet(object.revoked_device)
+        ? globalThis.String(object.revoked_device)
+        : "",
+    };
+  },
+
+  toJSON(message: RotateKeysReply): unknown {
+    const obj: any = {};
+    if (message.recoveryKey !== "") {
+      obj.recoveryKey = message.recoveryKey;
+    }
+    if (message.epoch !== 0) {
+      obj.epoch = Math.round(message.epoch);
+    }
+    if (message.revokedDevice !== "") {
+      obj.revokedDevice = message.revokedDevice;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RotateKeysReply>, I>>(base?: I): RotateKeysReply {
+    return RotateKeysReply.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RotateKeysReply>, I>>(object: I): RotateKeysReply {
+    const message = createBaseRotateKeysReply();
+    message.recoveryKey = object.recoveryKey ?? "";
+    message.epoch = object.epoch ?? 0;
+    message.revokedDevice = object.revokedDevice ?? "";
     return message;
   },
 };
@@ -10750,6 +10973,21 @@ export const MemoryService = {
     responseSerialize: (value: ListDevicesReply): Buffer => Buffer.from(ListDevicesReply.encode(value).finish()),
     responseDeserialize: (value: Buffer): ListDevicesReply => ListDevicesReply.decode(value),
   },
+  /**
+   * Start a new key epoch: a new vault key wrapped to every registered device
+   * but the revoked one, and a new recovery key. INVALID_ARGUMENT when sync is
+   * not set up, the device is unknown or this one, or another device started
+   * that epoch first.
+   */
+  rotateKeys: {
+    path: "/memvault.v1.Memory/RotateKeys" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: RotateKeysRequest): Buffer => Buffer.from(RotateKeysRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): RotateKeysRequest => RotateKeysRequest.decode(value),
+    responseSerialize: (value: RotateKeysReply): Buffer => Buffer.from(RotateKeysReply.encode(value).finish()),
+    responseDeserialize: (value: Buffer): RotateKeysReply => RotateKeysReply.decode(value),
+  },
   status: {
     path: "/memvault.v1.Memory/Status" as const,
     requestStream: false as const,
@@ -10861,6 +11099,13 @@ export interface MemoryServer extends UntypedServiceImplementation {
   /** The vault's registered devices (docs/cli.md, `memvault devices`). */
   listDevices: handleUnaryCall<ListDevicesRequest, ListDevicesReply>;
   renameDevice: handleUnaryCall<RenameDeviceRequest, ListDevicesReply>;
+  /**
+   * Start a new key epoch: a new vault key wrapped to every registered device
+   * but the revoked one, and a new recovery key. INVALID_ARGUMENT when sync is
+   * not set up, the device is unknown or this one, or another device started
+   * that epoch first.
+   */
+  rotateKeys: handleUnaryCall<RotateKeysRequest, RotateKeysReply>;
   status: handleUnaryCall<StatusRequest, StatusReply>;
   /** Move to the trash the memories whose forgetting risk is over the threshold. */
   sweep: handleUnaryCall<SweepRequest, SweepReply>;
@@ -11325,6 +11570,27 @@ export interface MemoryClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: ListDevicesReply) => void,
+  ): ClientUnaryCall;
+  /**
+   * Start a new key epoch: a new vault key wrapped to every registered device
+   * but the revoked one, and a new recovery key. INVALID_ARGUMENT when sync is
+   * not set up, the device is unknown or this one, or another device started
+   * that epoch first.
+   */
+  rotateKeys(
+    request: RotateKeysRequest,
+    callback: (error: ServiceError | null, response: RotateKeysReply) => void,
+  ): ClientUnaryCall;
+  rotateKeys(
+    request: RotateKeysRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: RotateKeysReply) => void,
+  ): ClientUnaryCall;
+  rotateKeys(
+    request: RotateKeysRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: RotateKeysReply) => void,
   ): ClientUnaryCall;
   status(
     request: StatusRequest,
