@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 import uuid
 from pathlib import Path
 
+import grpc
 import pytest
 
 from memvault import Client
 from memvault_base.errors import MemvaultError
+from memvault_base.v1 import sync_pb2, sync_pb2_grpc
 from memvaultd.storage.device_secret import device_keys
 from memvaultd.storage.keys import load_vault_key
 from memvaultd.sync import epochs, recovery, signatures
@@ -76,10 +79,22 @@ def test_rotation_and_revocation_through_two_daemons(
                 VERSION, signatures.sealed_part(newest), name="newest")
         assert epochs.from_recovery(probe, bytes.fromhex(vault_id), new_secret).number == 1
 
-        # devices revoke: epoch 2, given to A alone.
+        if kind == "server":  # a token alone, without a device's key, revokes nobody
+            _refused_revocations(url, tokens, vault_id, desktop)
+
+        # devices revoke: epoch 2, given to A alone; on memvault-server B's
+        # token is revoked too.
         revoked = _cli(a.socket, "devices", "revoke", desktop[:6], "--json")
         assert revoked.returncode == 0, revoked.stderr
-        assert json.loads(revoked.stdout)["revoked_device"] == desktop
+        shown_revoked = json.loads(revoked.stdout)
+        assert shown_revoked["revoked_device"] == desktop
+        assert shown_revoked["token_revoked"] == (kind == "server"), shown_revoked
+        if kind == "server":
+            assert "'desktop'" in shown_revoked["token_note"], shown_revoked
+            _refused_everything(url, tokens["desktop"], vault_id)
+        # B's read access to the remote from here on: its own token, or
+        # where the server revoked it, another of the account's.
+        reader = tokens["mallory"] if kind == "server" else tokens["desktop"]
         assert [d.revoked for d in ca.devices() if d.device_id == desktop] == [True]
         secret_a = ca.remember(f"written on A after the revocation {uuid.uuid4().hex[:6]}").id
         ca.sync_now()
@@ -97,7 +112,7 @@ def test_rotation_and_revocation_through_two_daemons(
         assert kept is not None and set(kept.epochs) == {"1"}
         envelope = Envelope(unlocked.key, bytes.fromhex(vault_id))
         envelope.add_epoch(1, bytes.fromhex(kept.epochs["1"]))
-        head, newest = _newest_version(url, tokens["desktop"], vault_id)
+        head, newest = _newest_version(url, reader, vault_id)
         assert epoch_of(newest) == 2
         with pytest.raises(UnknownEpoch):
             envelope.open(VERSION, signatures.sealed_part(newest), name="newest")
@@ -114,7 +129,7 @@ def test_rotation_and_revocation_through_two_daemons(
         sealed = envelope.seal(VERSION, b"\x00" * 8, chain_context(head + 1, parent),
                                reserve=signatures.TRAILER)
         blob = signatures.sign(keys_b, desktop, bytes.fromhex(vault_id), head + 1, sealed)
-        writer = open_remote(url, token=tokens["desktop"], vault_id=vault_id)
+        writer = open_remote(url, token=reader, vault_id=vault_id)
         assert writer.append_version(head + 1, parent, blob)
         # Nor a device it registers under the keys it holds: its versions
         # are refused as a stranger's.
@@ -144,6 +159,38 @@ def test_rotation_and_revocation_through_two_daemons(
             c.stop()
         probe.close()
         a.stop()
+
+
+def _refused_revocations(url: str, tokens: dict[str, str | None], vault_id: str,
+                         target: str) -> None:
+    """RevokeDevice from a token that is not the signer's device's: unsigned,
+    wrongly signed, or another device's; the target's token still works."""
+    channel = grpc.insecure_channel(url.removeprefix("grpc://"))
+    stub = sync_pb2_grpc.SyncStub(channel)  # type: ignore[no-untyped-call]
+    now = int(time.time() * 1000)
+    with channel:
+        for name, signature in (("mallory", b""), ("mallory", b"\x01" * 64),
+                                ("laptop", b"\x01" * 64)):
+            with pytest.raises(grpc.RpcError) as caught:
+                stub.RevokeDevice(sync_pb2.RevokeDeviceRequest(
+                    device_id=target, issued_at=now, signature=signature), timeout=10,
+                    metadata=(("authorization", f"Bearer {tokens[name]}"),))
+            assert caught.value.code() == grpc.StatusCode.PERMISSION_DENIED, name
+    _newest_version(url, tokens["desktop"], vault_id)
+
+
+def _refused_everything(url: str, token: str | None, vault_id: str) -> None:
+    """A revoked token reads and writes nothing."""
+    remote = open_remote(url, token=token, vault_id=vault_id)
+    try:
+        for call in (remote.head, lambda: remote.list_objects("devices/"),
+                     lambda: remote.versions_after(0, limit=1),
+                     lambda: remote.put_object("devices/x", b"x"),
+                     lambda: remote.append_version(10**6, b"\x00" * 32, b"x")):
+            with pytest.raises(MemvaultError, match="unknown or revoked token"):
+                call()
+    finally:
+        remote.close()
 
 
 def test_a_revocation_among_three_devices_leaves_the_other_two_syncing(tmp_path: Path) -> None:

@@ -136,7 +136,8 @@ class SyncCalls(Connection):
         key, returned once. The other devices move to it at their next sync."""
         reply = self._call(self._rotate_keys, pb.RotateKeysRequest(revoke=revoke),
                            timeout=120.0)
-        return RotateResult(reply.recovery_key, reply.epoch, reply.revoked_device)
+        return RotateResult(reply.recovery_key, reply.epoch, reply.revoked_device,
+                            reply.token_revoked, reply.token_note)
 
 
 def _devices(reply: pb.ListDevicesReply) -> list[DeviceInfo]:

@@ -136,15 +136,17 @@ def token_create(name: str, account: str | None, admin: bool, data_dir: Path | N
 @_data_option
 @click.option("--json", "as_json", is_flag=True, help="One JSON array.")
 def token_list(data_dir: Path | None, as_json: bool) -> None:
-    """Token names, accounts, creation times and admin marks (never the tokens)."""
+    """Token names, accounts, creation times, admin marks and the device each
+    is bound to (never the tokens)."""
     entries = TokenBook(data_dir or default_data_dir()).entries()
     if as_json:
         click.echo(json.dumps([{"name": e.name, "account": e.account, "admin": e.admin,
-                                "created_at": e.created_at} for e in entries]))
+                                "created_at": e.created_at, "device": e.device}
+                               for e in entries]))
         return
     for e in entries:
         created = time.strftime("%Y-%m-%d %H:%M", time.localtime(e.created_at))
-        mark = "\tadmin" if e.admin else ""
+        mark = ("\tadmin" if e.admin else "") + (f"\tdevice {e.device}" if e.device else "")
         click.echo(f"{e.name}\t{e.account}\t{created}{mark}")
 
 

@@ -35,6 +35,7 @@ from memvault_base.v1 import sync_pb2 as pb
 from memvault_server.access import Access, Caller, PermissionDenied, Unauthenticated
 from memvault_server.chain import Chains
 from memvault_server.quotas import Quotas
+from memvault_server.revocation import Revocations
 
 log = logging.getLogger("memvault_server.servicer")
 
@@ -75,6 +76,7 @@ class SyncServicer:
         self.store = store
         self.chains = chains
         self.access = access
+        self.revocations = Revocations(access.tokens)
         self.quotas = quotas
         self.max_object_bytes = max_object_bytes
         self._watch_slots = threading.BoundedSemaphore(max_watchers)
@@ -182,6 +184,21 @@ class SyncServicer:
         if not self.access.check_read(caller, vault_id):
             return pb.GetHeadResponse(head=0)
         return pb.GetHeadResponse(head=self.chains.head(vault_id))
+
+    @_translate_errors
+    def BindDevice(self, request: pb.BindDeviceRequest, context: grpc.ServicerContext,
+                   caller: Caller) -> pb.BindDeviceResponse:
+        self.revocations.bind(caller, request.device_id, request.public_key)
+        return pb.BindDeviceResponse()
+
+    @_translate_errors
+    def RevokeDevice(self, request: pb.RevokeDeviceRequest, context: grpc.ServicerContext,
+                     caller: Caller) -> pb.RevokeDeviceResponse:
+        name = self.revocations.revoke(caller, request.device_id, request.issued_at,
+                                       request.signature)
+        log.info("token %r revoked: device %s, revoked by device of token %r", name,
+                 request.device_id, caller.token_name)
+        return pb.RevokeDeviceResponse(token_name=name)
 
     def WatchHead(self, request: pb.WatchHeadRequest, context: grpc.ServicerContext,
                   caller: Caller) -> Iterator[pb.HeadEvent]:

@@ -3,10 +3,12 @@
     DIR/tokens.json (mode 0600):
     {"format": 1,
      "tokens": [{"name": NAME, "account": ACCOUNT, "sha256": HEX64, "created_at": SECONDS,
-                 "admin": BOOL}]}
+                 "admin": BOOL, "device": ID, "device_key": HEX64}]}
 
 `admin` (false when absent) lets the token delete objects of its account's
-vaults (`access.py`); a device's token is never an admin.
+vaults (`access.py`); a device's token is never an admin. `device` and
+`device_key` (empty when absent) are the memvault device the token is bound
+to and that device's Ed25519 public key (`bind_device`; `devices.py`).
 
 A token is `mvs_` + 43 characters of base64url: 256 random bits. Only its
 sha256 is stored. A plain hash is enough, with no salt and no slow KDF: those
@@ -32,11 +34,11 @@ import re
 import secrets
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from memvault_base.durable import sync_dir
-from memvault_base.errors import InvalidArgument, NotFound
+from memvault_base.errors import InvalidArgument, NotFound, PermissionDenied
 
 FILE_NAME = "tokens.json"
 PREFIX = "mvs_"
@@ -50,6 +52,8 @@ class TokenEntry:
     sha256: str
     created_at: float
     admin: bool = False
+    device: str = ""
+    device_key: str = ""
 
 
 def _digest(token: str) -> str:
@@ -100,6 +104,34 @@ class TokenBook:
                 raise NotFound(f"no token named {name!r}")
             self._entries = kept
             self._save()
+
+    def entry_named(self, name: str) -> TokenEntry | None:
+        return next((e for e in self.entries() if e.name == name), None)
+
+    def bind_device(self, name: str, device: str, device_key: bytes) -> None:
+        """Bind token `name` to `device` and its public key. First bind wins:
+        binding again to the same device and key changes nothing; to another
+        is `PermissionDenied`, as is a device already bound to another token
+        of the account."""
+        with self._lock:
+            self._reload()
+            entry = next((e for e in self._entries if e.name == name), None)
+            if entry is None:
+                raise NotFound(f"no token named {name!r}")
+            if entry.device:
+                if (entry.device, entry.device_key) != (device, device_key.hex()):
+                    raise PermissionDenied(f"token {name!r} is bound to another device")
+                return
+            if any(e.account == entry.account and e.device == device for e in self._entries):
+                raise PermissionDenied(f"device {device} is bound to another token")
+            self._entries = [replace(e, device=device, device_key=device_key.hex())
+                             if e.name == name else e for e in self._entries]
+            self._save()
+
+    def bound_to(self, account: str, device: str) -> TokenEntry | None:
+        """The token of `account` bound to `device`, or None."""
+        return next((e for e in self.entries() if e.account == account and e.device == device),
+                    None)
 
     def _reload(self) -> None:
         try:

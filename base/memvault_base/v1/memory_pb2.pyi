@@ -833,14 +833,18 @@ class RotateKeysRequest(_message.Message):
     def __init__(self, revoke: _Optional[str] = ...) -> None: ...
 
 class RotateKeysReply(_message.Message):
-    __slots__ = ("recovery_key", "epoch", "revoked_device")
+    __slots__ = ("recovery_key", "epoch", "revoked_device", "token_revoked", "token_note")
     RECOVERY_KEY_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     REVOKED_DEVICE_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_REVOKED_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_NOTE_FIELD_NUMBER: _ClassVar[int]
     recovery_key: str
     epoch: int
     revoked_device: str
-    def __init__(self, recovery_key: _Optional[str] = ..., epoch: _Optional[int] = ..., revoked_device: _Optional[str] = ...) -> None: ...
+    token_revoked: bool
+    token_note: str
+    def __init__(self, recovery_key: _Optional[str] = ..., epoch: _Optional[int] = ..., revoked_device: _Optional[str] = ..., token_revoked: _Optional[bool] = ..., token_note: _Optional[str] = ...) -> None: ...
 
 class SilentDevice(_message.Message):
     __slots__ = ("device", "last_seen")

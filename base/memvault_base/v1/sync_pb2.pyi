@@ -6,6 +6,34 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class BindDeviceRequest(_message.Message):
+    __slots__ = ("device_id", "public_key")
+    DEVICE_ID_FIELD_NUMBER: _ClassVar[int]
+    PUBLIC_KEY_FIELD_NUMBER: _ClassVar[int]
+    device_id: str
+    public_key: bytes
+    def __init__(self, device_id: _Optional[str] = ..., public_key: _Optional[bytes] = ...) -> None: ...
+
+class BindDeviceResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class RevokeDeviceRequest(_message.Message):
+    __slots__ = ("device_id", "issued_at", "signature")
+    DEVICE_ID_FIELD_NUMBER: _ClassVar[int]
+    ISSUED_AT_FIELD_NUMBER: _ClassVar[int]
+    SIGNATURE_FIELD_NUMBER: _ClassVar[int]
+    device_id: str
+    issued_at: int
+    signature: bytes
+    def __init__(self, device_id: _Optional[str] = ..., issued_at: _Optional[int] = ..., signature: _Optional[bytes] = ...) -> None: ...
+
+class RevokeDeviceResponse(_message.Message):
+    __slots__ = ("token_name",)
+    TOKEN_NAME_FIELD_NUMBER: _ClassVar[int]
+    token_name: str
+    def __init__(self, token_name: _Optional[str] = ...) -> None: ...
+
 class PutObjectRequest(_message.Message):
     __slots__ = ("vault_id", "name", "data")
     VAULT_ID_FIELD_NUMBER: _ClassVar[int]

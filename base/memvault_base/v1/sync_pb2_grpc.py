@@ -74,6 +74,16 @@ class SyncStub:
                 request_serializer=memvault__base_dot_v1_dot_sync__pb2.WatchHeadRequest.SerializeToString,
                 response_deserializer=memvault__base_dot_v1_dot_sync__pb2.HeadEvent.FromString,
                 _registered_method=True)
+        self.BindDevice = channel.unary_unary(
+                '/memvault.v1.Sync/BindDevice',
+                request_serializer=memvault__base_dot_v1_dot_sync__pb2.BindDeviceRequest.SerializeToString,
+                response_deserializer=memvault__base_dot_v1_dot_sync__pb2.BindDeviceResponse.FromString,
+                _registered_method=True)
+        self.RevokeDevice = channel.unary_unary(
+                '/memvault.v1.Sync/RevokeDevice',
+                request_serializer=memvault__base_dot_v1_dot_sync__pb2.RevokeDeviceRequest.SerializeToString,
+                response_deserializer=memvault__base_dot_v1_dot_sync__pb2.RevokeDeviceResponse.FromString,
+                _registered_method=True)
 
 
 class SyncServicer:
@@ -137,6 +147,28 @@ class SyncServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def BindDevice(self, request, context):
+        """Binds the caller's token to a memvault device and its Ed25519 public
+        key. First bind wins: the same device and key again is a no-op; another
+        device, or a device bound to another token of the account:
+        PERMISSION_DENIED.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RevokeDevice(self, request, context):
+        """Revokes the token of the account bound to `device_id`, at once. Only a
+        token bound to another device may ask, with `signature` by its device's
+        key over the bytes of docs/format.md ("Device revocation request");
+        `issued_at` within 5 minutes of the server's clock, and each request
+        once. A bad signature or a replay: PERMISSION_DENIED; no token bound to
+        `device_id`: NOT_FOUND.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SyncServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -179,6 +211,16 @@ def add_SyncServicer_to_server(servicer, server):
                     servicer.WatchHead,
                     request_deserializer=memvault__base_dot_v1_dot_sync__pb2.WatchHeadRequest.FromString,
                     response_serializer=memvault__base_dot_v1_dot_sync__pb2.HeadEvent.SerializeToString,
+            ),
+            'BindDevice': grpc.unary_unary_rpc_method_handler(
+                    servicer.BindDevice,
+                    request_deserializer=memvault__base_dot_v1_dot_sync__pb2.BindDeviceRequest.FromString,
+                    response_serializer=memvault__base_dot_v1_dot_sync__pb2.BindDeviceResponse.SerializeToString,
+            ),
+            'RevokeDevice': grpc.unary_unary_rpc_method_handler(
+                    servicer.RevokeDevice,
+                    request_deserializer=memvault__base_dot_v1_dot_sync__pb2.RevokeDeviceRequest.FromString,
+                    response_serializer=memvault__base_dot_v1_dot_sync__pb2.RevokeDeviceResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -397,6 +439,60 @@ class Sync:
             '/memvault.v1.Sync/WatchHead',
             memvault__base_dot_v1_dot_sync__pb2.WatchHeadRequest.SerializeToString,
             memvault__base_dot_v1_dot_sync__pb2.HeadEvent.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def BindDevice(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.v1.Sync/BindDevice',
+            memvault__base_dot_v1_dot_sync__pb2.BindDeviceRequest.SerializeToString,
+            memvault__base_dot_v1_dot_sync__pb2.BindDeviceResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RevokeDevice(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memvault.v1.Sync/RevokeDevice',
+            memvault__base_dot_v1_dot_sync__pb2.RevokeDeviceRequest.SerializeToString,
+            memvault__base_dot_v1_dot_sync__pb2.RevokeDeviceResponse.FromString,
             options,
             channel_credentials,
             insecure,

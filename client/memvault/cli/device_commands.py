@@ -58,7 +58,8 @@ def revoke(name: str, as_json: bool) -> None:
     """Revoke the device named NAME (or whose id starts with NAME): a new
     vault key for every other device, and a new recovery key, printed once.
     The revoked device opens nothing written from now on, and what it
-    pushes from now on is refused by the others."""
+    pushes from now on is refused by the others. On a memvault-server, its
+    token is revoked too; the output says whether it was."""
     _show_rotation(_client().rotate_keys(name), as_json)
 
 
@@ -81,6 +82,9 @@ def _show_rotation(result: RotateResult, as_json: bool) -> None:
         return
     if result.revoked_device:
         click.echo(f"device {result.revoked_device} revoked")
+    if result.token_note:
+        click.echo(f"{'' if result.token_revoked else 'warning: '}{result.token_note}",
+                   err=not result.token_revoked)
     click.echo(f"key epoch {result.epoch} started; the other devices move to it at their "
                "next sync")
     click.echo("Recovery key (shown once; the previous one opens nothing new):")

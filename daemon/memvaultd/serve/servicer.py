@@ -403,8 +403,10 @@ class MemoryServicer:
     def RotateKeys(self, request: pb.RotateKeysRequest, access: Access
                    ) -> pb.RotateKeysReply:
         access.check_full("devices")
-        text, epoch, revoked = self.syncing.rotate_keys(request.revoke)
-        return pb.RotateKeysReply(recovery_key=text, epoch=epoch, revoked_device=revoked)
+        done = self.syncing.rotate_keys(request.revoke)
+        return pb.RotateKeysReply(recovery_key=done.recovery_key, epoch=done.epoch,
+                                  revoked_device=done.revoked_device,
+                                  token_revoked=done.token_revoked, token_note=done.token_note)
 
     def _devices(self) -> pb.ListDevicesReply:
         records, seen, mine = self.syncing.devices()

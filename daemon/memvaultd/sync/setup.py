@@ -38,7 +38,7 @@ import logging
 import socket
 import threading
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from memvault_base.errors import InvalidArgument, Locked
 from memvaultd.storage.crash_points import reached
@@ -64,6 +64,19 @@ log = logging.getLogger(__name__)
 
 class AlreadyConfigured(InvalidArgument):
     """Sync is already set up for this vault."""
+
+
+@dataclass(frozen=True)
+class Rotation:
+    """What `rotate_keys` did: the new recovery key (shown once), the epoch
+    started, the device revoked ("" for none), and whether its token on a
+    memvault-server was revoked, in words ("" on a remote of another kind)."""
+
+    recovery_key: str
+    epoch: int
+    revoked_device: str
+    token_revoked: bool
+    token_note: str
 
 
 class Syncing:
@@ -152,15 +165,17 @@ class Syncing:
         worker = self.worker
         return set(worker.high_water.revoked) if worker is not None else set()
 
-    def rotate_keys(self, revoke: str) -> tuple[str, int, str]:
+    def rotate_keys(self, revoke: str) -> Rotation:
         """Start a new key epoch (docs/decisions/0013-key-epochs.md), given
         to every registered device but the one named `revoke` (none when
-        empty); returns (the new recovery key, the epoch, the revoked id)."""
+        empty), then have a memvault-server revoke that device's token. A
+        token left unrevoked is said in the result and undoes nothing."""
         worker = self._synced("devices revoke" if revoke else "recovery-key rotate")
         with reaching(worker.status.remote):
             revoked = worker.registry.find(revoke).device if revoke else ""
             text = worker.rotate(frozenset({revoked}) if revoked else frozenset())
-        return text, worker.envelope.epoch, revoked
+        token_revoked, token_note = worker.revoke_token(revoked) if revoked else (False, "")
+        return Rotation(text, worker.envelope.epoch, revoked, token_revoked, token_note)
 
     def sync_now(self) -> None:
         """One round now, if sync is set up; its failure is raised."""

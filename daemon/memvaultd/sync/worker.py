@@ -59,6 +59,7 @@ from dataclasses import dataclass, field, replace
 from memvault_base.errors import (
     IntegrityError,
     InvalidArgument,
+    MemvaultError,
     PermissionDenied,
     RollbackDetected,
     Unavailable,
@@ -70,7 +71,7 @@ from memvaultd.sync.devices import Registry
 from memvaultd.sync.envelope import FIXED_MAX, VERSION, Envelope, UnknownEpoch, chain_context
 from memvaultd.sync.high_water import HighWater, HighWaterFile
 from memvaultd.sync.remotes import redact
-from memvaultd.sync.remotes.base import Remote
+from memvaultd.sync.remotes.base import DeviceTokens, Remote
 from memvaultd.sync.vault_side import PushedVault
 from memvaultd.sync.witness import View, Witness, check
 
@@ -419,6 +420,7 @@ class SyncWorker:
                 witnessed = self._read_witness()
                 if not self._registered:
                     self.registry.register(self.device_name)
+                    self._bind_token()
                     self._registered = True
                 self._catch_up()
                 self.pull(full_check)
@@ -624,6 +626,32 @@ class SyncWorker:
                                     head=self.high_water.head, key_of=self.registry.key_of,
                                     revoke=revoke))
             return text
+
+    def _bind_token(self) -> None:
+        """Bind this device's token to it on a memvault-server, so that the
+        others can have it revoked (`revoke_token`). A token bound to another
+        device (shared between two) is left as it is, and said in the log."""
+        if not isinstance(self.base, DeviceTokens):
+            return
+        try:
+            self.base.bind_device(self.registry.device, self.registry.keys.sign_public)
+        except MemvaultError as exc:  # bound to another device, or an older server
+            log.warning("sync: this device's token is not bound to it (%s); revoking this "
+                        "device will not revoke its token", exc)
+
+    def revoke_token(self, device: str) -> tuple[bool, str]:
+        """Have a memvault-server revoke the token bound to `device`, asked
+        with this device's key; returns (revoked, what happened), (False, "")
+        on a remote of another kind."""
+        if not isinstance(self.base, DeviceTokens):
+            return False, ""
+        try:
+            name = self.base.revoke_device(device, self.registry.device,
+                                           self.registry.keys.sign)
+        except MemvaultError as exc:
+            log.warning("sync: the server did not revoke device %s's token: %s", device, exc)
+            return False, f"the server did not revoke its token: {exc}"
+        return True, f"its token {name!r} is revoked on the server"
 
     def _refuse(self, number: int, blob: bytes, why: str) -> None:
         """Pass version `number` over: nothing of it is applied, and the

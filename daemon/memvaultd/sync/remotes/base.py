@@ -31,7 +31,8 @@ more than the bounds before anything is authenticated.
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Callable
+from typing import Protocol, runtime_checkable
 
 
 class Remote(Protocol):
@@ -116,3 +117,13 @@ class Remote(Protocol):
     def close(self) -> None:
         """Release connections and threads. The remote is unusable afterwards."""
         ...
+
+
+@runtime_checkable
+class DeviceTokens(Protocol):
+    """A remote whose tokens are bound to devices (memvault-server): a
+    revoked device's token is revoked there (docs/decisions/0013-key-epochs.md)."""
+
+    def bind_device(self, device: str, public_key: bytes) -> None: ...
+
+    def revoke_device(self, target: str, signer: str, sign: Callable[[bytes], bytes]) -> str: ...

@@ -25,11 +25,14 @@ memvault-server sends none of them. Objects this device would send over
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import grpc
 
+from memvault_base.device_revocation import request_bytes
 from memvault_base.errors import IntegrityError, Unavailable
 from memvault_base.objects.names import (
     MAX_LISTED,
@@ -174,6 +177,21 @@ class GrpcRemote:
         finally:
             stream.cancel()
         return self.head() if head is None else head
+
+    def bind_device(self, device: str, public_key: bytes) -> None:
+        """Bind this remote's token to `device` and its Ed25519 public key
+        (first bind wins: PERMISSION_DENIED if bound to another)."""
+        self._call(self._stub.BindDevice,
+                   sync_pb2.BindDeviceRequest(device_id=device, public_key=public_key))
+
+    def revoke_device(self, target: str, signer: str, sign: Callable[[bytes], bytes]) -> str:
+        """Revoke the token bound to device `target`, asked by this token's
+        device `signer` with its key (`sign`); returns the token's name."""
+        issued_at = int(time.time() * 1000)
+        reply = self._call(self._stub.RevokeDevice, sync_pb2.RevokeDeviceRequest(
+            device_id=target, issued_at=issued_at,
+            signature=sign(request_bytes(signer, target, issued_at))))
+        return str(reply.token_name)
 
     def close(self) -> None:
         self._channel.close()

@@ -805,6 +805,13 @@ export interface RotateKeysReply {
   epoch: number;
   /** The id of the device revoked, if any. */
   revokedDevice: string;
+  /**
+   * Whether the revoked device's token was revoked on the remote (a
+   * memvault-server), and in words what happened to it: empty on a remote of
+   * another kind. A failure here does not undo the new epoch.
+   */
+  tokenRevoked: boolean;
+  tokenNote: string;
 }
 
 export interface SilentDevice {
@@ -9586,7 +9593,7 @@ export const RotateKeysRequest: MessageFns<RotateKeysRequest> = {
 };
 
 function createBaseRotateKeysReply(): RotateKeysReply {
-  return { recoveryKey: "", epoch: 0, revokedDevice: "" };
+  return { recoveryKey: "", epoch: 0, revokedDevice: "", tokenRevoked: false, tokenNote: "" };
 }
 
 export const RotateKeysReply: MessageFns<RotateKeysReply> = {
@@ -9599,6 +9606,12 @@ export const RotateKeysReply: MessageFns<RotateKeysReply> = {
     }
     if (message.revokedDevice !== "") {
       writer.uint32(26).string(message.revokedDevice);
+    }
+    if (message.tokenRevoked !== false) {
+      writer.uint32(32).bool(message.tokenRevoked);
+    }
+    if (message.tokenNote !== "") {
+      writer.uint32(42).string(message.tokenNote);
     }
     return writer;
   },
@@ -9640,6 +9653,22 @@ export const RotateKeysReply: MessageFns<RotateKeysReply> = {
             message.revokedDevice = reader.string();
             continue;
           }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.tokenRevoked = reader.bool();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.tokenNote = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -9665,6 +9694,16 @@ export const RotateKeysReply: MessageFns<RotateKeysReply> = {
         : isSet(object.revoked_device)
         ? globalThis.String(object.revoked_device)
         : "",
+      tokenRevoked: isSet(object.tokenRevoked)
+        ? globalThis.Boolean(object.tokenRevoked)
+        : isSet(object.token_revoked)
+        ? globalThis.Boolean(object.token_revoked)
+        : false,
+      tokenNote: isSet(object.tokenNote)
+        ? globalThis.String(object.tokenNote)
+        : isSet(object.token_note)
+        ? globalThis.String(object.token_note)
+        : "",
     };
   },
 
@@ -9679,6 +9718,12 @@ export const RotateKeysReply: MessageFns<RotateKeysReply> = {
     if (message.revokedDevice !== "") {
       obj.revokedDevice = message.revokedDevice;
     }
+    if (message.tokenRevoked !== false) {
+      obj.tokenRevoked = message.tokenRevoked;
+    }
+    if (message.tokenNote !== "") {
+      obj.tokenNote = message.tokenNote;
+    }
     return obj;
   },
 
@@ -9690,6 +9735,8 @@ export const RotateKeysReply: MessageFns<RotateKeysReply> = {
     message.recoveryKey = object.recoveryKey ?? "";
     message.epoch = object.epoch ?? 0;
     message.revokedDevice = object.revokedDevice ?? "";
+    message.tokenRevoked = object.tokenRevoked ?? false;
+    message.tokenNote = object.tokenNote ?? "";
     return message;
   },
 };
