@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from memvault_base.errors import IntegrityError, InvalidArgument
+from memvault_base.errors import IntegrityError, InvalidArgument, Locked
 from memvaultd.crypto.device_keys import DeviceKeys, wrap_to
 from memvaultd.sync import epochs, recovery, snapshots
 from memvaultd.sync.devices import Registry
@@ -188,3 +188,36 @@ def test_after_an_epoch_a_device_registered_under_an_older_key_alone_does_not_co
     newcomer = registered(remote, envelope, "newcomer")  # registered under epoch 1
     assert reader.key_of(newcomer.device) == newcomer.keys.sign_public
     assert puppet.device in reader.records()  # listed, but its signatures do not count
+
+
+def test_epochs_planted_above_the_vaults_cost_a_recovery_key_bounded_work(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A token holder plants epochs, each with a grant and a recovery object
+    that costs an Argon2id derivation to try: a join tries a bounded number,
+    then refuses the key plainly."""
+    remote, vault_id, zero, _, (laptop, _desktop, _phone) = _vault()
+    one, secret = _rotate(remote, vault_id, zero, laptop)
+
+    def plant(numbers: range) -> None:
+        for number in numbers:
+            grant = os.urandom(300)
+            folder = f"keys/epoch/{number:08d}/"
+            remote.put_object(f"{folder}grant", grant)
+            remote.put_object(f"{folder}{epochs._attempt(grant, number).hex()}/recovery",
+                              recovery.wrap(os.urandom(32),
+                                            recovery.new_recovery_key(vault_id)[1], vault_id))
+
+    plant(range(2, 12))  # 10 above the vault's newest: its key still opens it
+    assert epochs.from_recovery(remote, vault_id, secret) == one
+    plant(range(12, 42))
+    tried: list[bytes] = []
+    real = recovery.unwrap
+
+    def counted(blob: bytes, key: bytes, of_vault: bytes) -> bytes:
+        tried.append(blob)
+        return real(blob, key, of_vault)
+
+    monkeypatch.setattr(recovery, "unwrap", counted)
+    with pytest.raises(Locked, match="none of the newest 16 key epochs"):
+        epochs.from_recovery(remote, vault_id, secret)
+    assert len(tried) == 16  # of 41

@@ -70,6 +70,12 @@ _TRAILER = _ATTEMPT + _SIGNER + SIGNATURE_SIZE
 # round gives up looking further: each costs every device one download a
 # round, and a token holder can write as many as the remote takes.
 _PASSED_OVER = 8
+# Epochs a recovery key is tried on, newest first, before it is refused:
+# each try is an Argon2id derivation (0.125 s at the parameters `init`
+# writes, up to the range a key file may name), and a token holder can
+# plant as many epochs as the remote takes. A rotation's own recovery key
+# opens the newest epoch at the first try.
+_RECOVERY_TRIES = 16
 log = logging.getLogger("memvaultd.sync")
 
 
@@ -216,14 +222,22 @@ def from_recovery(remote: Remote, vault_id: bytes, secret: bytes) -> Epoch:
     opens none, not even epoch 0's `keys/recovery`."""
     numbers = sorted({int(name[len(PREFIX):].split("/", 1)[0])
                       for name in remote.list_objects(PREFIX)}, reverse=True)
+    tries = 0
     for number in numbers:
         try:
             grant = remote.get_object(f"{_folder(number)}grant")
             attempt = _attempt(grant, number)
-            key = recovery.unwrap(
-                remote.get_object(f"{_folder(number)}{attempt.hex()}/recovery"), secret,
-                vault_id)
-        except (Locked, IntegrityError, NotFound):
+            wrapped = remote.get_object(f"{_folder(number)}{attempt.hex()}/recovery")
+        except (IntegrityError, NotFound):
+            continue
+        tries += 1
+        if tries > _RECOVERY_TRIES:
+            raise Locked(f"the recovery key opens none of the newest {_RECOVERY_TRIES} key "
+                         "epochs on the remote: it is not this vault's, or a rotation "
+                         "replaced it (`memvault recovery-key rotate`); nothing was changed")
+        try:
+            key = recovery.unwrap(wrapped, secret, vault_id)
+        except (Locked, IntegrityError):
             continue
         _, _, _, epoch = _read_grant(grant, vault_id, number, key)
         return epoch
