@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import grpc
@@ -46,8 +47,10 @@ class DaemonProcess:
         self.env = daemon_env(home, **env)
         self.proc: subprocess.Popen[bytes] | None = None
 
-    def start(self, wait: bool = True, timeout: float = 90.0,
-              cwd: Path | None = None) -> DaemonProcess:
+    def start(self, wait: bool = True, timeout: float = 90.0, cwd: Path | None = None,
+              preexec: Callable[[], None] | None = None) -> DaemonProcess:
+        """`preexec` runs in the child before the daemon does (e.g. to enter a
+        cgroup: tests/memory_cgroup.py)."""
         log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child
         # -P: as the `memvaultd` script runs, with no working directory on
         # sys.path (tests/test_working_directory.py).
@@ -58,6 +61,7 @@ class DaemonProcess:
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=log,
+            preexec_fn=preexec,
         )
         log.close()
         if wait:
