@@ -39,9 +39,12 @@ class FieldStamps(Mapping[str, Mapping[str, Stamp]]):
     def from_rows(cls, rows: Iterable[tuple[str, str, Stamp]]) -> FieldStamps:
         """Stamps from (memory id, field or BASE, stamp) rows, as `rows` gives them."""
         stamps = cls()
-        set_stamp = stamps.set
-        for memory_id, name, stamp in rows:
-            set_stamp(memory_id, name, stamp)
+        entries = stamps._entries
+        for memory_id, name, stamp in rows:  # inline for the first, by far the commonest
+            if memory_id not in entries:
+                entries[memory_id] = stamp if name == BASE else {name: stamp}
+            else:
+                stamps.set(memory_id, name, stamp)
         return stamps
 
     def rows(self) -> Iterator[tuple[str, str, Stamp]]:

@@ -159,7 +159,8 @@ def decode_body(body: bytes) -> SnapshotBody:
                                    _memories_from_columns(meta["turns"], strings))
                 # The stamps' ids as the same objects as the records' (81
                 # bytes each, 8 MB at 100k): the parser makes one per value.
-                ids: dict[str, str] = {memory.id: memory.id for memory in (*memories, *turns)}
+                ids = {memory_id: memory_id for part in ("memories", "turns")
+                       for memory_id in meta[part]["id"]}
                 stamps: Mapping[str, Mapping[str, Stamp]] = _stamps_from_columns(
                     meta["stamps"], strings, ids)
                 del ids
