@@ -12,6 +12,7 @@ import numpy as np
 import numpy.typing as npt
 
 from memvaultd.model.memory import Memory
+from memvaultd.model.stamps import FieldStamps
 from memvaultd.storage.snapshot_body import SnapshotBody
 
 # Rows copied at a time: the gathered rows' temporary stays ~24 MB.
@@ -31,8 +32,10 @@ def merged(base: SnapshotBody, delta: SnapshotBody) -> SnapshotBody:
     turns, turn_vectors = _laid_over(base.turns, base.turn_vectors, delta.turns,
                                      delta.turn_vectors, delta.gone)
     changed = {memory.id for memory in (*delta.memories, *delta.turns)} | delta.gone
-    stamps = {memory_id: entry for memory_id, entry in base.stamps.items()
-              if memory_id not in changed} | delta.stamps
+    stamps = FieldStamps(base.stamps)
+    for memory_id in changed:
+        stamps.discard(memory_id)
+    stamps.replace(delta.stamps)
     return SnapshotBody(delta.seq, delta.dimension, delta.stamp, memories, vectors,
                         delta.tombstones, turns, turn_vectors, base.seen | delta.seen, stamps,
                         delta.upkeep)

@@ -34,6 +34,7 @@ from memvaultd.index.layer import Layer
 from memvaultd.model.hlc import Stamp
 from memvaultd.model.memory import Memory
 from memvaultd.model.operations import TURNS
+from memvaultd.model.stamps import FieldStamps
 from memvaultd.model.vector import Vector
 from memvaultd.storage.crash_points import reached
 from memvaultd.storage.delta_body import merged
@@ -248,7 +249,7 @@ def capture_state(state: VaultState, seq: int, dimension: int, stamp: Stamp
     memories, vectors = _cut(state.memories, state.trash)
     turns, turn_vectors = state.layers[TURNS].index.cut()
     tombstones, seen = frozenset(state.tombstones), frozenset(state.seen)
-    stamps = {k: dict(v) for k, v in state.stamps.items()}
+    stamps = FieldStamps(state.stamps)
     upkeep = dict(state.upkeep)
     return lambda: SnapshotBody(seq, dimension, stamp, memories, vectors(), tombstones,
                                 turns, turn_vectors(), seen, stamps, upkeep)

@@ -7,7 +7,8 @@ without regard to order:
 
 - an operation id is applied once (`seen`): replays and retries are no-ops;
 - `put` and `update` set fields last-writer-wins per field, by hybrid
-  logical clock (device id breaks ties) — the stamps live in `stamps`;
+  logical clock (device id breaks ties) — the stamps live in `stamps`
+  (`model/stamps.py`);
 - `reinforce` and `access` count distinct operations (a sum) and keep the
   latest time (a max);
 - `trash` and `restore` write one register of the memory, its trash state
@@ -41,6 +42,7 @@ from __future__ import annotations
 
 import gc
 import sys
+from collections.abc import Mapping
 from dataclasses import fields
 
 from memvaultd.index.layer import Layer
@@ -61,6 +63,7 @@ from memvaultd.model.operations import (
     UPKEEP,
     Operation,
 )
+from memvaultd.model.stamps import FieldStamps
 from memvaultd.model.vector import Vector
 from memvaultd.storage.snapshot_body import collector_paused
 
@@ -71,7 +74,6 @@ _LWW_FIELDS = frozenset(MEMORY_FIELDS) - {"id", "reinforce_count", "access_count
 # The trash register: written by a put, a trash or a restore, never by an update.
 TRASH_FIELDS = ("trashed_at", "trashed_by")
 _UPDATABLE = _LWW_FIELDS - set(TRASH_FIELDS)
-_BASE = "*"  # the stamp of the put, for every field not updated since
 
 
 class VaultState:
@@ -84,7 +86,7 @@ class VaultState:
         self.layers = {MEMORIES: Layer(dimension), TURNS: Layer(dimension), TRASH_LAYER: trash}
         self.tombstones: set[str] = set()
         self.seen: set[str] = set()
-        self.stamps: dict[str, dict[str, Stamp]] = {}
+        self.stamps = FieldStamps()
         # "sweep" / "consolidate" -> when it last ran, on any device.
         self.upkeep: dict[str, float] = {}
         # The memories and turns an operation named, and the operations
@@ -134,7 +136,7 @@ class VaultState:
             self.memories.remove(op.target)
             self.trash.remove(op.target)
             self.tombstones.add(op.target)
-            self.stamps.pop(op.target, None)
+            self.stamps.discard(op.target)
         elif op.kind == UPKEEP:
             self.upkeep[op.target] = max(self.upkeep.get(op.target, 0.0), op.at)
         elif op.kind == ACCESS:
@@ -160,7 +162,7 @@ class VaultState:
             layer, old = found if found is not None else (self._home(new), None)
         if old is None:
             layer.put(new, op.vector)
-            self.stamps[new.id] = {_BASE: op.stamp}
+            self.stamps.put(new.id, op.stamp)
         else:  # the same memory put twice (an import on two devices): merge
             changes = {name: getattr(new, name) for name in _LWW_FIELDS
                        if self._newer(new.id, name, op.stamp)}
@@ -197,7 +199,7 @@ class VaultState:
         layer, old = found
         if not self._newer(op.target, TRASH_FIELDS[0], op.stamp):
             return
-        self.stamps[op.target][TRASH_FIELDS[1]] = op.stamp
+        self.stamps.set(op.target, TRASH_FIELDS[1], op.stamp)
         at, by = (op.at, op.by) if op.kind == TRASH else (0.0, "")
         self._place(layer, old.copy(trashed_at=at, trashed_by=by), None)
 
@@ -219,16 +221,15 @@ class VaultState:
 
     def _newer(self, memory_id: str, name: str, stamp: Stamp) -> bool:
         """Whether `stamp` beats the field's stamp; if so, it becomes the field's."""
-        stamps = self.stamps.setdefault(memory_id, {})
-        current = stamps.get(name) or stamps.get(_BASE)
+        current = self.stamps.of(memory_id, name)
         if current is not None and stamp <= current:
             return False
-        stamps[name] = stamp
+        self.stamps.set(memory_id, name, stamp)
         return True
 
     def restore(self, memories: list[tuple[Memory, Vector]], turns: list[tuple[Memory, Vector]],
-                tombstones: set[str], seen: set[str], stamps: dict[str, dict[str, Stamp]]
-                ) -> None:
+                tombstones: set[str], seen: set[str],
+                stamps: Mapping[str, Mapping[str, Stamp]]) -> None:
         """Take a snapshot's state: the same layers as a `put` of each memory
         in order, built in bulk (`Layer.restore`), with the collector paused
         while they are: 100k memories in ~1.4 s against ~3.4 s. A snapshot
@@ -242,7 +243,9 @@ class VaultState:
             for name, pairs in ((MEMORIES, live), (TURNS, turns), (TRASH_LAYER, trashed)):
                 self.layers[name].restore([memory for memory, _ in pairs],
                                           [vector for _, vector in pairs])
-            self.tombstones, self.seen, self.stamps = tombstones, seen, stamps
+            self.tombstones, self.seen = tombstones, seen
+            # Taken as given, like the sets: the caller gives them up.
+            self.stamps = stamps if isinstance(stamps, FieldStamps) else FieldStamps(stamps)
             self.changed, self.seen_since = {}, []
             # What was just built lives as long as the vault: frozen, the
             # collector never walks it again. Left young, the collections
