@@ -52,10 +52,11 @@ from memvaultd.sync.pending_setup import PendingSetupFile
 from memvaultd.sync.remotes import open_remote, redact
 from memvaultd.sync.remotes.base import Remote
 from memvaultd.sync.snapshots import latest_snapshot
+from memvaultd.sync.status import SyncStatus
 from memvaultd.sync.vault_keys import DESCRIPTION_OBJECT, place, reaching
 from memvaultd.sync.vault_side import SyncedVault
 from memvaultd.sync.witness import Witness
-from memvaultd.sync.worker import SyncStatus, SyncWorker
+from memvaultd.sync.worker import SyncWorker
 
 __all__ = ["DESCRIPTION_OBJECT", "AlreadyConfigured", "Syncing"]
 
