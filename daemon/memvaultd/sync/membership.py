@@ -9,21 +9,29 @@ A revoked device counts for its versions up to its revocation's head
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import replace
 
 from memvault_base.errors import MemvaultError
 from memvaultd.sync import epochs, recovery
+from memvaultd.sync.high_water import HighWater, HighWaterFile
 from memvaultd.sync.mark import ChainMark
 from memvaultd.sync.remotes.base import DeviceTokens, Remote
 
 log = logging.getLogger("memvaultd.sync")
 
+# Seals this device's local files under key epoch N's key (`vault/rekey.py`),
+# with `sync.state` as given; the file that reads it from then on.
+Reseal = Callable[[int, bytes, HighWater], HighWaterFile]
+
 
 class Membership:
     """`base` is the vault's own scope, where the registry and the epochs live."""
 
-    def __init__(self, mark: ChainMark, base: Remote, device_name: str) -> None:
+    def __init__(self, mark: ChainMark, base: Remote, device_name: str,
+                 reseal: Reseal | None = None) -> None:
         self.mark, self.base, self.device_name = mark, base, device_name
+        self.reseal = reseal
         self.registry, self.envelope = mark.registry, mark.envelope
         # This device's record is published in the first round that reaches
         # the remote, before anything it pushes.
@@ -63,7 +71,29 @@ class Membership:
         mark = self.mark
         mark.save(replace(mark.high_water, revoked=dict(newest.revoked),
                           members=list(newest.devices),
-                          epochs={str(n): k.hex() for n, k in held.items() if n}))
+                          epochs={str(n): k.hex() for n, k in held.items()}))
+
+    def reseal_if_behind(self) -> None:
+        """Move this device's local files to the newest key epoch it holds,
+        if they are sealed under an older one (`HighWater.local_epoch`):
+        after a rotation, a catch-up or a join of a rotated vault. Purely
+        local; one that fails (a keyring locked now) is logged, changes
+        nothing, and is tried again at the next round."""
+        newest, mark = self.envelope.epoch, self.mark.high_water
+        if self.reseal is None or mark.local_epoch >= newest:
+            return
+        moved = replace(mark, local_epoch=newest,
+                        epochs={**mark.epochs, "0": self.envelope.key(0).hex()})
+        try:
+            self.mark.water_file = self.reseal(newest, self.envelope.key(newest), moved)
+        except Exception as exc:
+            status = self.mark.status
+            status.errors = [*status.errors[-9:],
+                             f"local files not moved to key epoch {newest}: {exc}"]
+            log.warning("the local files stay under key epoch %d's key for now (%s); "
+                        "the next round tries again", mark.local_epoch, exc)
+            return
+        self.mark.high_water = moved
 
     def rotate(self, revoke: frozenset[str] = frozenset()) -> str:
         """Start a new key epoch, given to every registered device but

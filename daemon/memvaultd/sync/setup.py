@@ -39,6 +39,7 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from memvault_base.errors import InvalidArgument, Locked
 from memvaultd.storage.crash_points import reached
@@ -138,7 +139,7 @@ class Syncing:
         """This device's fingerprint of the chain; compared with `other`
         (another device's, as printed there) when given."""
         worker = self._synced("verify")
-        key = FingerprintKey(self.vault.vault_key, self.vault.info.vault_id_bytes)
+        key = FingerprintKey(worker.envelope.key(0), self.vault.info.vault_id_bytes)
         with reaching(worker.status.remote):
             return views.verify(worker, key, other, self.sync_now)
 
@@ -384,7 +385,7 @@ class Syncing:
         remote = base if not high_water.scope else self._open(
             high_water.remote, high_water.token, high_water.scope)
         self._start(remote, base, HighWaterFile(vault.data_dir, key, vault_id), high_water,
-                    Envelope(key, vault_id))
+                    Envelope(high_water.first_key(key), vault_id))
         return True
 
     def _start(self, remote: Remote, base: Remote, water_file: HighWaterFile,
@@ -399,7 +400,7 @@ class Syncing:
         worker = SyncWorker(self.vault, remote, water_file, high_water, envelope,
                             registry=registry, device_name=socket.gethostname() or "device",
                             base=base, open_scope=open_scope,
-                            marks_every_s=self.marks_every_s)
+                            marks_every_s=self.marks_every_s, reseal=self._reseal)
         if high_water.witness:
             worker.witness = Witness(
                 self._open(high_water.witness, high_water.witness_token,
@@ -410,6 +411,19 @@ class Syncing:
         self.worker = worker
         worker.start()
         return worker
+
+    def _reseal(self, epoch: int, key: bytes, mark: HighWater) -> HighWaterFile:
+        """Seal the local files under key epoch `epoch`'s `key`, `sync.state`
+        holding `mark` (`vault/rekey.py`); the state's file from then on."""
+        vault = self.vault
+        vault_id = vault.info.vault_id_bytes
+        pending = PendingSetupFile(vault.data_dir, vault.vault_key, vault_id)
+
+        def stage(staging: Path) -> None:
+            HighWaterFile(staging, key, vault_id).save(mark)
+            pending.reseal_into(staging, key)
+        vault.reseal(key, epoch, stage)
+        return HighWaterFile(vault.data_dir, key, vault_id)
 
     def _open(self, url: str, token: str | None, scope: str, *, setting_up: bool = False,
               allow_cleartext_token: bool = False) -> Remote:

@@ -15,7 +15,8 @@ A round, in order (each step in its own module):
     witness:   read the other devices' views (`witnessing.py`);
     register:  this device's record and token, at the first round
                (`membership.py`);
-    catch up:  the newest key epoch given to this device (`membership.py`);
+    catch up:  the newest key epoch given to this device, and the local
+               files moved to it (`membership.py`);
     pull/push: the versions (`exchange.py`), on the high-water mark
                (`mark.py`);
     witness:   check the views read, record this device's;
@@ -41,7 +42,7 @@ from memvaultd.sync.envelope import Envelope
 from memvaultd.sync.exchange import ChainWithheld, VersionExchange
 from memvaultd.sync.high_water import HighWater, HighWaterFile
 from memvaultd.sync.mark import ChainMark
-from memvaultd.sync.membership import Membership
+from memvaultd.sync.membership import Membership, Reseal
 from memvaultd.sync.remotes import redact
 from memvaultd.sync.remotes.base import Remote
 from memvaultd.sync.repair import Repair
@@ -63,19 +64,20 @@ _BATCH_WINDOW_S = 0.2
 class SyncWorker:
     """Sync of one vault on one remote. `remote` is the chain's scope,
     `base` the vault's own (where move notices live: the same remote on
-    chain 1), and `open_scope` opens another scope of the same remote."""
+    chain 1), and `open_scope` opens another scope of the same remote.
+    `reseal` moves the local files to a newer key epoch (`Membership.reseal_if_behind`)."""
 
     def __init__(self, vault: PushedVault, remote: Remote, water_file: HighWaterFile,
                  high_water: HighWater, envelope: Envelope, *, registry: Registry,
                  device_name: str, base: Remote | None = None,
                  open_scope: Callable[[str], Remote] | None = None,
-                 marks_every_s: float = 6 * 3600) -> None:
+                 marks_every_s: float = 6 * 3600, reseal: Reseal | None = None) -> None:
         self.vault, self.envelope, self.registry = vault, envelope, registry
         self.base = base or remote
         status = SyncStatus(redact(high_water.remote), head=high_water.head,
                             pushed_seq=high_water.pushed_seq, chain=high_water.chain)
         self.mark = ChainMark(vault, remote, water_file, high_water, envelope, registry, status)
-        self.membership = Membership(self.mark, self.base, device_name)
+        self.membership = Membership(self.mark, self.base, device_name, reseal)
         self.exchange = VersionExchange(self.mark, vault, self.membership.catch_up,
                                         marks_every_s)
         self.witnessing = Witnessing(self.mark)
@@ -210,6 +212,7 @@ class SyncWorker:
             if self.status.state == "stopped" and not self.repairs.follow(quiet=True):
                 raise RollbackDetected(self.status.last_error)
             self.status.state = "syncing"
+            self.membership.reseal_if_behind()  # a switch a crash or a locked keyring put off
             # Read before the remote is called, so that while it is down or
             # slow the status shows what waits for it, not what waited after
             # the last round that succeeded.
@@ -224,6 +227,7 @@ class SyncWorker:
                 witnessed = self.witnessing.read()
                 self.membership.register()
                 self.membership.catch_up()
+                self.membership.reseal_if_behind()
                 self.exchange.pull(full_check)
                 if unpushed is None:  # only once the remote answered
                     unpushed = self.exchange.repush()
@@ -292,7 +296,9 @@ class SyncWorker:
         so that the revocation's head is the remote's."""
         self.sync_once(publish=False)
         with self._lock:
-            return self.membership.rotate(revoke)
+            text = self.membership.rotate(revoke)
+            self.membership.reseal_if_behind()
+            return text
 
     def revoke_token(self, device: str) -> tuple[bool, str]:
         return self.membership.revoke_token(device)
