@@ -19,6 +19,9 @@ the environment. The steps, where they are reached:
     leave:done           `sync leave`: `sync.state` removed
     move:stopped         `sync move`: the vault set up on the new remote, the
                          old remote's worker stopped, `sync.state` not replaced
+    rotate:granted       `recovery-key rotate` / `devices revoke`: the epoch's
+                         grant on the remote and taken here, the recovery
+                         key kept in `sync.rotation`, no answer yet
     rekey:key            a rekey of the local files (`vault/rekey.py`): the
                          new key stored beside the old, nothing else
     rekey:staged         every file resealed in `rekey.staging/`, no journal yet

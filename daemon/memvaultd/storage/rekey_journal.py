@@ -4,7 +4,8 @@ a crash cannot split.
 
     data/rekey.staging/   every file sealed under the vault key, resealed
                           under the new one, complete and fsynced:
-                          log/ snapshots/ sync.state [sync.setup] [vault.key]
+                          log/ snapshots/ sync.state [sync.setup]
+                          [sync.rotation] [vault.key]
     data/rekey.journal    {"format": 1, "vault_id": HEX, "epoch": N,
                            "staged": [NAME, ...]}
     data/rekey.replaced/  the files under the old key, while they are moved out
@@ -53,7 +54,7 @@ FORMAT = 1
 # Every file sealed under the vault key, and the key file. The log moves
 # first and sync.state after the snapshots: a start that finds the journal
 # moves the rest whatever was moved.
-NAMES = ("log", "snapshots", "sync.state", "sync.setup", "vault.key")
+NAMES = ("log", "snapshots", "sync.state", "sync.setup", "sync.rotation", "vault.key")
 # Records resealed per append (one write and fdatasync each): 1,000 records
 # of ~2 KiB, as a sync version carries.
 _BATCH = 1000

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from memvault_base.errors import MemvaultError
+from memvaultd.storage.crash_points import reached
 from memvaultd.sync import epochs, recovery
 from memvaultd.sync.high_water import HighWater, HighWaterFile
 from memvaultd.sync.mark import ChainMark
@@ -95,20 +96,25 @@ class Membership:
             return
         self.mark.high_water = moved
 
-    def rotate(self, revoke: frozenset[str] = frozenset()) -> str:
+    def rotate(self, revoke: frozenset[str] = frozenset(),
+               keep: Callable[[str], None] | None = None) -> str:
         """Start a new key epoch, given to every registered device but
-        `revoke` (ids); returns the new recovery key's text. The caller has
-        synced first, so that the revocation's head is the remote's."""
+        `revoke` (ids); returns the new recovery key's text, which `keep`
+        is given before the remote sees the epoch. The caller has synced
+        first, so that the revocation's head is the remote's."""
         self.catch_up()
         vault_id, registry = self.envelope.vault_id, self.registry
         recipients = {d: r.receive for d, r in registry.records().items()
                       if d not in self.mark.high_water.revoked and registry.admits(r)}
         recipients[registry.device] = registry.keys.receive_public
         text, secret = recovery.new_recovery_key(vault_id)
+        if keep is not None:
+            keep(text)
         self._hold(epochs.start(self.base, vault_id, self.epoch(), registry.keys,
                                 registry.device, recipients, secret,
                                 head=self.mark.high_water.head, key_of=registry.key_of,
                                 revoke=revoke))
+        reached("rotate:granted")
         return text
 
     def _bind_token(self) -> None:

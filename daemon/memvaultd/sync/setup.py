@@ -41,7 +41,7 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from memvault_base.errors import InvalidArgument, Locked
+from memvault_base.errors import InvalidArgument, Locked, MemvaultError, Unavailable
 from memvaultd.storage.crash_points import reached
 from memvaultd.storage.snapshot_body import decode_body
 from memvaultd.sync import epochs, moves, recovery, views
@@ -49,6 +49,7 @@ from memvaultd.sync.devices import DeviceRecord, Registry, read_records
 from memvaultd.sync.envelope import DESCRIPTION, Envelope
 from memvaultd.sync.fingerprint import FingerprintKey
 from memvaultd.sync.high_water import HighWater, HighWaterFile
+from memvaultd.sync.pending_rotation import PendingRotationFile
 from memvaultd.sync.pending_setup import PendingSetupFile
 from memvaultd.sync.remotes import open_remote, redact
 from memvaultd.sync.remotes.base import Remote
@@ -79,6 +80,9 @@ class Rotation:
     revoked_device: str
     token_revoked: bool
     token_note: str
+    # The key of a rotation cut short before its answer, shown now; no
+    # epoch was started by this call (`unshown_recovery_key`).
+    recovered: bool = False
 
 
 class Syncing:
@@ -173,11 +177,44 @@ class Syncing:
         empty), then have a memvault-server revoke that device's token. A
         token left unrevoked is said in the result and undoes nothing."""
         worker = self._synced("devices revoke" if revoke else "recovery-key rotate")
+        unshown = None if revoke else self.unshown_recovery_key()
+        if unshown is not None:
+            return Rotation(*unshown, "", False, "", recovered=True)
+        pending = self._pending_rotation()
         with reaching(worker.status.remote):
             revoked = worker.registry.find(revoke).device if revoke else ""
-            text = worker.rotate(frozenset({revoked}) if revoked else frozenset())
+            text = worker.rotate(frozenset({revoked}) if revoked else frozenset(), pending.save)
         token_revoked, token_note = worker.revoke_token(revoked) if revoked else (False, "")
+        pending.remove()  # shown once the answer is, as `init`'s key
         return Rotation(text, worker.envelope.epoch, revoked, token_revoked, token_note)
+
+    def unshown_recovery_key(self) -> tuple[str, int] | None:
+        """The recovery key of a rotation cut short after its grant, before
+        its answer (`pending_rotation.py`), with its epoch: returned once,
+        then forgotten. Only if it opens an epoch at least as new as this
+        device's: one whose grant never landed, or that a later rotation
+        replaced, is dropped. A remote that cannot be reached: asked again
+        at the next call."""
+        worker, pending = self.worker, self._pending_rotation()
+        text = pending.load()
+        if worker is None or text is None:
+            return None
+        try:
+            vault_id, secret = recovery.parse_recovery_key(text)
+            epoch = epochs.from_recovery(worker.base, vault_id, secret).number
+        except Unavailable as exc:
+            log.warning("the recovery key of a rotation cut short is kept: the remote is "
+                        "unreachable (%s)", exc)
+            return None
+        except MemvaultError:
+            epoch = -1
+        if epoch < worker.envelope.epoch:
+            log.warning("dropped the recovery key of a rotation cut short: its epoch %s",
+                        "was replaced since" if epoch >= 0 else "never started")
+            pending.remove()
+            return None
+        pending.remove()
+        return text, epoch
 
     def sync_now(self) -> None:
         """One round now, if sync is set up; its failure is raised."""
@@ -412,16 +449,22 @@ class Syncing:
         worker.start()
         return worker
 
+    def _pending_rotation(self) -> PendingRotationFile:
+        vault = self.vault
+        return PendingRotationFile(vault.data_dir, vault.vault_key, vault.info.vault_id_bytes)
+
     def _reseal(self, epoch: int, key: bytes, mark: HighWater) -> HighWaterFile:
         """Seal the local files under key epoch `epoch`'s `key`, `sync.state`
         holding `mark` (`vault/rekey.py`); the state's file from then on."""
         vault = self.vault
         vault_id = vault.info.vault_id_bytes
         pending = PendingSetupFile(vault.data_dir, vault.vault_key, vault_id)
+        rotation = self._pending_rotation()
 
         def stage(staging: Path) -> None:
             HighWaterFile(staging, key, vault_id).save(mark)
             pending.reseal_into(staging, key)
+            rotation.reseal_into(staging, key)
         vault.reseal(key, epoch, stage)
         return HighWaterFile(vault.data_dir, key, vault_id)
 

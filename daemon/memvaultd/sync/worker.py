@@ -290,13 +290,15 @@ class SyncWorker:
 
     # -- devices and key epochs (membership.py) --------------------------------
 
-    def rotate(self, revoke: frozenset[str] = frozenset()) -> str:
+    def rotate(self, revoke: frozenset[str] = frozenset(),
+               keep: Callable[[str], None] | None = None) -> str:
         """Start a new key epoch, given to every registered device but
-        `revoke` (ids); returns the new recovery key's text. Synced first,
-        so that the revocation's head is the remote's."""
+        `revoke` (ids); returns the new recovery key's text, given to `keep`
+        before the remote sees the epoch. Synced first, so that the
+        revocation's head is the remote's."""
         self.sync_once(publish=False)
         with self._lock:
-            text = self.membership.rotate(revoke)
+            text = self.membership.rotate(revoke, keep)
             self.membership.reseal_if_behind()
             return text
 
