@@ -1,6 +1,7 @@
 """This device's membership of the vault, as the worker keeps it: its
-record in the registry (`devices.py`), its server token bound to it, and
-the key epochs (`epochs.py`) it has been given.
+record in the registry (`devices.py`), its server token bound to it, the
+key epochs (`epochs.py`) it has been given, and its local files moved to
+the newest of them (`reseal_if_behind`).
 
 A revoked device counts for its versions up to its revocation's head
 (`ChainMark.signer_of`), the same on every device.

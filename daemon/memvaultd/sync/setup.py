@@ -195,9 +195,18 @@ class Syncing:
         device's: one whose grant never landed, or that a later rotation
         replaced, is dropped. A remote that cannot be reached: asked again
         at the next call."""
-        worker, pending = self.worker, self._pending_rotation()
+        worker = self.worker
+        if worker is None or not self._pending_rotation().path.exists():
+            return None  # at every status: no wait on a round in progress
+        # Under the worker's lock: a move of the local files to a new key
+        # stages this file, and would bring back one removed meanwhile.
+        with worker.between_rounds():
+            return self._take_unshown(worker)
+
+    def _take_unshown(self, worker: SyncWorker) -> tuple[str, int] | None:
+        pending = self._pending_rotation()
         text = pending.load()
-        if worker is None or text is None:
+        if text is None:
             return None
         try:
             vault_id, secret = recovery.parse_recovery_key(text)

@@ -32,7 +32,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from memvault_base.errors import IntegrityError, PermissionDenied, RollbackDetected
 from memvaultd.model.operations import Operation
@@ -144,6 +145,13 @@ class SyncWorker:
 
     def poke(self) -> None:
         self._wake.set()
+
+    @contextmanager
+    def between_rounds(self) -> Iterator[None]:
+        """No round, rotation or move of the local files to a new key runs
+        while this is held (the files `reseal` stages stay as they are)."""
+        with self._lock:
+            yield
 
     def _loop(self) -> None:
         backoff = Backoff()

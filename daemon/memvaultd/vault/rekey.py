@@ -37,7 +37,8 @@ class Rekey:
         `key`, into the directory the step moves into place.
 
         Writes and snapshots wait meanwhile: the log is copied record by
-        record (a 100k vault's 210 MB: a few seconds), and a snapshot
+        record (42 MB in 1.2 s on a loaded 2-core machine: a 100k vault's
+        210 MB log about 6 s), and a snapshot
         sealed under the old key after the switch would not open."""
         core = self.core
         core.await_loaded()
