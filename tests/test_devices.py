@@ -39,7 +39,8 @@ from memvaultd.sync.devices import DeviceRecord, Registry
 from memvaultd.sync.envelope import VERSION, Envelope, chain_context
 from memvaultd.sync.high_water import HighWater, HighWaterFile
 from memvaultd.sync.remotes import open_remote
-from memvaultd.sync.worker import SyncWorker, pack_ops
+from memvaultd.sync.version_body import pack_ops
+from memvaultd.sync.worker import SyncWorker
 
 from .ceph import CephRGW
 from .daemon_process import DaemonProcess
@@ -231,7 +232,7 @@ def test_unsigned_versions_of_an_earlier_release_count_until_a_signed_one(
     worker.sync_once()
     assert worker.status.state == "idle" and worker.high_water.head == 3
     assert [number for number, _ in worker.status.refused] == [3], "unsigned after a signed one"
-    worker._hashes.clear()
+    worker.mark.hashes.clear()
     assert worker.hash_at(1) == hashlib.sha256(first).digest()
 
 
@@ -256,7 +257,7 @@ def test_a_refused_version_is_a_link_of_the_chain_for_every_later_check(
                         HighWater("memory://test"), envelope, **worker_devices(remote, envelope))
     worker.sync_once()
     assert [number for number, _ in worker.status.refused] == [2]
-    worker._hashes.clear()
+    worker.mark.hashes.clear()
     assert worker.hash_at(1) == hashlib.sha256(first).digest()
     remote._vault.versions[1] = forged[:-1] + bytes([forged[-1] ^ 1])  # type: ignore[attr-defined]
     with pytest.raises(RollbackDetected):

@@ -11,7 +11,7 @@ from memvaultd.model.hlc import Stamp
 from memvaultd.model.memory import Memory
 from memvaultd.model.operations import PUT, Operation
 from memvaultd.sync.envelope import DESCRIPTION, SNAPSHOT, VERSION, Envelope, bucket, chain_context
-from memvaultd.sync.worker import pack_ops, unpack_ops
+from memvaultd.sync.version_body import pack_ops, unpack_ops
 
 KEY, VAULT = os.urandom(32), os.urandom(16)
 PARENT = os.urandom(32)

@@ -21,8 +21,9 @@ from memvaultd.sync.envelope import Envelope
 from memvaultd.sync.fingerprint import Fingerprint, FingerprintKey
 from memvaultd.sync.high_water import HighWater, HighWaterFile
 from memvaultd.sync.remotes import open_remote
+from memvaultd.sync.version_body import pack_ops
 from memvaultd.sync.witness import Witness
-from memvaultd.sync.worker import SyncWorker, pack_ops
+from memvaultd.sync.worker import SyncWorker
 
 from .signed_chain import signed_version, worker_devices
 from .test_sync_worker_unit import _Chain, _IdleVault
@@ -94,7 +95,7 @@ def test_the_device_ahead_recomputes_its_hash_at_any_earlier_version(
         synced: tuple[SyncWorker, _Chain]) -> None:
     worker, chain = synced
     assert [worker.hash_at(n) for n in range(1, 7)] == chain.hashes
-    worker._hashes.clear()  # read back from the remote, linked up to the head
+    worker.mark.hashes.clear()  # read back from the remote, linked up to the head
     assert [worker.hash_at(n) for n in range(1, 7)] == chain.hashes
     assert worker.hash_at(0) == b""
     with pytest.raises(InvalidArgument):
@@ -108,7 +109,7 @@ def test_a_version_swapped_between_is_a_fork_not_a_hash(synced: tuple[SyncWorker
     versions[3] = signed_version(chain.device, 4, chain.hashes[2], pack_ops([]))
     # What this device pulled in this process is known without asking the remote.
     assert worker.hash_at(2) == chain.hashes[1]
-    worker._hashes.clear()  # as after a restart: only the head's hash is on disk
+    worker.mark.hashes.clear()  # as after a restart: only the head's hash is on disk
     assert worker.hash_at(5) == chain.hashes[4]  # above the swap: unaffected
     with pytest.raises(RollbackDetected, match="forked or replaced"):
         worker.hash_at(2)

@@ -109,8 +109,10 @@ def test_rotation_and_revocation_through_two_daemons(
         monkeypatch.setenv("MEMVAULT_PASSPHRASE", PASSPHRASE)
         unlocked = load_vault_key(data, bytes.fromhex(vault_id), prompt=False)
         kept = HighWaterFile(data, unlocked.key, bytes.fromhex(vault_id)).load()
-        assert kept is not None and set(kept.epochs) == {"1"}
-        envelope = Envelope(unlocked.key, bytes.fromhex(vault_id))
+        # B moved its files to epoch 1's key, and keeps epoch 0's beside it.
+        assert kept is not None and set(kept.epochs) == {"0", "1"} and kept.local_epoch == 1
+        assert bytes.fromhex(kept.epochs["1"]) == unlocked.key
+        envelope = Envelope(kept.first_key(unlocked.key), bytes.fromhex(vault_id))
         envelope.add_epoch(1, bytes.fromhex(kept.epochs["1"]))
         head, newest = _newest_version(url, reader, vault_id)
         assert epoch_of(newest) == 2

@@ -46,7 +46,8 @@ from memvaultd.model.operations import PUT
 from memvaultd.sync import recovery, signatures
 from memvaultd.sync.envelope import VERSION, Envelope, chain_context
 from memvaultd.sync.remotes import open_remote
-from memvaultd.sync.worker import Backoff, unpack_ops
+from memvaultd.sync.status import Backoff
+from memvaultd.sync.version_body import unpack_ops
 
 from .daemon_process import DaemonProcess
 from .server_process import ServerProcess, create_token

@@ -22,14 +22,14 @@ import pytest
 from memvault_base.errors import Unavailable
 from memvaultd.model.hlc import Stamp
 from memvaultd.model.operations import ACCESS, Operation
-from memvaultd.sync import snapshots
-from memvaultd.sync import worker as worker_module
+from memvaultd.sync import snapshot_publisher, snapshots
 from memvaultd.sync.envelope import Envelope
 from memvaultd.sync.high_water import HighWater, HighWaterFile
 from memvaultd.sync.remotes import open_remote
 from memvaultd.sync.remotes.base import Remote
 from memvaultd.sync.snapshots import CHUNK_OBJECT, latest_snapshot
-from memvaultd.sync.worker import SyncWorker, pack_ops
+from memvaultd.sync.version_body import pack_ops
+from memvaultd.sync.worker import SyncWorker
 
 from .signed_chain import registered, signed_version, worker_devices
 
@@ -160,8 +160,8 @@ def test_a_failed_publication_does_not_fail_the_round_and_is_tried_again(
     uploads.failing = False
     worker.sync_once()
     assert uploads.puts == [], "no new try before the retry time"
-    monkeypatch.setattr(worker_module, "_SNAPSHOT_RETRY_S", 0.0)
-    worker._snapshot_retry_at = 0.0
+    monkeypatch.setattr(snapshot_publisher, "RETRY_S", 0.0)
+    worker.snapshots.retry_at = 0.0
     worker.sync_once()
     assert worker.high_water.snapshot == VERSIONS and len(uploads.puts) == 2
 

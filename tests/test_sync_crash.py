@@ -59,7 +59,7 @@ from memvault.types import SyncInfo
 from memvault_base.errors import MemvaultError
 from memvaultd.model.operations import PUT
 from memvaultd.sync.high_water import FILE_NAME
-from memvaultd.sync.worker import OPS_PER_VERSION
+from memvaultd.sync.version_body import OPS_PER_VERSION
 
 from .daemon_process import DaemonProcess
 from .test_remote_faults import (

@@ -22,7 +22,8 @@ from memvaultd.sync.envelope import MOVE, Envelope
 from memvaultd.sync.high_water import HighWater, HighWaterFile
 from memvaultd.sync.remotes import open_remote
 from memvaultd.sync.remotes.base import Remote
-from memvaultd.sync.worker import SyncWorker, pack_ops
+from memvaultd.sync.version_body import pack_ops
+from memvaultd.sync.worker import SyncWorker
 
 from .signed_chain import registered, signed_version, worker_devices
 

@@ -21,13 +21,15 @@ import pytest
 from memvault_base.errors import RollbackDetected
 from memvaultd.model.hlc import Stamp
 from memvaultd.model.operations import ACCESS, FORGET, Operation
+from memvaultd.sync import mark as chain_mark
 from memvaultd.sync import signatures
-from memvaultd.sync import worker as worker_module
 from memvaultd.sync.envelope import VERSION, Envelope, chain_context
+from memvaultd.sync.exchange import marks_wait
 from memvaultd.sync.high_water import HighWater, HighWaterFile
 from memvaultd.sync.remotes import open_remote
 from memvaultd.sync.remotes.base import Remote
-from memvaultd.sync.worker import SyncWorker, marks_wait, pack_ops, unpack_ops
+from memvaultd.sync.version_body import pack_ops, unpack_ops
+from memvaultd.sync.worker import SyncWorker
 
 from .signed_chain import registered, signed_version, worker_devices
 
@@ -147,7 +149,7 @@ def test_a_head_replaced_in_place_is_reported_within_the_recheck_time(
         setup: tuple[SyncWorker, _Counting, _Chain], monkeypatch: pytest.MonkeyPatch) -> None:
     worker, _, chain = setup
     _replace_head(chain)
-    monkeypatch.setattr(worker_module, "_RECHECK_S", 0.0)
+    monkeypatch.setattr(chain_mark, "RECHECK_S", 0.0)
     with pytest.raises(RollbackDetected, match="forked or replaced"):
         worker.sync_once(full_check=False)
 
@@ -172,7 +174,7 @@ def test_a_push_sends_what_follows_the_mark_in_order_in_versions_of_1000(
     worker, counting, chain = setup
     pending = [(seq, Operation(f"op{seq}", ACCESS, Stamp(1, seq, "dev"), ids=(f"m{seq}",),
                                at=1.0)) for seq in range(1, 2501)]
-    worker._advance(worker.high_water.head, worker._head_hash(), pushed_seq=1200)
+    worker.mark.advance(worker.high_water.head, worker.mark.head_hash(), pushed_seq=1200)
     assert worker.push(pending, 2600) == 1300
     assert worker.high_water.head == 5 and worker.high_water.pushed_seq == 2600
     parent, sent = chain.hashes[-1], []

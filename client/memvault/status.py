@@ -114,6 +114,10 @@ class SyncInfo:
     # Versions refused since the daemon started, signed by no registered
     # device: (number, why); nothing of them was applied.
     refused: tuple[tuple[int, str], ...] = ()
+    # The recovery key of a rotation cut short before its answer, and its
+    # epoch: shown once, here ("": none).
+    unshown_recovery_key: str = ""
+    unshown_recovery_epoch: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         doc = {name: getattr(self, name) for name in self.__dataclass_fields__}

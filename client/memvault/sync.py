@@ -133,11 +133,13 @@ class SyncCalls(Connection):
     def rotate_keys(self, revoke: str = "") -> RotateResult:
         """Start a new key epoch: a new vault key for every registered device
         but `revoke` (a name or id prefix; "" for none) and a new recovery
-        key, returned once. The other devices move to it at their next sync."""
+        key, returned once. The other devices move to it at their next sync.
+        After a rotation cut short before its answer, `recovery-key rotate`
+        (no `revoke`) returns that rotation's key instead, `recovered` set."""
         reply = self._call(self._rotate_keys, pb.RotateKeysRequest(revoke=revoke),
                            timeout=120.0)
         return RotateResult(reply.recovery_key, reply.epoch, reply.revoked_device,
-                            reply.token_revoked, reply.token_note)
+                            reply.token_revoked, reply.token_note, reply.recovered)
 
 
 def _devices(reply: pb.ListDevicesReply) -> list[DeviceInfo]:
@@ -151,4 +153,5 @@ def _sync_info(reply: pb.SyncStatusReply) -> SyncInfo:
                     reply.bad_version, reply.withheld_head, reply.repush, reply.chain,
                     reply.snapshot, tuple((device.device, device.last_seen)
                                           for device in reply.silent), reply.freeze_bound_s,
-                    reply.witness, tuple((r.number, r.reason) for r in reply.refused))
+                    reply.witness, tuple((r.number, r.reason) for r in reply.refused),
+                    reply.unshown_recovery_key, reply.unshown_recovery_epoch)

@@ -141,18 +141,21 @@ class RotateResult:
     """What a key rotation returns: the new recovery key (shown once), the
     key epoch it started, the device it revoked ("" for none), and whether
     that device's token was revoked on a memvault-server, in words
-    (`token_note`, "" on a remote of another kind)."""
+    (`token_note`, "" on a remote of another kind). `recovered`: the key is
+    that of a rotation cut short before its answer, shown now; no epoch
+    was started."""
 
     recovery_key: str
     epoch: int
     revoked_device: str = ""
     token_revoked: bool = False
     token_note: str = ""
+    recovered: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {"recovery_key": self.recovery_key, "epoch": self.epoch,
                 "revoked_device": self.revoked_device, "token_revoked": self.token_revoked,
-                "token_note": self.token_note}
+                "token_note": self.token_note, "recovered": self.recovered}
 
 
 @dataclass(frozen=True)

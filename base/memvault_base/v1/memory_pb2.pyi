@@ -741,7 +741,7 @@ class SyncStatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class SyncStatusReply(_message.Message):
-    __slots__ = ("configured", "remote", "state", "head", "pushed_seq", "pending", "last_push", "last_pull", "last_error", "bad_version", "withheld_head", "repush", "chain", "snapshot", "silent", "freeze_bound_s", "witness", "refused")
+    __slots__ = ("configured", "remote", "state", "head", "pushed_seq", "pending", "last_push", "last_pull", "last_error", "bad_version", "withheld_head", "repush", "chain", "snapshot", "silent", "freeze_bound_s", "witness", "refused", "unshown_recovery_key", "unshown_recovery_epoch")
     CONFIGURED_FIELD_NUMBER: _ClassVar[int]
     REMOTE_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -760,6 +760,8 @@ class SyncStatusReply(_message.Message):
     FREEZE_BOUND_S_FIELD_NUMBER: _ClassVar[int]
     WITNESS_FIELD_NUMBER: _ClassVar[int]
     REFUSED_FIELD_NUMBER: _ClassVar[int]
+    UNSHOWN_RECOVERY_KEY_FIELD_NUMBER: _ClassVar[int]
+    UNSHOWN_RECOVERY_EPOCH_FIELD_NUMBER: _ClassVar[int]
     configured: bool
     remote: str
     state: str
@@ -778,7 +780,9 @@ class SyncStatusReply(_message.Message):
     freeze_bound_s: float
     witness: str
     refused: _containers.RepeatedCompositeFieldContainer[RefusedVersion]
-    def __init__(self, configured: _Optional[bool] = ..., remote: _Optional[str] = ..., state: _Optional[str] = ..., head: _Optional[int] = ..., pushed_seq: _Optional[int] = ..., pending: _Optional[int] = ..., last_push: _Optional[float] = ..., last_pull: _Optional[float] = ..., last_error: _Optional[str] = ..., bad_version: _Optional[int] = ..., withheld_head: _Optional[int] = ..., repush: _Optional[bool] = ..., chain: _Optional[int] = ..., snapshot: _Optional[int] = ..., silent: _Optional[_Iterable[_Union[SilentDevice, _Mapping]]] = ..., freeze_bound_s: _Optional[float] = ..., witness: _Optional[str] = ..., refused: _Optional[_Iterable[_Union[RefusedVersion, _Mapping]]] = ...) -> None: ...
+    unshown_recovery_key: str
+    unshown_recovery_epoch: int
+    def __init__(self, configured: _Optional[bool] = ..., remote: _Optional[str] = ..., state: _Optional[str] = ..., head: _Optional[int] = ..., pushed_seq: _Optional[int] = ..., pending: _Optional[int] = ..., last_push: _Optional[float] = ..., last_pull: _Optional[float] = ..., last_error: _Optional[str] = ..., bad_version: _Optional[int] = ..., withheld_head: _Optional[int] = ..., repush: _Optional[bool] = ..., chain: _Optional[int] = ..., snapshot: _Optional[int] = ..., silent: _Optional[_Iterable[_Union[SilentDevice, _Mapping]]] = ..., freeze_bound_s: _Optional[float] = ..., witness: _Optional[str] = ..., refused: _Optional[_Iterable[_Union[RefusedVersion, _Mapping]]] = ..., unshown_recovery_key: _Optional[str] = ..., unshown_recovery_epoch: _Optional[int] = ...) -> None: ...
 
 class RefusedVersion(_message.Message):
     __slots__ = ("number", "reason")
@@ -833,18 +837,20 @@ class RotateKeysRequest(_message.Message):
     def __init__(self, revoke: _Optional[str] = ...) -> None: ...
 
 class RotateKeysReply(_message.Message):
-    __slots__ = ("recovery_key", "epoch", "revoked_device", "token_revoked", "token_note")
+    __slots__ = ("recovery_key", "epoch", "revoked_device", "token_revoked", "token_note", "recovered")
     RECOVERY_KEY_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     REVOKED_DEVICE_FIELD_NUMBER: _ClassVar[int]
     TOKEN_REVOKED_FIELD_NUMBER: _ClassVar[int]
     TOKEN_NOTE_FIELD_NUMBER: _ClassVar[int]
+    RECOVERED_FIELD_NUMBER: _ClassVar[int]
     recovery_key: str
     epoch: int
     revoked_device: str
     token_revoked: bool
     token_note: str
-    def __init__(self, recovery_key: _Optional[str] = ..., epoch: _Optional[int] = ..., revoked_device: _Optional[str] = ..., token_revoked: _Optional[bool] = ..., token_note: _Optional[str] = ...) -> None: ...
+    recovered: bool
+    def __init__(self, recovery_key: _Optional[str] = ..., epoch: _Optional[int] = ..., revoked_device: _Optional[str] = ..., token_revoked: _Optional[bool] = ..., token_note: _Optional[str] = ..., recovered: _Optional[bool] = ...) -> None: ...
 
 class SilentDevice(_message.Message):
     __slots__ = ("device", "last_seen")

@@ -72,13 +72,20 @@ def recovery_key() -> None:
 @json_option
 def rotate(as_json: bool) -> None:
     """A new vault key for every device and a new recovery key, printed
-    once: the old recovery key opens nothing written from now on."""
+    once: the old recovery key opens nothing written from now on. After a
+    rotation cut short before it printed its key, prints that key instead."""
     _show_rotation(_client().rotate_keys(), as_json)
 
 
 def _show_rotation(result: RotateResult, as_json: bool) -> None:
     if as_json:
         output.echo_json(result.to_dict())
+        return
+    if result.recovered:
+        click.echo(f"key epoch {result.epoch} was started by a rotation cut short before it "
+                   "printed its recovery key; no other epoch was started")
+        click.echo("Recovery key (shown once; the previous one opens nothing new):")
+        click.echo(f"  {result.recovery_key}")
         return
     if result.revoked_device:
         click.echo(f"device {result.revoked_device} revoked")

@@ -120,6 +120,10 @@ def status(as_json: bool) -> None:
     """Remote, head, last push and pull, pending operations, errors."""
     info = _client().sync_status()
     _show(info, as_json)
+    if not as_json and info.unshown_recovery_key:
+        click.echo(f"A rotation started key epoch {info.unshown_recovery_epoch} and was cut "
+                   "short before it printed its recovery key. Recovery key (shown once):")
+        click.echo(f"  {info.unshown_recovery_key}")
     if not as_json and info.state == "stopped":
         click.echo("Sync is stopped; `memvault sync repair` moves the vault to a fresh chain "
                    "(every memory kept).")

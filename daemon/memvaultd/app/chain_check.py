@@ -33,7 +33,7 @@ from memvaultd.sync.remotes import open_remote, redact
 from memvaultd.sync.remotes.base import Remote
 from memvaultd.sync.setup import DESCRIPTION_OBJECT
 from memvaultd.sync.snapshots import latest_snapshot
-from memvaultd.sync.worker import unpack_ops
+from memvaultd.sync.version_body import unpack_ops
 from memvaultd.vault.check import DAMAGED, OK, UNCHECKED, Finding
 
 __all__ = ["SyncCheck", "check_sync", "pull_chain"]

@@ -341,7 +341,11 @@ class MemoryServicer:
 
     def SyncStatus(self, request: pb.SyncStatusRequest, access: Access) -> pb.SyncStatusReply:
         access.check_full("sync")
-        return self._sync_status()
+        reply = self._sync_status()
+        unshown = self.syncing.unshown_recovery_key()
+        if unshown is not None:
+            reply.unshown_recovery_key, reply.unshown_recovery_epoch = unshown
+        return reply
 
     def SyncRepair(self, request: pb.SyncRepairRequest, access: Access) -> pb.SyncStatusReply:
         access.check_full("sync")
@@ -406,7 +410,8 @@ class MemoryServicer:
         done = self.syncing.rotate_keys(request.revoke)
         return pb.RotateKeysReply(recovery_key=done.recovery_key, epoch=done.epoch,
                                   revoked_device=done.revoked_device,
-                                  token_revoked=done.token_revoked, token_note=done.token_note)
+                                  token_revoked=done.token_revoked, token_note=done.token_note,
+                                  recovered=done.recovered)
 
     def _devices(self) -> pb.ListDevicesReply:
         records, seen, mine = self.syncing.devices()

@@ -19,11 +19,22 @@ the environment. The steps, where they are reached:
     leave:done           `sync leave`: `sync.state` removed
     move:stopped         `sync move`: the vault set up on the new remote, the
                          old remote's worker stopped, `sync.state` not replaced
+    rotate:granted       `recovery-key rotate` / `devices revoke`: the epoch's
+                         grant on the remote and taken here, the recovery
+                         key kept in `sync.rotation`, no answer yet
+    rekey:key            a rekey of the local files (`vault/rekey.py`): the
+                         new key stored beside the old, nothing else
+    rekey:staged         every file resealed in `rekey.staging/`, no journal yet
+    rekey:journaled      the journal written (the commit point), nothing moved
+    rekey:moving         the log moved in, the rest not
+    rekey:moved          every file in place, the keyring entry copied, the
+                         old files not yet removed
+    rekey:done           the rekey complete on disk and in memory
     snapshot:captured    a background snapshot has cut the state and let the
                          write lock go, and has not written it yet
 
-tests/test_join_crash.py and tests/test_leave_crash.py kill the daemon at
-each step and start it again.
+tests/test_join_crash.py, tests/test_leave_crash.py and
+tests/test_local_rekey.py kill the daemon at each step and start it again.
 """
 
 from __future__ import annotations

@@ -23,7 +23,9 @@ it, and `/proc/<pid>/environ` no longer shows it) and drops it once the vault
 is open (`forget_passphrase`).
 A key-file vault's `UnlockedKey` keeps the passphrase's Argon2id key
 (`KeyWrapping`), so `join` stores the joined vault's key the way the current
-one is stored without asking for the passphrase again (`store_joined_key`).
+one is stored without asking for the passphrase again (`store_joined_key`),
+and a rekey (`storage/rekey_journal.py`) replaces the key the same way
+(`store_rekeyed_key`, `promote_rekeyed_key`).
 """
 
 from __future__ import annotations
@@ -58,12 +60,16 @@ __all__ = [
     "KEY_FILE_NAME",
     "UnlockedKey",
     "create_vault_key",
+    "drop_rekeyed_key",
     "forget_passphrase",
     "has_vault_key",
     "keyring_key",
     "keyring_username",
     "load_vault_key",
+    "promote_rekeyed_key",
+    "rekey_username",
     "store_joined_key",
+    "store_rekeyed_key",
     "take_passphrase_from_env",
     "usable_keyring",
 ]
@@ -371,3 +377,83 @@ def store_joined_key(staging: Path, vault_id: bytes, key: bytes, current: Unlock
             f"(service {KEYRING_SERVICE!r}, user {user!r}): it is not this vault's key; "
             "remove that entry and join again")
     return UnlockedKey(key, "keyring", f"OS keyring ({_backend_name(backend)})")
+
+
+def rekey_username(vault_id: bytes) -> str:
+    """The keyring username of the key a rekey is moving the vault to."""
+    return f"rekey-{vault_id.hex()}"
+
+
+def store_rekeyed_key(staging: Path, vault_id: bytes, key: bytes, current: UnlockedKey
+                      ) -> UnlockedKey:
+    """Store `key`, the one a rekey moves this vault's local files to, the
+    way `current` is stored, without touching `current` (until the rekey's
+    commit it seals everything here):
+
+    - keyring: the entry ``rekey-<vault id hex>`` (any one a rekey cut
+      short left is replaced); `promote_rekeyed_key` copies it over the
+      vault's entry once the files have moved;
+    - key file: `staging/vault.key`, sealed with `current`'s passphrase
+      key (no prompt, no Argon2 run), moved into place with the rest.
+    """
+    if len(key) != KEY_SIZE:
+        raise InvalidArgument(f"a vault key has {KEY_SIZE} bytes, not {len(key)}")
+    if current.storage == "keyfile":
+        if current.wrapping is None:  # every key-file UnlockedKey is made with one
+            raise Locked("the key file's passphrase is not at hand: restart the daemon")
+        write_key_file(staging / KEY_FILE_NAME, current.wrapping.wrap(key, vault_id))
+        return UnlockedKey(key, "keyfile", current.detail, current.wrapping)
+    backend = _rekey_keyring()
+    encoded = base64.b64encode(key).decode("ascii")
+    try:
+        backend.set_password(KEYRING_SERVICE, rekey_username(vault_id), encoded)
+        if backend.get_password(KEYRING_SERVICE, rekey_username(vault_id)) != encoded:
+            raise KeyringError("the keyring did not return the key just stored")
+    except KeyringError as err:
+        raise Locked(f"the OS keyring refused the vault's next key: {err}") from None
+    return UnlockedKey(key, "keyring", current.detail)
+
+
+def promote_rekeyed_key(data_dir: Path, vault_id: bytes) -> None:
+    """Make the key `store_rekeyed_key` kept in the keyring the vault's own
+    (a key-file vault's moved in with its files: nothing to do). Idempotent:
+    a rekey finished at the next start does it again."""
+    if (data_dir / KEY_FILE_NAME).exists():
+        return
+    backend = _rekey_keyring()
+    try:
+        encoded = backend.get_password(KEYRING_SERVICE, rekey_username(vault_id))
+        if encoded is None:
+            raise Locked(f"the OS keyring lost vault {vault_id.hex()}'s next key (entry "
+                         f"{rekey_username(vault_id)!r}) before the rekey was finished")
+        keyring_key(encoded, f"the OS keyring entry {rekey_username(vault_id)!r}")
+        user = keyring_username(vault_id)
+        backend.set_password(KEYRING_SERVICE, user, encoded)
+        if backend.get_password(KEYRING_SERVICE, user) != encoded:
+            raise KeyringError("the keyring did not return the key just stored")
+    except KeyringError as err:
+        raise Locked(f"the OS keyring refused the vault's new key: {err}; restart the "
+                     "daemon once it is unlocked") from None
+
+
+def drop_rekeyed_key(data_dir: Path, vault_id: bytes) -> None:
+    """Delete the keyring's ``rekey-<vault id>`` entry, if there is one: a
+    rekey finished (the vault's entry holds the key) or dropped."""
+    if (data_dir / KEY_FILE_NAME).exists():
+        return
+    backend = usable_keyring()
+    if backend is None:
+        return
+    try:
+        if backend.get_password(KEYRING_SERVICE, rekey_username(vault_id)) is not None:
+            backend.delete_password(KEYRING_SERVICE, rekey_username(vault_id))
+    except KeyringError as err:
+        log.warning("the keyring entry %s was not deleted (%s)", rekey_username(vault_id), err)
+
+
+def _rekey_keyring() -> KeyringBackend:
+    backend = usable_keyring()
+    if backend is None:
+        raise Locked("the OS keyring that holds this vault's key is not usable now: start "
+                     "and unlock it, then restart the daemon")
+    return backend

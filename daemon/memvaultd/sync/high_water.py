@@ -11,7 +11,7 @@
               "witness": URL | "", "witness_token": TOKEN | null,
               "signed": BOOL,
               "epochs": {N: KEY_HEX, ...}, "revoked": {DEVICE_ID: HEAD, ...},
-              "members": [DEVICE_ID, ...]}
+              "members": [DEVICE_ID, ...], "local_epoch": L}
 
 `head` and `head_hash` are the high-water mark (borg's replay defence): the
 newest version this device has applied, and the sha256 of its object. A
@@ -24,7 +24,7 @@ the daemon renames into place: temporary file, fsync, rename, directory fsync.
 `snapshot` is the version of the newest remote snapshot this device knows
 (published or seen), `ops_since_snapshot` the operations in the versions
 it pulled or pushed since: the worker publishes the next snapshot when that
-count reaches the vault's size (`worker.py`). `chain` and `scope` say which
+count reaches the vault's size (`snapshot_publisher.py`). `chain` and `scope` say which
 chain of the vault this device syncs on: chain 1 lives under the vault's id
 on the remote (`scope` ""), each repair moves the vault to a new one under
 a scope of its own (`moves.py`). A file without these keys (written before
@@ -40,7 +40,12 @@ unsigned one (of an earlier release) is refused from then on. `epochs`
 holds the key of every key epoch after the first that this device has
 (`epochs.py`; the first is the vault key), `revoked` the revoked devices
 with the head above which their versions are refused, `members` the
-devices the newest epoch was given to (`epochs.admits`).
+devices the newest epoch was given to (`epochs.admits`). `local_epoch` is
+the epoch whose key is the vault key this device keeps (keyring or key
+file), which seals every local file, this one included: 0 until the device
+moved its files to a newer epoch (`storage/rekey_journal.py`); from then on
+`epochs` holds epoch 0's key too ("0"), which the remote's objects of
+epoch 0 and the fingerprints need.
 """
 
 from __future__ import annotations
@@ -77,6 +82,11 @@ class HighWater:
     epochs: dict[str, str] = field(default_factory=dict)
     revoked: dict[str, int] = field(default_factory=dict)
     members: list[str] = field(default_factory=list)
+    local_epoch: int = 0
+
+    def first_key(self, local_key: bytes) -> bytes:
+        """Key epoch 0's key, given the vault key this device keeps."""
+        return bytes.fromhex(self.epochs["0"]) if "0" in self.epochs else local_key
 
     def advanced(self, head: int, head_hash: bytes, pushed_seq: int | None = None,
                  ops: int = 0, writers: dict[str, float] | None = None,

@@ -64,5 +64,19 @@ class PendingSetupFile:
         body = json.dumps({"remote": url, "recovery_key": recovery_key}).encode()
         replace_file(self.path, MAGIC + bytes([FORMAT]) + seal(self._key, body, aad=self._aad))
 
+    def reseal_into(self, directory: Path, key: bytes) -> None:
+        """This file, if there is one, sealed under `key` in `directory`
+        (a rekey, `vault/rekey.py`); one that does not open is left out."""
+        try:
+            blob = self.path.read_bytes()
+        except FileNotFoundError:
+            return
+        try:
+            doc = json.loads(open_sealed(self._key, blob[5:], aad=self._aad))
+        except (IntegrityError, ValueError) as exc:
+            log.warning("%s not resealed: %s", self.path, exc)
+            return
+        PendingSetupFile(directory, key, self.vault_id).save(doc["remote"], doc["recovery_key"])
+
     def remove(self) -> None:
         self.path.unlink(missing_ok=True)

@@ -39,8 +39,9 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, replace
+from pathlib import Path
 
-from memvault_base.errors import InvalidArgument, Locked
+from memvault_base.errors import InvalidArgument, Locked, MemvaultError, Unavailable
 from memvaultd.storage.crash_points import reached
 from memvaultd.storage.snapshot_body import decode_body
 from memvaultd.sync import epochs, moves, recovery, views
@@ -48,14 +49,16 @@ from memvaultd.sync.devices import DeviceRecord, Registry, read_records
 from memvaultd.sync.envelope import DESCRIPTION, Envelope
 from memvaultd.sync.fingerprint import FingerprintKey
 from memvaultd.sync.high_water import HighWater, HighWaterFile
+from memvaultd.sync.pending_rotation import PendingRotationFile
 from memvaultd.sync.pending_setup import PendingSetupFile
 from memvaultd.sync.remotes import open_remote, redact
 from memvaultd.sync.remotes.base import Remote
 from memvaultd.sync.snapshots import latest_snapshot
+from memvaultd.sync.status import SyncStatus
 from memvaultd.sync.vault_keys import DESCRIPTION_OBJECT, place, reaching
 from memvaultd.sync.vault_side import SyncedVault
 from memvaultd.sync.witness import Witness
-from memvaultd.sync.worker import SyncStatus, SyncWorker
+from memvaultd.sync.worker import SyncWorker
 
 __all__ = ["DESCRIPTION_OBJECT", "AlreadyConfigured", "Syncing"]
 
@@ -77,6 +80,9 @@ class Rotation:
     revoked_device: str
     token_revoked: bool
     token_note: str
+    # The key of a rotation cut short before its answer, shown now; no
+    # epoch was started by this call (`unshown_recovery_key`).
+    recovered: bool = False
 
 
 class Syncing:
@@ -137,7 +143,7 @@ class Syncing:
         """This device's fingerprint of the chain; compared with `other`
         (another device's, as printed there) when given."""
         worker = self._synced("verify")
-        key = FingerprintKey(self.vault.vault_key, self.vault.info.vault_id_bytes)
+        key = FingerprintKey(worker.envelope.key(0), self.vault.info.vault_id_bytes)
         with reaching(worker.status.remote):
             return views.verify(worker, key, other, self.sync_now)
 
@@ -171,11 +177,53 @@ class Syncing:
         empty), then have a memvault-server revoke that device's token. A
         token left unrevoked is said in the result and undoes nothing."""
         worker = self._synced("devices revoke" if revoke else "recovery-key rotate")
+        unshown = None if revoke else self.unshown_recovery_key()
+        if unshown is not None:
+            return Rotation(*unshown, "", False, "", recovered=True)
+        pending = self._pending_rotation()
         with reaching(worker.status.remote):
             revoked = worker.registry.find(revoke).device if revoke else ""
-            text = worker.rotate(frozenset({revoked}) if revoked else frozenset())
+            text = worker.rotate(frozenset({revoked}) if revoked else frozenset(), pending.save)
         token_revoked, token_note = worker.revoke_token(revoked) if revoked else (False, "")
+        pending.remove()  # shown once the answer is, as `init`'s key
         return Rotation(text, worker.envelope.epoch, revoked, token_revoked, token_note)
+
+    def unshown_recovery_key(self) -> tuple[str, int] | None:
+        """The recovery key of a rotation cut short after its grant, before
+        its answer (`pending_rotation.py`), with its epoch: returned once,
+        then forgotten. Only if it opens an epoch at least as new as this
+        device's: one whose grant never landed, or that a later rotation
+        replaced, is dropped. A remote that cannot be reached: asked again
+        at the next call."""
+        worker = self.worker
+        if worker is None or not self._pending_rotation().path.exists():
+            return None  # at every status: no wait on a round in progress
+        # Under the worker's lock: a move of the local files to a new key
+        # stages this file, and would bring back one removed meanwhile.
+        with worker.between_rounds():
+            return self._take_unshown(worker)
+
+    def _take_unshown(self, worker: SyncWorker) -> tuple[str, int] | None:
+        pending = self._pending_rotation()
+        text = pending.load()
+        if text is None:
+            return None
+        try:
+            vault_id, secret = recovery.parse_recovery_key(text)
+            epoch = epochs.from_recovery(worker.base, vault_id, secret).number
+        except Unavailable as exc:
+            log.warning("the recovery key of a rotation cut short is kept: the remote is "
+                        "unreachable (%s)", exc)
+            return None
+        except MemvaultError:
+            epoch = -1
+        if epoch < worker.envelope.epoch:
+            log.warning("dropped the recovery key of a rotation cut short: its epoch %s",
+                        "was replaced since" if epoch >= 0 else "never started")
+            pending.remove()
+            return None
+        pending.remove()
+        return text, epoch
 
     def sync_now(self) -> None:
         """One round now, if sync is set up; its failure is raised."""
@@ -383,7 +431,7 @@ class Syncing:
         remote = base if not high_water.scope else self._open(
             high_water.remote, high_water.token, high_water.scope)
         self._start(remote, base, HighWaterFile(vault.data_dir, key, vault_id), high_water,
-                    Envelope(key, vault_id))
+                    Envelope(high_water.first_key(key), vault_id))
         return True
 
     def _start(self, remote: Remote, base: Remote, water_file: HighWaterFile,
@@ -398,7 +446,7 @@ class Syncing:
         worker = SyncWorker(self.vault, remote, water_file, high_water, envelope,
                             registry=registry, device_name=socket.gethostname() or "device",
                             base=base, open_scope=open_scope,
-                            marks_every_s=self.marks_every_s)
+                            marks_every_s=self.marks_every_s, reseal=self._reseal)
         if high_water.witness:
             worker.witness = Witness(
                 self._open(high_water.witness, high_water.witness_token,
@@ -409,6 +457,25 @@ class Syncing:
         self.worker = worker
         worker.start()
         return worker
+
+    def _pending_rotation(self) -> PendingRotationFile:
+        vault = self.vault
+        return PendingRotationFile(vault.data_dir, vault.vault_key, vault.info.vault_id_bytes)
+
+    def _reseal(self, epoch: int, key: bytes, mark: HighWater) -> HighWaterFile:
+        """Seal the local files under key epoch `epoch`'s `key`, `sync.state`
+        holding `mark` (`vault/rekey.py`); the state's file from then on."""
+        vault = self.vault
+        vault_id = vault.info.vault_id_bytes
+        pending = PendingSetupFile(vault.data_dir, vault.vault_key, vault_id)
+        rotation = self._pending_rotation()
+
+        def stage(staging: Path) -> None:
+            HighWaterFile(staging, key, vault_id).save(mark)
+            pending.reseal_into(staging, key)
+            rotation.reseal_into(staging, key)
+        vault.reseal(key, epoch, stage)
+        return HighWaterFile(vault.data_dir, key, vault_id)
 
     def _open(self, url: str, token: str | None, scope: str, *, setting_up: bool = False,
               allow_cleartext_token: bool = False) -> Remote:

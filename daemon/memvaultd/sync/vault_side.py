@@ -76,6 +76,13 @@ class SyncedVault(PushedVault, Protocol):
         of that vault into the directory the step moves into place."""
         ...
 
+    def reseal(self, key: bytes, epoch: int, stage: Callable[[Path], None]) -> None:
+        """Seal every local file under `key`, key epoch `epoch`'s, and keep
+        it as the vault key, in one crash-safe step; `stage(directory)`
+        writes sync's files, sealed under `key`, into the directory the step
+        moves into place."""
+        ...
+
     def on_local_commit(self, callback: Callable[[], None] | None) -> None:
         """Call `callback` after every commit of this device's own operations."""
         ...

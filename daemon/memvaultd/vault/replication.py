@@ -58,7 +58,7 @@ class Replication:
         as long as a backlog took to decode: after `init` on a vault of
         100k memories, or a remote down for long, seconds at every round.
         Access marks are among them; when they travel is the worker's
-        choice (`sync/worker.marks_wait`)."""
+        choice (`sync/exchange.marks_wait`)."""
         core = self.core
         with core.write_lock:
             upto = core.log.last_seq

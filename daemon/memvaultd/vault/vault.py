@@ -49,6 +49,7 @@ from memvaultd.model.vector import Vector
 from memvaultd.storage.crash_points import reached
 from memvaultd.storage.join_journal import JoinJournal
 from memvaultd.storage.keys import UnlockedKey, create_vault_key, has_vault_key, load_vault_key
+from memvaultd.storage.rekey_journal import RekeyJournal
 from memvaultd.storage.set_aside import set_aside
 from memvaultd.storage.snapshot_body import SnapshotBody
 from memvaultd.storage.vault_info import VaultInfo, copy_mark
@@ -62,6 +63,7 @@ from memvaultd.vault.deltas import newest_delta
 from memvaultd.vault.events import Event, EventBus
 from memvaultd.vault.listing import ListPage
 from memvaultd.vault.reads import Facet, PreparedRecall, Reads, Recalled
+from memvaultd.vault.rekey import Rekey
 from memvaultd.vault.replication import Replication
 from memvaultd.vault.snapshots import Snapshots, newest_usable, restore
 from memvaultd.vault.upkeep import Upkeep
@@ -82,6 +84,7 @@ class Vault:
         self.reads = Reads(core, self.marks)
         self.upkeep = Upkeep(core)
         self.replication = Replication(core, self.marks, self.snapshots)
+        self.rekey = Rekey(core, self.marks, self.snapshots)
         core.after_commit.append(self.snapshots.if_due)
 
     # -- opening, loading, closing ---------------------------------------------
@@ -92,7 +95,8 @@ class Vault:
         """Unlock (or create) the vault in `data_dir`. Fast: loading the
         memories is `load()`, so the socket can be served meanwhile.
 
-        First, a `join` cut short is finished or dropped (`JoinJournal`).
+        First, a `join` cut short is finished or dropped (`JoinJournal`),
+        and so is a rekey of the local files (`RekeyJournal`).
         A new vault is named (`vault.json`) before its key is stored, and a
         vault that never opened its log has nothing sealed yet: one whose
         first start was cut short gets its key now, whichever step the cut
@@ -108,6 +112,7 @@ class Vault:
             reached("first-start:named")
             log.info("created vault %s", info.vault_id)
         info.check_model(config.model)
+        RekeyJournal(data_dir, info.vault_id_bytes).recover()
         if not (data_dir / "log").exists() and not has_vault_key(data_dir, info.vault_id_bytes):
             key = create_vault_key(data_dir, info.vault_id_bytes, storage=config.key_storage,
                                    prompt=prompt)
@@ -436,6 +441,9 @@ class Vault:
     def adopt(self, info: VaultInfo, key: bytes, base: SnapshotBody | None,
               stage: Callable[[Path], None]) -> int:
         return self.replication.adopt(info, key, base, stage)
+
+    def reseal(self, key: bytes, epoch: int, stage: Callable[[Path], None]) -> None:
+        self.rekey.reseal(key, epoch, stage)
 
     def keep_log_from(self, seq: int | None) -> None:
         """Never prune the log past `seq` (None: no floor): the records the

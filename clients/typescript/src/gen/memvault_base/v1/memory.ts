@@ -750,6 +750,12 @@ export interface SyncStatusReply {
    * device): nothing of them was applied and sync went on past them.
    */
   refused: RefusedVersion[];
+  /**
+   * The recovery key of a rotation cut short after its epoch started and
+   * before its answer, shown here once (`SyncStatus` only); empty: none.
+   */
+  unshownRecoveryKey: string;
+  unshownRecoveryEpoch: number;
 }
 
 export interface RefusedVersion {
@@ -812,6 +818,11 @@ export interface RotateKeysReply {
    */
   tokenRevoked: boolean;
   tokenNote: string;
+  /**
+   * The recovery key is that of a rotation cut short before its answer,
+   * not shown until now; this call started no epoch.
+   */
+  recovered: boolean;
 }
 
 export interface SilentDevice {
@@ -8644,6 +8655,8 @@ function createBaseSyncStatusReply(): SyncStatusReply {
     freezeBoundS: 0,
     witness: "",
     refused: [],
+    unshownRecoveryKey: "",
+    unshownRecoveryEpoch: 0,
   };
 }
 
@@ -8702,6 +8715,12 @@ export const SyncStatusReply: MessageFns<SyncStatusReply> = {
     }
     for (const v of message.refused) {
       RefusedVersion.encode(v!, writer.uint32(146).fork()).join();
+    }
+    if (message.unshownRecoveryKey !== "") {
+      writer.uint32(154).string(message.unshownRecoveryKey);
+    }
+    if (message.unshownRecoveryEpoch !== 0) {
+      writer.uint32(160).uint32(message.unshownRecoveryEpoch);
     }
     return writer;
   },
@@ -8863,6 +8882,22 @@ export const SyncStatusReply: MessageFns<SyncStatusReply> = {
             message.refused.push(RefusedVersion.decode(reader, reader.uint32()));
             continue;
           }
+          case 19: {
+            if (tag !== 154) {
+              break;
+            }
+
+            message.unshownRecoveryKey = reader.string();
+            continue;
+          }
+          case 20: {
+            if (tag !== 160) {
+              break;
+            }
+
+            message.unshownRecoveryEpoch = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -8927,6 +8962,16 @@ export const SyncStatusReply: MessageFns<SyncStatusReply> = {
       refused: globalThis.Array.isArray(object?.refused)
         ? object.refused.map((e: any) => RefusedVersion.fromJSON(e))
         : [],
+      unshownRecoveryKey: isSet(object.unshownRecoveryKey)
+        ? globalThis.String(object.unshownRecoveryKey)
+        : isSet(object.unshown_recovery_key)
+        ? globalThis.String(object.unshown_recovery_key)
+        : "",
+      unshownRecoveryEpoch: isSet(object.unshownRecoveryEpoch)
+        ? globalThis.Number(object.unshownRecoveryEpoch)
+        : isSet(object.unshown_recovery_epoch)
+        ? globalThis.Number(object.unshown_recovery_epoch)
+        : 0,
     };
   },
 
@@ -8986,6 +9031,12 @@ export const SyncStatusReply: MessageFns<SyncStatusReply> = {
     if (message.refused?.length) {
       obj.refused = message.refused.map((e) => RefusedVersion.toJSON(e));
     }
+    if (message.unshownRecoveryKey !== "") {
+      obj.unshownRecoveryKey = message.unshownRecoveryKey;
+    }
+    if (message.unshownRecoveryEpoch !== 0) {
+      obj.unshownRecoveryEpoch = Math.round(message.unshownRecoveryEpoch);
+    }
     return obj;
   },
 
@@ -9012,6 +9063,8 @@ export const SyncStatusReply: MessageFns<SyncStatusReply> = {
     message.freezeBoundS = object.freezeBoundS ?? 0;
     message.witness = object.witness ?? "";
     message.refused = object.refused?.map((e) => RefusedVersion.fromPartial(e)) || [];
+    message.unshownRecoveryKey = object.unshownRecoveryKey ?? "";
+    message.unshownRecoveryEpoch = object.unshownRecoveryEpoch ?? 0;
     return message;
   },
 };
@@ -9593,7 +9646,7 @@ export const RotateKeysRequest: MessageFns<RotateKeysRequest> = {
 };
 
 function createBaseRotateKeysReply(): RotateKeysReply {
-  return { recoveryKey: "", epoch: 0, revokedDevice: "", tokenRevoked: false, tokenNote: "" };
+  return { recoveryKey: "", epoch: 0, revokedDevice: "", tokenRevoked: false, tokenNote: "", recovered: false };
 }
 
 export const RotateKeysReply: MessageFns<RotateKeysReply> = {
@@ -9612,6 +9665,9 @@ export const RotateKeysReply: MessageFns<RotateKeysReply> = {
     }
     if (message.tokenNote !== "") {
       writer.uint32(42).string(message.tokenNote);
+    }
+    if (message.recovered !== false) {
+      writer.uint32(48).bool(message.recovered);
     }
     return writer;
   },
@@ -9669,6 +9725,14 @@ export const RotateKeysReply: MessageFns<RotateKeysReply> = {
             message.tokenNote = reader.string();
             continue;
           }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.recovered = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -9704,6 +9768,7 @@ export const RotateKeysReply: MessageFns<RotateKeysReply> = {
         : isSet(object.token_note)
         ? globalThis.String(object.token_note)
         : "",
+      recovered: isSet(object.recovered) ? globalThis.Boolean(object.recovered) : false,
     };
   },
 
@@ -9724,6 +9789,9 @@ export const RotateKeysReply: MessageFns<RotateKeysReply> = {
     if (message.tokenNote !== "") {
       obj.tokenNote = message.tokenNote;
     }
+    if (message.recovered !== false) {
+      obj.recovered = message.recovered;
+    }
     return obj;
   },
 
@@ -9737,6 +9805,7 @@ export const RotateKeysReply: MessageFns<RotateKeysReply> = {
     message.revokedDevice = object.revokedDevice ?? "";
     message.tokenRevoked = object.tokenRevoked ?? false;
     message.tokenNote = object.tokenNote ?? "";
+    message.recovered = object.recovered ?? false;
     return message;
   },
 };
