@@ -31,26 +31,19 @@ acknowledged write is there: the log is resealed whole while writes wait.
 
 from __future__ import annotations
 
-import json
-import logging
-import shutil
 from pathlib import Path
+from typing import Any
 
-from memvault_base.durable import replace_file, sync_dir
 from memvault_base.errors import IntegrityError
-from memvaultd.storage.crash_points import reached
 from memvaultd.storage.keys import drop_rekeyed_key, promote_rekeyed_key
 from memvaultd.storage.oplog import OperationLog
 from memvaultd.storage.snapshots import SnapshotStore
+from memvaultd.storage.staged_swap import StagedSwap
 
 __all__ = ["JOURNAL", "NAMES", "STAGING", "RekeyJournal", "reseal_log", "reseal_snapshots"]
 
-log = logging.getLogger("memvaultd.storage")
-
 STAGING = "rekey.staging"
 JOURNAL = "rekey.journal"
-REPLACED = "rekey.replaced"
-FORMAT = 1
 # Every file sealed under the vault key, and the key file. The log moves
 # first and sync.state after the snapshots: a start that finds the journal
 # moves the rest whatever was moved.
@@ -95,91 +88,29 @@ def reseal_snapshots(source: SnapshotStore, target: SnapshotStore) -> int:
     return count
 
 
-class RekeyJournal:
+class RekeyJournal(StagedSwap):
+    kind = "rekey"
+    names = NAMES
+    required = "log"
+    replace_unstaged = False
+    rolled_back = ("the local files stay under the key they had, and the next sync round "
+                   "rekeys")
+
     def __init__(self, data_dir: Path, vault_id: bytes) -> None:
-        self.data_dir, self.vault_id = data_dir, vault_id
-        self.staging = data_dir / STAGING
-        self.path = data_dir / JOURNAL
-
-    def begin(self) -> Path:
-        """An empty `rekey.staging/`, whatever an earlier rekey left there."""
-        if self.path.exists():
-            raise IntegrityError(f"{self.path}: a committed rekey is not finished; restart "
-                                 "the daemon to finish it")
-        shutil.rmtree(self.staging, ignore_errors=True)
-        self.staging.mkdir(mode=0o700)
-        return self.staging
-
-    def abandon(self) -> None:
-        """Drop what was staged: the rekey failed before its commit."""
-        if not self.path.exists():
-            shutil.rmtree(self.staging, ignore_errors=True)
-            drop_rekeyed_key(self.data_dir, self.vault_id)
+        super().__init__(data_dir)
+        self.vault_id = vault_id
 
     def commit(self, epoch: int) -> None:
         """The commit point: the staged files are whole; from here on the
         rekey is finished, now or at the next start."""
-        staged = [name for name in NAMES if (self.staging / name).exists()]
-        if "log" not in staged:
-            raise IntegrityError(f"{self.staging}: no log staged; the rekey is not made")
-        sync_dir(self.staging)
-        sync_dir(self.data_dir)
-        doc = {"format": FORMAT, "vault_id": self.vault_id.hex(), "epoch": epoch,
-               "staged": staged}
-        replace_file(self.path, json.dumps(doc).encode())
+        self._commit({"vault_id": self.vault_id.hex(), "epoch": epoch})
 
-    def roll_forward(self) -> None:
-        """Put the staged files in place of the current ones, and the new
-        key in the keyring's vault entry; idempotent."""
-        staged = self._read()
-        replaced = self.data_dir / REPLACED
-        replaced.mkdir(mode=0o700, exist_ok=True)
-        for name in NAMES:
-            new, current = self.staging / name, self.data_dir / name
-            if name not in staged or not new.exists():
-                continue  # not staged, or moved in already
-            if current.exists():
-                shutil.rmtree(replaced / name, ignore_errors=True)
-                current.rename(replaced / name)
-            new.rename(current)
-            if name == NAMES[0]:
-                reached("rekey:moving")
-        sync_dir(self.data_dir)
-        # A key-file vault's key moved in above; the keyring's is copied.
+    def _moved(self) -> None:
+        # A key-file vault's key moved in with the files; the keyring's is copied.
         promote_rekeyed_key(self.data_dir, self.vault_id)
-        reached("rekey:moved")
-        shutil.rmtree(replaced)
-        shutil.rmtree(self.staging, ignore_errors=True)
-        self.path.unlink()
-        sync_dir(self.data_dir)
+
+    def _dropped(self) -> None:
         drop_rekeyed_key(self.data_dir, self.vault_id)
 
-    def recover(self) -> str:
-        """At start: finish a committed rekey, drop an uncommitted one.
-        Returns what was done ("" for nothing), for the log."""
-        if self.path.exists():
-            self.roll_forward()
-            log.warning("finished a rekey of the local files that was cut short (journal %s)",
-                        self.path)
-            return "rolled forward"
-        if self.staging.exists():
-            shutil.rmtree(self.staging)
-            sync_dir(self.data_dir)
-            drop_rekeyed_key(self.data_dir, self.vault_id)
-            log.warning("dropped a rekey of the local files cut short before its commit; "
-                        "they stay under the key they had, and the next sync round rekeys")
-            return "rolled back"
-        return ""
-
-    def _read(self) -> set[str]:
-        try:
-            doc = json.loads(self.path.read_text())
-            staged = set(doc["staged"])
-            if (doc["format"] != FORMAT or not staged <= set(NAMES)
-                    or doc["vault_id"] != self.vault_id.hex()):
-                raise ValueError(f"format {doc['format']!r}, names {sorted(staged)}, "
-                                 f"vault {doc['vault_id']!r}")
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise IntegrityError(f"{self.path}: unreadable ({exc}); the rekey it journals "
-                                 f"cannot be finished: see docs/format.md") from exc
-        return staged
+    def _check(self, doc: dict[str, Any]) -> str | None:
+        return None if doc["vault_id"] == self.vault_id.hex() else f"vault {doc['vault_id']!r}"
