@@ -340,6 +340,21 @@ def has_vault_key(data_dir: Path, vault_id: bytes) -> bool:
         return False
 
 
+def _stage_key_file(staging: Path, vault_id: bytes, key: bytes, current: UnlockedKey
+                    ) -> UnlockedKey | None:
+    """`key` sealed in `staging/vault.key` with `current`'s passphrase key
+    (no prompt, no Argon2 run) when `current` is a key file's; None when it
+    is the keyring's."""
+    if len(key) != KEY_SIZE:
+        raise InvalidArgument(f"a vault key has {KEY_SIZE} bytes, not {len(key)}")
+    if current.storage != "keyfile":
+        return None
+    if current.wrapping is None:  # every key-file UnlockedKey is made with one
+        raise Locked("the key file's passphrase is not at hand: restart the daemon")
+    write_key_file(staging / KEY_FILE_NAME, current.wrapping.wrap(key, vault_id))
+    return UnlockedKey(key, "keyfile", current.detail, current.wrapping)
+
+
 def store_joined_key(staging: Path, vault_id: bytes, key: bytes, current: UnlockedKey
                      ) -> UnlockedKey:
     """Store `key`, of the vault `join` is about to switch to, the way
@@ -353,13 +368,9 @@ def store_joined_key(staging: Path, vault_id: bytes, key: bytes, current: Unlock
       (its `KeyWrapping`: no prompt, no Argon2 run); moved into place with
       the rest of the join (`storage/join_journal.py`).
     """
-    if len(key) != KEY_SIZE:
-        raise InvalidArgument(f"a vault key has {KEY_SIZE} bytes, not {len(key)}")
-    if current.storage == "keyfile":
-        if current.wrapping is None:  # every key-file UnlockedKey is made with one
-            raise Locked("the key file's passphrase is not at hand: restart the daemon")
-        write_key_file(staging / KEY_FILE_NAME, current.wrapping.wrap(key, vault_id))
-        return UnlockedKey(key, "keyfile", current.detail, current.wrapping)
+    staged = _stage_key_file(staging, vault_id, key, current)
+    if staged is not None:
+        return staged
     backend = usable_keyring()
     if backend is None:
         raise Locked("the OS keyring that holds this vault's key is not usable now: start "
@@ -396,13 +407,9 @@ def store_rekeyed_key(staging: Path, vault_id: bytes, key: bytes, current: Unloc
     - key file: `staging/vault.key`, sealed with `current`'s passphrase
       key (no prompt, no Argon2 run), moved into place with the rest.
     """
-    if len(key) != KEY_SIZE:
-        raise InvalidArgument(f"a vault key has {KEY_SIZE} bytes, not {len(key)}")
-    if current.storage == "keyfile":
-        if current.wrapping is None:  # every key-file UnlockedKey is made with one
-            raise Locked("the key file's passphrase is not at hand: restart the daemon")
-        write_key_file(staging / KEY_FILE_NAME, current.wrapping.wrap(key, vault_id))
-        return UnlockedKey(key, "keyfile", current.detail, current.wrapping)
+    staged = _stage_key_file(staging, vault_id, key, current)
+    if staged is not None:
+        return staged
     backend = _rekey_keyring()
     encoded = base64.b64encode(key).decode("ascii")
     try:
