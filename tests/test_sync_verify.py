@@ -235,6 +235,11 @@ def _through_a_witness(a: DaemonProcess, b: DaemonProcess, server: ServerProcess
         b.start()
         _remember(b.home, "only the desktop was shown this one")
         _now(b.home)
+        # A witness that is down is named in `sync status` while it fails.
+        status = json.loads(memvault(b.home, "sync", "status", "--json").stdout)
+        assert status["state"] == "idle" and status["witness_error"], status
+        human = " ".join(memvault(b.home, "sync", "status").stdout.split())
+        assert "witness" in human and "failing" in human, human
         back = ServerProcess(witness.data_dir, "--listen", target).start()
         deadline = time.monotonic() + 60
         while True:  # the first round that reaches the witness again stops sync

@@ -118,6 +118,8 @@ class SyncInfo:
     # epoch: shown once, here ("": none).
     unshown_recovery_key: str = ""
     unshown_recovery_epoch: int = 0
+    # Why the witness failed in the latest round that asked it ("": it answers).
+    witness_error: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         doc = {name: getattr(self, name) for name in self.__dataclass_fields__}

@@ -154,4 +154,5 @@ def _sync_info(reply: pb.SyncStatusReply) -> SyncInfo:
                     reply.snapshot, tuple((device.device, device.last_seen)
                                           for device in reply.silent), reply.freeze_bound_s,
                     reply.witness, tuple((r.number, r.reason) for r in reply.refused),
-                    reply.unshown_recovery_key, reply.unshown_recovery_epoch)
+                    reply.unshown_recovery_key, reply.unshown_recovery_epoch,
+                    reply.witness_error)

@@ -741,7 +741,7 @@ class SyncStatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class SyncStatusReply(_message.Message):
-    __slots__ = ("configured", "remote", "state", "head", "pushed_seq", "pending", "last_push", "last_pull", "last_error", "bad_version", "withheld_head", "repush", "chain", "snapshot", "silent", "freeze_bound_s", "witness", "refused", "unshown_recovery_key", "unshown_recovery_epoch")
+    __slots__ = ("configured", "remote", "state", "head", "pushed_seq", "pending", "last_push", "last_pull", "last_error", "bad_version", "withheld_head", "repush", "chain", "snapshot", "silent", "freeze_bound_s", "witness", "refused", "unshown_recovery_key", "unshown_recovery_epoch", "witness_error")
     CONFIGURED_FIELD_NUMBER: _ClassVar[int]
     REMOTE_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -762,6 +762,7 @@ class SyncStatusReply(_message.Message):
     REFUSED_FIELD_NUMBER: _ClassVar[int]
     UNSHOWN_RECOVERY_KEY_FIELD_NUMBER: _ClassVar[int]
     UNSHOWN_RECOVERY_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    WITNESS_ERROR_FIELD_NUMBER: _ClassVar[int]
     configured: bool
     remote: str
     state: str
@@ -782,7 +783,8 @@ class SyncStatusReply(_message.Message):
     refused: _containers.RepeatedCompositeFieldContainer[RefusedVersion]
     unshown_recovery_key: str
     unshown_recovery_epoch: int
-    def __init__(self, configured: _Optional[bool] = ..., remote: _Optional[str] = ..., state: _Optional[str] = ..., head: _Optional[int] = ..., pushed_seq: _Optional[int] = ..., pending: _Optional[int] = ..., last_push: _Optional[float] = ..., last_pull: _Optional[float] = ..., last_error: _Optional[str] = ..., bad_version: _Optional[int] = ..., withheld_head: _Optional[int] = ..., repush: _Optional[bool] = ..., chain: _Optional[int] = ..., snapshot: _Optional[int] = ..., silent: _Optional[_Iterable[_Union[SilentDevice, _Mapping]]] = ..., freeze_bound_s: _Optional[float] = ..., witness: _Optional[str] = ..., refused: _Optional[_Iterable[_Union[RefusedVersion, _Mapping]]] = ..., unshown_recovery_key: _Optional[str] = ..., unshown_recovery_epoch: _Optional[int] = ...) -> None: ...
+    witness_error: str
+    def __init__(self, configured: _Optional[bool] = ..., remote: _Optional[str] = ..., state: _Optional[str] = ..., head: _Optional[int] = ..., pushed_seq: _Optional[int] = ..., pending: _Optional[int] = ..., last_push: _Optional[float] = ..., last_pull: _Optional[float] = ..., last_error: _Optional[str] = ..., bad_version: _Optional[int] = ..., withheld_head: _Optional[int] = ..., repush: _Optional[bool] = ..., chain: _Optional[int] = ..., snapshot: _Optional[int] = ..., silent: _Optional[_Iterable[_Union[SilentDevice, _Mapping]]] = ..., freeze_bound_s: _Optional[float] = ..., witness: _Optional[str] = ..., refused: _Optional[_Iterable[_Union[RefusedVersion, _Mapping]]] = ..., unshown_recovery_key: _Optional[str] = ..., unshown_recovery_epoch: _Optional[int] = ..., witness_error: _Optional[str] = ...) -> None: ...
 
 class RefusedVersion(_message.Message):
     __slots__ = ("number", "reason")

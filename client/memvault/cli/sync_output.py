@@ -55,7 +55,9 @@ def sync_table(info: SyncInfo, *, now: float | None = None) -> Table:
     if info.repush:
         rows.append(("repush", "the next push puts the whole vault again"))
     if info.witness:
-        rows.append(("witness", info.witness))
+        rows.append(("witness", f"{info.witness}; failing, sync goes on without it: "
+                                f"{info.witness_error}" if info.witness_error
+                     else info.witness))
     for number, reason in info.refused:
         rows.append(("refused", f"version {number}: {reason}; nothing of it applied, sync "
                                 "went on past it"))

@@ -390,6 +390,7 @@ class MemoryServicer:
             silent=[pb.SilentDevice(device=device, last_seen=last_seen)
                     for device, last_seen in status.silent],
             freeze_bound_s=status.freeze_bound_s, witness=status.witness,
+            witness_error=status.witness_error,
             refused=[pb.RefusedVersion(number=number, reason=reason)
                      for number, reason in status.refused])
 

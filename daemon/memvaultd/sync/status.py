@@ -58,6 +58,7 @@ class SyncStatus:
     silent: list[tuple[str, float]] = field(default_factory=list)
     freeze_bound_s: float = 0.0
     witness: str = ""  # the witness remote's URL without secrets ("": none)
+    witness_error: str = ""  # why the witness failed this round ("": it answered)
     # The versions refused since the daemon started, newest last: (number,
     # why), e.g. signed by no registered device (`signatures.Refused`).
     refused: list[tuple[int, str]] = field(default_factory=list)

@@ -2,7 +2,8 @@
 device's view there, and checking the other devices' views against it.
 
 A witness that is down never stops sync: the round goes on without it and
-`sync status` lists the error.
+`sync status` names the witness as failing, with the error, until it
+answers again.
 """
 
 from __future__ import annotations
@@ -52,10 +53,12 @@ class Witnessing:
         if self.witness is None:
             return []
         try:
-            return self.witness.others()
+            views = self.witness.others()
         except Exception as exc:  # a witness that is down never stops sync
             self._failed(exc)
             return []
+        self.mark.status.witness_error = ""
+        return views
 
     def record(self, force: bool) -> None:
         if self.witness is None or (
@@ -65,6 +68,7 @@ class Witnessing:
         try:
             self.witness.record(*self.mark.view())
             self._recorded_at = time.monotonic()
+            self.mark.status.witness_error = ""
         except Exception as exc:
             self._failed(exc)
 
@@ -72,6 +76,7 @@ class Witnessing:
         url = self.witness.url if self.witness else ""
         status = self.mark.status
         status.errors = [*status.errors[-9:], f"witness {url}: {exc}"]
+        status.witness_error = str(exc) or type(exc).__name__
         log.warning("the witness %s failed (%s); sync goes on without it this round", url, exc)
 
     def check(self, views: list[View]) -> None:

@@ -756,6 +756,11 @@ export interface SyncStatusReply {
    */
   unshownRecoveryKey: string;
   unshownRecoveryEpoch: number;
+  /**
+   * Why the witness failed in the latest round that asked it; empty while
+   * it answers (a witness that is down never stops sync).
+   */
+  witnessError: string;
 }
 
 export interface RefusedVersion {
@@ -8657,6 +8662,7 @@ function createBaseSyncStatusReply(): SyncStatusReply {
     refused: [],
     unshownRecoveryKey: "",
     unshownRecoveryEpoch: 0,
+    witnessError: "",
   };
 }
 
@@ -8721,6 +8727,9 @@ export const SyncStatusReply: MessageFns<SyncStatusReply> = {
     }
     if (message.unshownRecoveryEpoch !== 0) {
       writer.uint32(160).uint32(message.unshownRecoveryEpoch);
+    }
+    if (message.witnessError !== "") {
+      writer.uint32(170).string(message.witnessError);
     }
     return writer;
   },
@@ -8898,6 +8907,14 @@ export const SyncStatusReply: MessageFns<SyncStatusReply> = {
             message.unshownRecoveryEpoch = reader.uint32();
             continue;
           }
+          case 21: {
+            if (tag !== 170) {
+              break;
+            }
+
+            message.witnessError = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -8972,6 +8989,11 @@ export const SyncStatusReply: MessageFns<SyncStatusReply> = {
         : isSet(object.unshown_recovery_epoch)
         ? globalThis.Number(object.unshown_recovery_epoch)
         : 0,
+      witnessError: isSet(object.witnessError)
+        ? globalThis.String(object.witnessError)
+        : isSet(object.witness_error)
+        ? globalThis.String(object.witness_error)
+        : "",
     };
   },
 
@@ -9037,6 +9059,9 @@ export const SyncStatusReply: MessageFns<SyncStatusReply> = {
     if (message.unshownRecoveryEpoch !== 0) {
       obj.unshownRecoveryEpoch = Math.round(message.unshownRecoveryEpoch);
     }
+    if (message.witnessError !== "") {
+      obj.witnessError = message.witnessError;
+    }
     return obj;
   },
 
@@ -9065,6 +9090,7 @@ export const SyncStatusReply: MessageFns<SyncStatusReply> = {
     message.refused = object.refused?.map((e) => RefusedVersion.fromPartial(e)) || [];
     message.unshownRecoveryKey = object.unshownRecoveryKey ?? "";
     message.unshownRecoveryEpoch = object.unshownRecoveryEpoch ?? 0;
+    message.witnessError = object.witnessError ?? "";
     return message;
   },
 };
