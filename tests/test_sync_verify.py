@@ -120,8 +120,8 @@ class Shared:
 def _shared(kind: str, tmp_path: Path, request: pytest.FixtureRequest,
             monkeypatch: pytest.MonkeyPatch) -> Iterator[Shared]:
     if kind == "server":
-        shared = Shared(kind, "", {}, tmp_path, ServerProcess(tmp_path / "server").start())
-        shared.url = f"grpc://{shared.server.target}"  # type: ignore[union-attr]
+        server = ServerProcess(tmp_path / "server").start()
+        shared = Shared(kind, f"grpc://{server.target}", {}, tmp_path, server)
         try:
             yield shared
         finally:
