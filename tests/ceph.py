@@ -113,6 +113,14 @@ class CephRGW:
         with urllib.request.urlopen(request, timeout=30) as reply:
             reply.read()
 
+    def delete_bucket(self, name: str) -> None:
+        """DELETE /name (the bucket must be empty), signed as `create_bucket` is."""
+        request = urllib.request.Request(
+            f"{self.endpoint}/{name}", method="DELETE",
+            headers=_sigv4_headers("DELETE", self.rgw_port, f"/{name}"))
+        with urllib.request.urlopen(request, timeout=30) as reply:
+            reply.read()
+
     def stop(self) -> None:
         for proc in reversed(self._procs):
             if proc.poll() is None:

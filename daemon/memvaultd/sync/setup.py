@@ -448,10 +448,12 @@ class Syncing:
                             base=base, open_scope=open_scope,
                             marks_every_s=self.marks_every_s, reseal=self._reseal)
         if high_water.witness:
-            worker.witness = Witness(
-                self._open(high_water.witness, high_water.witness_token,
-                           self.vault.info.vault_id), envelope, self.vault.info.device_id)
-            worker.status.witness = redact(high_water.witness)
+            witness_url, witness_token = high_water.witness, high_water.witness_token
+            worker.witness = Witness.opened_when_used(
+                redact(witness_url),
+                lambda: self._open(witness_url, witness_token, self.vault.info.vault_id),
+                envelope, self.vault.info.device_id)
+            worker.status.witness = redact(witness_url)
         self.vault.keep_log_from(high_water.pushed_seq)
         self.vault.on_local_commit(worker.poke)
         self.worker = worker

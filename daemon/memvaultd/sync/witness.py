@@ -49,14 +49,35 @@ class View:
 
 class Witness:
     def __init__(self, remote: Remote, envelope: Envelope, device: str) -> None:
-        self.remote = remote
+        self._remote: Remote | None = remote
+        self._open: Callable[[], Remote] | None = None
+        self._url = remote.url
         self.envelope = envelope
         self.device = device
         self._recorded: tuple[int, str, int, bytes] | None = None
 
+    @classmethod
+    def opened_when_used(cls, url: str, open_remote: Callable[[], Remote],
+                         envelope: Envelope, device: str) -> Witness:
+        """The witness at `url`, opened at its first use and, while that
+        fails, at every use after: a witness that is down when the daemon
+        starts (a directory remote opens its folder at once) fails its
+        rounds, as one that goes down later does, and never stops sync."""
+        witness = cls.__new__(cls)
+        witness._remote, witness._open, witness._url = None, open_remote, url
+        witness.envelope, witness.device, witness._recorded = envelope, device, None
+        return witness
+
     @property
     def url(self) -> str:
-        return self.remote.url
+        return self._url
+
+    @property
+    def remote(self) -> Remote:
+        if self._remote is None:
+            assert self._open is not None
+            self._remote = self._open()
+        return self._remote
 
     def others(self) -> list[View]:
         """The newest record of every other device (one that does not open
@@ -102,7 +123,8 @@ class Witness:
             log.debug("older witness records kept (%s)", exc)
 
     def close(self) -> None:
-        self.remote.close()
+        if self._remote is not None:
+            self._remote.close()
 
 
 def check(views: list[View], chain: int, scope: str, head: int,
