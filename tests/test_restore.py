@@ -440,3 +440,20 @@ def test_a_list_where_a_string_belongs_is_refused() -> None:
                         lambda meta: meta["memories"]["category"].__setitem__(0, ["x"]))
     with pytest.raises(IntegrityError):
         decode_body(body)
+
+
+def test_a_keyword_index_emptied_by_removals_restores_like_a_new_one() -> None:
+    memories, _ = _memories(300, seed=10)
+    fields = [(m.text, m.topic_key) for m in memories]
+    emptied = KeywordIndex()
+    for i, (text, _topic) in enumerate(fields[:50]):
+        emptied.put(f"old{i}", [text, "gone"])
+    for i in range(50):
+        emptied.remove(f"old{i}")
+    fresh = KeywordIndex()
+    ids = [m.id for m in memories]
+    for index in (emptied, fresh):
+        index.restore(ids, fields)
+    assert _live_postings(emptied) == _live_postings(fresh)
+    for text in ("deploy tests", "naive café", "σας", "gone", "topic 3"):
+        assert list(ranked(emptied.search(text))) == list(ranked(fresh.search(text)))

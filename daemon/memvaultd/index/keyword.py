@@ -329,6 +329,8 @@ class KeywordIndex:
             self._count = array("q", live.tobytes())
             self._start = array("q", (ends - live).tobytes())
             self._ords, self._tfs = ords, _narrowest(tfs)
+            # Left by puts whose documents were all removed since.
+            self._recent, self._recent_size, self._holes, self._removed = {}, 0, 0, 0
             self._doc_terms, self._doc_ends = array("i", doc_terms.tobytes()), array(
                 "q", doc_ends.tobytes())
             self._ordinals = dict(zip(doc_ids, range(n), strict=True))
