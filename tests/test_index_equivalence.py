@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from memvaultd.index import ivf as ann
+from memvaultd.index import keyword
 from memvaultd.index.keyword import K1, B, KeywordIndex, tokens
 from memvaultd.index.memory_index import REFINE_MIN, MemoryIndex, tail_limit
 from memvaultd.model.memory import Memory
@@ -217,8 +218,13 @@ _KEYWORD_QUERIES = ("apple tests", "deploy friday", "cherry", "t1 jest", "nothin
                     "deploy friday ops", "ops deploy friday z1 z4 t1")
 
 
+@pytest.mark.parametrize("merge_min", [keyword.MERGE_MIN, 40])
 @pytest.mark.parametrize("compiled", [False, True])
-def test_keyword_scores_match_plain_bm25(compiled: bool) -> None:
+def test_keyword_scores_match_plain_bm25(compiled: bool, merge_min: int,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Also with the recent postings merged into the arrays every few puts
+    and removals (`merge_min` 40), and not at all at 3,000 documents."""
+    monkeypatch.setattr(keyword, "MERGE_MIN", merge_min)
     index, docs = _keyword_docs()
     if compiled:
         index._compile()  # what a vault of keyword.COMPILED_FROM documents does on a thread
@@ -243,10 +249,38 @@ def test_keyword_scores_match_plain_bm25(compiled: bool) -> None:
         assert in_order == sorted(in_order, key=lambda d: (-score[d], indexed[d]))
 
 
-def test_compiled_keyword_sums_are_numpys_to_the_bit() -> None:
+def test_terms_that_lose_every_document_are_merged_away_and_can_come_back(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each round replaces every document's words, so the last round's terms
+    lose all their documents: merges (every ~10 entries) drop those terms and
+    renumber the others, and a term that comes back is found again."""
+    monkeypatch.setattr(keyword, "MERGE_MIN", 10)
+    index, docs = KeywordIndex(), {}
+    for round_ in range(6):
+        word = f"w{round_ % 3}"  # the first round's words come back in the fourth
+        for i in range(60):
+            docs[f"d{i}"] = [f"{word}x{i % 7} common", f"t{i % 3}"]
+            index.put(f"d{i}", docs[f"d{i}"])
+        for i in range(round_, 60, 4):
+            docs.pop(f"d{i}", None)
+            index.remove(f"d{i}")
+        for query in ("common", f"{word}x3", f"{word}x1 t2", "w0x2 w1x2 w2x2 common"):
+            expected = _reference_bm25(docs, query)
+            hits = index.search(query)
+            assert sorted(ranked(hits)) == sorted(expected), query
+            for doc_id, score in zip(expected, hits.scores_of(list(expected)), strict=True):
+                assert math.isclose(score, expected[doc_id], rel_tol=1e-9)
+    assert len(index._term_ids) < 3 * 7 + 1 + 3  # the terms of one round and a few more
+
+
+@pytest.mark.parametrize("merge_min", [keyword.MERGE_MIN, 40])
+def test_compiled_keyword_sums_are_numpys_to_the_bit(merge_min: int,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """Both ways of summing (dense and merged, one term and many) give the
     same documents and the same float64 scores, so a vault's answers do not
-    change when it grows past keyword.COMPILED_FROM."""
+    change when it grows past keyword.COMPILED_FROM; also with the postings
+    merged into the arrays every few writes (`merge_min` 40)."""
+    monkeypatch.setattr(keyword, "MERGE_MIN", merge_min)
     plain, _ = _keyword_docs()
     fast, _ = _keyword_docs()
     fast._compile()

@@ -13,6 +13,18 @@ the vault's in-memory state write by write (add, replace, remove, about 10 µs
 each) and answer over whichever memories the caller then filters;
 libraries such as bm25s build a static index, and LanceDB's full-text index
 would keep a second copy of every record and re-index on writes.
+
+The postings are held in compressed sparse rows: one array of document
+ordinals (int32) and one of term counts (one byte while every count fits)
+for all terms, each term a slice of them, found through a dict from term to
+term id; writes since go to small per-term lists merged in when they pass an
+eighth of the arrays. An object with two arrays per term cost ~400 bytes a
+term, and the benchmark's topics give each memory a term of its own. A
+restore builds the arrays 8,192 documents at a time, so the words of all
+documents never exist at once. At 100k benchmark memories (in process,
+restore and `finish_restore`): 95 MB held (tracemalloc) and a 298 MB peak in
+2.7 s with an object per term and all words at once, 37 MB and a 67 MB peak
+in 1.5 s in rows and slices; the resident size grew by 238 MB against 65.
 """
 
 from __future__ import annotations
@@ -24,7 +36,8 @@ import re
 import threading
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from itertools import chain, count, repeat
+from itertools import chain, compress, count, islice, repeat
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -57,11 +70,15 @@ def stem(word: str) -> str:
     Cached: a vault's vocabulary is a few tens of thousands of words, and
     stemming was a fifth of the cost of storing a memory. One stemmer per
     thread: PyStemmer's objects are not safe to share between threads."""
+    stemmed: str = _stemmer().stemWord(word)
+    return stemmed
+
+
+def _stemmer() -> Any:
     stemmer = getattr(_STEMMERS, "english", None)
     if stemmer is None:
         stemmer = _STEMMERS.english = Stemmer.Stemmer("english")
-    stemmed: str = stemmer.stemWord(word)
-    return stemmed
+    return stemmer
 
 
 def tokens(text: str) -> list[str]:
@@ -75,6 +92,18 @@ def _term(word: str) -> str:
     cost of storing it and of loading a snapshot."""
     word = word.replace("'", "")
     return stem(word) if word and word not in STOP_WORDS else ""
+
+
+def _terms_uncached(words: Iterable[str]) -> list[str]:
+    """`_term` of each word, through neither cache, for a restore: its
+    ~100k distinct words at 100k memories (in the benchmark, a number each
+    from their topics) filled both caches (65,536 entries each) with words
+    no later write or query may ask for, ~25 MB held after it; and a restore
+    turns each distinct word of a slice into its term once anyway (7k of its
+    107k calls were hits)."""
+    cleaned = [word.replace("'", "") for word in words]
+    stems = iter(_stemmer().stemWords([w for w in cleaned if w and w not in STOP_WORDS]))
+    return [next(stems) if w and w not in STOP_WORDS else "" for w in cleaned]
 
 
 class KeywordHits:
@@ -136,63 +165,70 @@ class KeywordHits:
             pool, window = np.flatnonzero(scores < scores[pool[-1]]), window * 4
 
 
-class _Postings:
-    """One term's (document ordinal, term frequency) pairs, append-only;
-    entries of dead ordinals are dropped when they are half the list.
+# A restore indexes this many documents at a time (`_Slices`): ~150k words
+# of the benchmark's memories a slice, against 1.8M at once at 100k.
+RESTORE_SLICE = 8192
+# Recent postings (and holes left by removals) are merged into the arrays
+# once they are more than 1 / MERGE_SHARE of them, and MERGE_MIN at least: a
+# merge rewrites every entry (0.08-0.2 s at 100k benchmark memories, 1.2
+# million entries, on a busy 2-core machine), so a put pays ~8 entries'
+# worth of merging, and the recent lists hold ~150k entries at most there.
+MERGE_SHARE = 8
+MERGE_MIN = 16_384
+
+
+class _Recent:
+    """One term's (document ordinal, term frequency) pairs put since the
+    last merge, append-only.
 
     Stored in `array.array`s: an append costs ~50 ns against ~300 ns for a
-    NumPy element store, and a search reads them as NumPy arrays without a
-    copy (`np.frombuffer`, under the index lock, released before the next
-    append)."""
+    NumPy element store, and a search reads them through `np.frombuffer`
+    (under the index lock, its views let go before the next append)."""
 
-    __slots__ = ("live", "ords", "tfs")
+    __slots__ = ("ords", "tfs")
 
     def __init__(self) -> None:
         self.ords = array("q")
-        self.tfs = array("d")
-        self.live = 0
+        self.tfs = array("q")
 
     def compact(self, alive: npt.NDArray[np.bool_]) -> None:
         ords = np.frombuffer(self.ords, dtype=np.int64)
         keep = alive[ords]
-        kept_ords, kept_tfs = ords[keep], np.frombuffer(self.tfs, dtype=np.float64)[keep]
+        kept_ords, kept_tfs = ords[keep], np.frombuffer(self.tfs, dtype=np.int64)[keep]
         del ords, keep
-        self.ords, self.tfs = array("q", kept_ords.tobytes()), array("d", kept_tfs.tobytes())
-        self.live = len(self.ords)
-
-
-class _RestoredTerms:
-    """The distinct terms of each document `restore` indexed, by ordinal, as
-    arrays (what `_drop` walks): a tuple of strings per document cost 0.17 s
-    and ~14 MB at 100k memories."""
-
-    __slots__ = ("ends", "names", "terms")
-
-    def __init__(self, names: list[str], terms: npt.NDArray[np.int64],
-                 ends: npt.NDArray[np.int64]) -> None:
-        self.names, self.terms, self.ends = names, terms, ends
-
-    def of(self, ordinal: int) -> list[str]:
-        if ordinal >= len(self.ends):
-            return []
-        start = int(self.ends[ordinal - 1]) if ordinal else 0
-        return [self.names[t] for t in self.terms[start : int(self.ends[ordinal])].tolist()]
+        self.ords, self.tfs = array("q", kept_ords.tobytes()), array("q", kept_tfs.tobytes())
 
 
 class KeywordIndex:
     """Documents are numbered (ordinals) in the order they are indexed; a
-    re-indexed document gets a new ordinal and its old one dies, so postings
-    only ever grow at the end and a search reads them as NumPy slices."""
+    re-indexed document gets a new ordinal and its old one dies, so a term's
+    postings only ever grow at the end and a search reads them as slices.
+
+    Terms are numbered too (term ids, in order of first appearance, renumbered
+    densely at each merge). A term's postings are its slice of the merged
+    arrays (`_ords`, `_tfs`: `_count[t]` entries from `_start[t]`, ordinals
+    ascending) followed by those put since (`_recent`), whose ordinals are all
+    larger. Each document's term ids are kept in ordinal order (`_doc_terms`,
+    ending at `_doc_ends[ordinal]`), for a removal to count its terms down."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._postings: dict[str, _Postings] = {}
+        self._term_ids: dict[str, int] = {}
+        self._live = array("q")  # per term id: its live documents
+        self._start = array("q")  # per term id: its first merged entry
+        self._count = array("q")  # per term id: its merged entries
+        self._ords: npt.NDArray[Any] = np.zeros(0, dtype=np.int32)
+        self._tfs: npt.NDArray[Any] = np.zeros(0, dtype=np.uint8)
+        self._holes = 0  # merged entries dropped in place since the merge
+        self._removed = 0  # documents removed or replaced since the merge
+        self._recent: dict[int, _Recent] = {}
+        self._recent_size = 0
+        self._doc_terms = array("i")
+        self._doc_ends = array("q")
         self._ordinals: dict[str, int] = {}
         self._doc_ids: list[str | None] = []
         self._lengths = np.zeros(1024, dtype=np.float64)
         self._alive = np.zeros(1024, dtype=bool)
-        self._terms: dict[str, tuple[str, ...]] = {}  # of documents `put`
-        self._restored = _RestoredTerms([], np.zeros(0, dtype=np.int64), np.zeros(0, np.int64))
         self._total = 0
         self._compiled: _Sums | None = None  # `_bm25_sums`, once a thread has compiled it
         self._compiling = False
@@ -221,18 +257,28 @@ class KeywordIndex:
                 self._alive = np.resize(self._alive, 2 * ordinal)
             self._doc_ids.append(doc_id)
             self._ordinals[doc_id] = ordinal
+            term_ids, live, recent = self._term_ids, self._live, self._recent
             for term, tf in counts.items():
-                postings = self._postings.get(term)
+                term_id = term_ids.get(term)
+                if term_id is None:
+                    term_id = term_ids[term] = len(live)
+                    live.append(0)
+                    self._start.append(0)
+                    self._count.append(0)
+                postings = recent.get(term_id)
                 if postings is None:
-                    postings = self._postings[term] = _Postings()
+                    postings = recent[term_id] = _Recent()
                 postings.ords.append(ordinal)
                 postings.tfs.append(tf)
-                postings.live += 1
+                live[term_id] += 1
+                self._doc_terms.append(term_id)
+            self._doc_ends.append(len(self._doc_terms))
+            self._recent_size += len(counts)
             length = sum(counts.values())
             self._lengths[ordinal] = length
             self._alive[ordinal] = True
-            self._terms[doc_id] = tuple(counts)
             self._total += length
+            self._merge_when_large()
             self._compile_when_large()
 
     def restore(self, doc_ids: Sequence[str], fields: Iterable[Iterable[str]]) -> None:
@@ -264,52 +310,35 @@ class KeywordIndex:
             self._pending = None
 
     def _index_restored(self, doc_ids: Sequence[str], fields: Iterable[Iterable[str]]) -> None:
-        """`restore`'s indexing (the caller holds `_pending_lock`).
-
-        Built per term rather than per document: the words of each document
-        are found by one `findall` over its fields joined by spaces (a space
-        ends a word and breaks the context of lower-casing, so the words are
-        those of each field), every distinct word is turned into its term
-        once, and the (term, document) counts are one NumPy `unique`. 100k
-        memories of ~18 words: 1.2 s against 1.45 s for a `put` of each with
-        the collector paused (1.9 s with it running)."""
-        words = [WORD.findall(" ".join(doc).lower()) for doc in fields]
-        if len(words) != len(doc_ids):
-            raise ValueError(f"{len(doc_ids)} ids for {len(words)} documents")
-        n = len(doc_ids)
-        # Word -> id -> term id through C-level maps: a Python loop per word
-        # (1.8M words at 100k memories) cost 0.6 s, these ~0.15 s.
-        vocabulary = dict(zip(dict.fromkeys(chain.from_iterable(words)), count()))
-        word_ids = np.fromiter(map(vocabulary.__getitem__, chain.from_iterable(words)),
-                               dtype=np.int64)
-        term_of_vocabulary = list(map(_term, vocabulary))
-        term_ids = dict(zip(dict.fromkeys(filter(None, term_of_vocabulary)), count()))
-        term_of_word = np.fromiter(map(term_ids.get, term_of_vocabulary, repeat(-1)),
-                                   dtype=np.int64, count=len(vocabulary))
-        token_terms = term_of_word[word_ids]
-        token_docs = np.repeat(np.arange(n, dtype=np.int64),
-                               np.fromiter(map(len, words), dtype=np.int64, count=n))
-        kept = token_terms >= 0  # stop words are no terms
-        # One key per (term, document): sorted, they are the postings term
-        # by term, each in ascending document order, as `put` appends them.
-        pairs, tfs = np.unique(token_terms[kept] * max(n, 1) + token_docs[kept],
-                               return_counts=True)
-        pair_terms, pair_docs = np.divmod(pairs, max(n, 1))
-        lengths = np.bincount(token_docs[kept], minlength=n).astype(np.float64)
-        postings = _postings_by_term(list(term_ids), pair_terms, pair_docs, tfs)
-        by_doc = np.argsort(pair_docs, kind="stable")
-        restored = _RestoredTerms(list(term_ids), pair_terms[by_doc],
-                                  np.cumsum(np.bincount(pair_docs, minlength=n)))
+        """`restore`'s indexing (the caller holds `_pending_lock`), RESTORE_SLICE
+        documents at a time (`_Slices`), straight into the merged arrays."""
+        slices = _Slices()
+        documents = iter(fields)
+        while chunk := list(islice(documents, RESTORE_SLICE)):
+            slices.add(chunk)
+        n = slices.documents
+        if n != len(doc_ids):
+            raise ValueError(f"{len(doc_ids)} ids for {n} documents")
+        terms, ords, tfs, doc_terms, doc_ends, lengths = slices.joined()
+        live = np.bincount(terms, minlength=len(slices.term_ids))
+        ends = np.cumsum(live)
         capacity = _capacity(n)
         with self._lock:
-            self._postings = postings
+            self._term_ids = slices.term_ids
+            self._live = array("q", live.tobytes())
+            self._count = array("q", live.tobytes())
+            self._start = array("q", (ends - live).tobytes())
+            self._ords, self._tfs = ords, _narrowest(tfs)
+            # Left by puts whose documents were all removed since.
+            self._recent, self._recent_size, self._holes, self._removed = {}, 0, 0, 0
+            self._doc_terms, self._doc_ends = array("i", doc_terms.tobytes()), array(
+                "q", doc_ends.tobytes())
             self._ordinals = dict(zip(doc_ids, range(n), strict=True))
             self._doc_ids = list(doc_ids)
             self._lengths = np.zeros(capacity, dtype=np.float64)
             self._lengths[:n] = lengths
             self._alive = np.zeros(capacity, dtype=bool)
             self._alive[:n] = True
-            self._restored = restored
             self._total = int(lengths.sum())
             self._compile_when_large()
 
@@ -317,6 +346,7 @@ class KeywordIndex:
         self.finish_restore()
         with self._lock:
             self._drop(doc_id)
+            self._merge_when_large()
 
     def _drop(self, doc_id: str) -> None:
         ordinal = self._ordinals.pop(doc_id, None)
@@ -325,14 +355,115 @@ class KeywordIndex:
         self._alive[ordinal] = False
         self._doc_ids[ordinal] = None
         self._total -= int(self._lengths[ordinal])
-        terms = self._terms.pop(doc_id, None)
-        for term in self._restored.of(ordinal) if terms is None else terms:
-            postings = self._postings[term]
-            postings.live -= 1
-            if not postings.live:
-                del self._postings[term]
-            elif postings.live < len(postings.ords) // 2:
-                postings.compact(self._alive)
+        self._removed += 1
+        start = self._doc_ends[ordinal - 1] if ordinal else 0
+        for term_id in self._doc_terms[start : self._doc_ends[ordinal]]:
+            self._live[term_id] -= 1
+            live, size = self._live[term_id], self._count[term_id]
+            recent = self._recent.get(term_id)
+            if not live:
+                self._holes += size
+                self._count[term_id] = 0
+                if recent is not None:
+                    self._recent_size -= len(recent.ords)
+                    del self._recent[term_id]
+            elif live < (size + (len(recent.ords) if recent else 0)) // 2:
+                self._compact(term_id, recent)
+
+    def _compact(self, term_id: int, recent: _Recent | None) -> None:
+        """Drop a term's entries of dead documents, in its merged slice and in
+        `_recent`, when they are half its entries (the caller holds the lock)."""
+        start, size = self._start[term_id], self._count[term_id]
+        ords = self._ords[start : start + size]
+        keep = self._alive[ords]
+        kept = int(np.count_nonzero(keep))
+        ords[:kept] = ords[keep]
+        tfs = self._tfs[start : start + size]
+        tfs[:kept] = tfs[keep]
+        self._count[term_id] = kept
+        self._holes += size - kept
+        if recent is not None:
+            self._recent_size -= len(recent.ords)
+            recent.compact(self._alive)
+            self._recent_size += len(recent.ords)
+
+    def _merge_when_large(self) -> None:
+        """Merge `_recent` into the arrays once it and the holes are a
+        MERGE_SHARE of them, at least MERGE_MIN entries (the caller holds the
+        lock): each merge rewrites every entry, so a put costs a constant
+        share of one."""
+        if self._recent_size + self._holes > max(MERGE_MIN, len(self._ords) // MERGE_SHARE):
+            self._merge()
+
+    def _merge(self) -> None:
+        """The merged arrays rewritten with the recent postings, without the
+        entries of documents removed since the last merge, nor terms left
+        without documents; term ids renumbered (the caller holds the lock).
+
+        Each pass is skipped where nothing needs it (no holes, no removals,
+        no term gone): after a restore of 100k benchmark memories and 2,000
+        puts, the whole merge took 0.30 s, a third of it in dropping dead
+        entries from arrays that held none."""
+        live = np.frombuffer(self._live, dtype=np.int64)
+        size = np.frombuffer(self._count, dtype=np.int64)
+        if self._holes:  # the merged slices, term by term, without their holes
+            start = np.frombuffer(self._start, dtype=np.int64)
+            at = np.repeat(start - np.cumsum(size) + size, size) + np.arange(int(size.sum()))
+            ords, tfs = self._ords[at], self._tfs[at]
+            del start, at
+        else:
+            ords, tfs = self._ords, self._tfs
+        recent = sorted(self._recent.items())
+        terms = np.concatenate([
+            np.repeat(np.arange(len(size), dtype=np.int32), size),
+            np.repeat(np.array([t for t, _ in recent], dtype=np.int32),
+                      np.array([len(p.ords) for _, p in recent], dtype=np.int64))])
+        ords = np.concatenate([ords, *(np.frombuffer(p.ords, dtype=np.int64) for _, p in recent)],
+                              dtype=np.int32)
+        tfs = np.concatenate([tfs, *(np.frombuffer(p.tfs, dtype=np.int64) for _, p in recent)],
+                             dtype=np.int64)
+        doc_terms = np.frombuffer(self._doc_terms, dtype=np.int32)
+        doc_ends = np.frombuffer(self._doc_ends, dtype=np.int64)
+        if self._removed:
+            keep = self._alive[ords]
+            terms, ords, tfs = terms[keep], ords[keep], tfs[keep]
+            per_doc = np.diff(doc_ends, prepend=0)
+            doc_of = np.repeat(np.arange(len(doc_ends)), per_doc)
+            kept_entry = self._alive[doc_of]
+            doc_terms = doc_terms[kept_entry]
+            doc_ends = np.cumsum(np.bincount(doc_of[kept_entry], minlength=len(per_doc)))
+            del keep, per_doc, doc_of, kept_entry
+        if recent:  # both parts are sorted by term: a stable sort of them is one merge
+            order = np.argsort(terms, kind="stable")
+            terms, ords, tfs = terms[order], ords[order], tfs[order]
+            del order
+        counts = np.bincount(terms, minlength=len(live))
+        kept = live > 0
+        if not kept.all():  # terms without documents: ids renumbered without them
+            renumbered = (np.cumsum(kept) - 1).astype(np.int32)
+            doc_terms = renumbered[doc_terms]
+            counts, live = counts[kept], live[kept]
+            self._term_ids = dict(zip(compress(self._term_ids, kept.tolist()), count()))
+        ends = np.cumsum(counts)
+        self._ords, self._tfs = ords, _narrowest(tfs)
+        self._live = array("q", live.tobytes())
+        self._count = array("q", counts.tobytes())
+        self._start = array("q", (ends - counts).tobytes())
+        self._doc_terms = array("i", doc_terms.tobytes())
+        self._doc_ends = array("q", doc_ends.tobytes())
+        self._recent, self._recent_size, self._holes, self._removed = {}, 0, 0, 0
+
+    def _entries(self, term_id: int) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:
+        """A term's postings (ordinals ascending, counts): views of the merged
+        arrays, or new arrays where it has recent ones (the caller holds the
+        lock, and lets go of them before it)."""
+        start, size = self._start[term_id], self._count[term_id]
+        ords, tfs = self._ords[start : start + size], self._tfs[start : start + size]
+        recent = self._recent.get(term_id)
+        if recent is None:
+            return ords, tfs
+        return (np.concatenate([ords, np.frombuffer(recent.ords, dtype=np.int64)]),
+                np.concatenate([tfs, np.frombuffer(recent.tfs, dtype=np.int64)]))
 
     def search(self, query: str, without: frozenset[str] = frozenset()) -> KeywordHits:
         """BM25 score of every document sharing a term with `query` (its terms
@@ -344,33 +475,43 @@ class KeywordIndex:
             if not n:
                 return KeywordHits.empty()
             average = self._total / n or 1.0
-            found = [(term, p) for term in terms if (p := self._postings.get(term)) is not None]
+            found = [(term, t) for term in terms
+                     if (t := self._term_ids.get(term)) is not None and self._live[t]]
             if not found:
                 return KeywordHits.empty()
-            idfs = [math.log(1 + (n - p.live + 0.5) / (p.live + 0.5)) for _, p in found]
-            hits = self._sums([p for _, p in found], idfs, average, len(self._doc_ids))
+            live = [self._live[t] for _, t in found]
+            idfs = [math.log(1 + (n - k + 0.5) / (k + 0.5)) for k in live]
+            hits = self._sums([self._entries(t) for _, t in found], idfs, average,
+                              len(self._doc_ids))
             return KeywordHits(*hits, self._doc_ids, self._ordinals,
                                sorted(term for term, _ in found))
 
-    def _sums(self, postings: list[_Postings], idfs: list[float], average: float,
-              ordinal_count: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+    def _sums(self, postings: list[tuple[npt.NDArray[Any], npt.NDArray[Any]]],
+              idfs: list[float], average: float, ordinal_count: int
+              ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
         """Each posting's BM25 score, summed per document: in the compiled
         loop once there is one, unless a long query's sum is a merge
-        (MERGED_TERMS_MAX), else in NumPy. The caller holds the lock."""
-        counts = [len(p.ords) for p in postings]
+        (MERGED_TERMS_MAX), else in NumPy. The caller holds the lock.
+
+        The counts are read as float64 and the ordinals as int64: the same
+        numbers, so the same scores to the bit, whatever types hold them."""
+        counts = [len(ords) for ords, _ in postings]
         if self._compiled is not None and (len(postings) <= MERGED_TERMS_MAX
                                            or _dense(sum(counts), ordinal_count)):
-            return _summed_compiled(self._compiled, postings, counts, idfs, self._lengths,
-                                    self._alive, average, ordinal_count)
+            bounds = np.zeros(len(postings) + 1, dtype=np.int64)
+            np.cumsum(counts, out=bounds[1:])
+            return self._compiled(np.concatenate([o for o, _ in postings], dtype=np.int64),
+                                  np.concatenate([tf for _, tf in postings], dtype=np.float64),
+                                  bounds, np.array(idfs), self._lengths, self._alive, average,
+                                  ordinal_count)
         ords, scores = [], []
-        for entry, idf in zip(postings, idfs, strict=True):
-            o = np.frombuffer(entry.ords, dtype=np.int64)
-            tf = np.frombuffer(entry.tfs, dtype=np.float64)
+        for (o, counted), idf in zip(postings, idfs, strict=True):
+            tf = counted.astype(np.float64)
             norm = K1 * (1 - B + B * self._lengths[o] / average)
-            ords.append(o.copy())
+            ords.append(o)
             scores.append(idf * tf * (K1 + 1) / (tf + norm) * self._alive[o])
-            del o, tf  # the buffers must be free before the next append
-        return _summed(np.concatenate(ords), np.concatenate(scores), ordinal_count)
+        return _summed(np.concatenate(ords, dtype=np.int64), np.concatenate(scores),
+                       ordinal_count)
 
     def _compile_when_large(self) -> None:
         """From COMPILED_FROM documents on, have a thread compile
@@ -399,24 +540,6 @@ def _capacity(count: int) -> int:
     while capacity < count:
         capacity *= 2
     return capacity
-
-
-def _postings_by_term(names: list[str], pair_terms: npt.NDArray[np.int64],
-                      pair_docs: npt.NDArray[np.int64], tfs: npt.NDArray[np.int64]
-                      ) -> dict[str, _Postings]:
-    """Each term's postings from the (term, document, count) triples sorted
-    by term then document."""
-    ends = np.cumsum(np.bincount(pair_terms, minlength=len(names))).tolist()
-    ords, counts = memoryview(pair_docs.tobytes()), memoryview(tfs.astype(np.float64).tobytes())
-    postings: dict[str, _Postings] = {}
-    start = 0
-    for name, end in zip(names, ends, strict=True):
-        entry = postings[name] = _Postings()
-        entry.ords.frombytes(ords[8 * start : 8 * end])
-        entry.tfs.frombytes(counts[8 * start : 8 * end])
-        entry.live = end - start
-        start = end
-    return postings
 
 
 def _dense(postings: int, ordinal_count: int) -> bool:
@@ -529,14 +652,71 @@ def compiled_sums() -> _Sums:
     return nogil()(_bm25_sums)
 
 
-def _summed_compiled(sums: _Sums, postings: list[_Postings], counts: list[int],
-                     idfs: list[float], lengths: npt.NDArray[np.float64],
-                     alive: npt.NDArray[np.bool_], average: float, ordinal_count: int
-                     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
-    """The postings' arrays (`counts` entries each) joined, as copies so the
-    buffers are free again when this returns, and summed by `sums`."""
-    bounds = np.zeros(len(postings) + 1, dtype=np.int64)
-    np.cumsum(counts, out=bounds[1:])
-    ords = np.concatenate([np.frombuffer(p.ords, dtype=np.int64) for p in postings])
-    tfs = np.concatenate([np.frombuffer(p.tfs, dtype=np.float64) for p in postings])
-    return sums(ords, tfs, bounds, np.array(idfs), lengths, alive, average, ordinal_count)
+class _Slices:
+    """The postings of a restore, built RESTORE_SLICE documents at a time.
+
+    Per slice rather than per document: the words of each document are found
+    by one `findall` over its fields joined by spaces (a space ends a word and
+    breaks the context of lower-casing, so the words are those of each
+    field), every distinct word is turned into its term once, and the (term,
+    document) counts are one NumPy `unique`. A slice at a time so that the
+    words of all documents never exist at once: at 100k memories of ~18 words
+    they were 1.8M strings, a transient of ~200 MB whose freed small objects
+    stayed resident."""
+
+    def __init__(self) -> None:
+        self.term_ids: dict[str, int] = {}  # in order of first appearance, as `put` numbers them
+        self.documents = 0
+        self._parts: list[tuple[npt.NDArray[np.int64], ...]] = []
+
+    def add(self, documents: list[Iterable[str]]) -> None:
+        words = [WORD.findall(" ".join(doc).lower()) for doc in documents]
+        m = len(words)
+        # Word -> id -> term id through C-level maps: a Python loop per word
+        # (1.8M words at 100k memories) cost 0.6 s, these ~0.15 s.
+        vocabulary = dict(zip(dict.fromkeys(chain.from_iterable(words)), count()))
+        word_ids = np.fromiter(map(vocabulary.__getitem__, chain.from_iterable(words)),
+                               dtype=np.int64)
+        term_of_vocabulary = _terms_uncached(vocabulary)
+        new = [t for t in dict.fromkeys(filter(None, term_of_vocabulary)) if t not in self.term_ids]
+        self.term_ids.update(zip(new, count(len(self.term_ids))))
+        term_of_word = np.fromiter(map(self.term_ids.get, term_of_vocabulary, repeat(-1)),
+                                   dtype=np.int64, count=len(vocabulary))
+        token_terms = term_of_word[word_ids]
+        token_docs = np.repeat(np.arange(m, dtype=np.int64),
+                               np.fromiter(map(len, words), dtype=np.int64, count=m))
+        del words, vocabulary, word_ids, term_of_vocabulary
+        kept = token_terms >= 0  # stop words are no terms
+        # One key per (term, document): sorted, they are the slice's postings
+        # term by term, each in ascending document order, as `put` appends them.
+        pairs, tfs = np.unique(token_terms[kept] * m + token_docs[kept], return_counts=True)
+        pair_terms, pair_docs = np.divmod(pairs, m)
+        by_doc = np.argsort(pair_docs, kind="stable")
+        self._parts.append((pair_terms.astype(np.int32), (pair_docs + self.documents).astype(
+            np.int32), tfs, pair_terms[by_doc].astype(np.int32),
+            np.bincount(pair_docs, minlength=m), np.bincount(token_docs[kept], minlength=m)))
+        self.documents += m
+
+    def joined(self) -> tuple[npt.NDArray[np.int64], ...]:
+        """The postings of all slices sorted by term then document (term ids,
+        ordinals, counts); each document's term ids and where they end; its
+        length."""
+        if not self._parts:
+            return tuple(np.zeros(0, dtype=np.int64) for _ in range(6))
+        terms, ords, tfs, doc_terms, per_doc, lengths = (
+            np.concatenate(part) for part in zip(*self._parts, strict=True))
+        self._parts = []
+        # Each slice is sorted by term: a stable sort of them is a merge.
+        order = np.argsort(terms, kind="stable")
+        return (terms[order], ords[order], tfs[order], doc_terms, np.cumsum(per_doc),
+                lengths.astype(np.float64))
+
+
+def _narrowest(counts: npt.NDArray[np.int64]) -> npt.NDArray[Any]:
+    """Term frequencies in the narrowest unsigned type that holds them exactly
+    (nearly always one byte: a word is rarely in a memory more than 255 times)."""
+    top = int(counts.max()) if len(counts) else 0
+    for dtype in (np.uint8, np.uint16, np.uint32):
+        if top <= np.iinfo(dtype).max:
+            return counts.astype(dtype)
+    return counts.astype(np.uint64)
