@@ -18,6 +18,7 @@ import struct
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import fields
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -520,3 +521,48 @@ def test_a_list_where_a_string_belongs_is_refused() -> None:
                         lambda meta: meta["memories"]["category"].__setitem__(0, ["x"]))
     with pytest.raises(IntegrityError):
         decode_body(body)
+
+
+def test_a_restore_matrix_becomes_the_index_matrix_without_a_copy() -> None:
+    """The rows a body is read into (`restore_matrix`) are kept as the
+    index's matrix when they are its front; any other rows are copied."""
+    from memvaultd.index.memory_index import restore_matrix
+
+    memories, vectors = _memories(300, seed=21)
+    matrix = restore_matrix(300, DIM)
+    matrix[:300] = vectors
+    layer = Layer(DIM)
+    layer.restore(memories, matrix[:300])
+    layer.finish_restore()
+    assert np.shares_memory(layer.index._matrix, matrix)
+    _assert_same(_put_one_by_one(memories, vectors, 10**9), layer)
+    layer.put(memories[0].copy(id="new"), vectors[1])  # into the room past the rows
+    assert len(layer.index.export()[0]) == 301
+    np.testing.assert_array_equal(matrix[:300], vectors)  # rows below never rewritten
+    other = Layer(DIM)
+    other.restore(memories[100:], matrix[100:300])  # not the front: copied
+    other.finish_restore()
+    assert not np.shares_memory(other.index._matrix, matrix)
+    _assert_same(_put_one_by_one(memories[100:], vectors[100:], 10**9), other)
+
+
+def test_a_sealed_body_is_read_a_chunk_at_a_time(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A body of many sealed chunks parses from `SnapshotStore.open` as from
+    its bytes; a flipped bit in any chunk fails the read as a whole."""
+    from memvaultd.storage import snapshots
+
+    monkeypatch.setattr(snapshots, "CHUNK_SIZE", 1024)
+    monkeypatch.setattr(snapshot_body, "BATCH_ROWS", 7)
+    state = _state()
+    store = snapshots.SnapshotStore(tmp_path, bytes(range(32)), bytes(16))
+    path = store.write(77, snapshot_body.encode_body_parts(state))
+    with store.open(77) as sealed:
+        assert sealed.length > 8 * 1024
+        _assert_states_equal(read_body(sealed, sealed.length), state)
+    assert store.read(77) == encode_body(state)
+    data = bytearray(path.read_bytes())
+    data[-100] ^= 1  # in the last chunk: after every memory was read
+    path.write_bytes(bytes(data))
+    with pytest.raises(IntegrityError, match="chunk"), store.open(77) as sealed:
+        read_body(sealed, sealed.length)
