@@ -421,15 +421,20 @@ def _read_memories(section: _Section, count: int, dimension: int, strings: dict[
 _MEMORY_FIELDS = frozenset(f.name for f in fields(Memory))
 
 
+def _defaults(spec: Field[Any], count: int) -> Iterable[Any]:
+    """A field's default for `count` memories of a body older than the field."""
+    if spec.default is not MISSING:
+        return repeat(spec.default, count)
+    if spec.default_factory is not MISSING:
+        return (spec.default_factory() for _ in range(count))
+    raise ValueError(f"memories lack the field {spec.name!r}")
+
+
 def _decoded(spec: Field[Any], column: pa.Array | None, count: int, strings: dict[str, str]
              ) -> Iterable[Any]:
     """One field's values for a batch of `count` memories: as stored, or the default."""
     if column is None:
-        if spec.default is not MISSING:
-            return repeat(spec.default, count)
-        if spec.default_factory is not MISSING:
-            return (spec.default_factory() for _ in range(count))
-        raise ValueError(f"memories lack the field {spec.name!r}")
+        return _defaults(spec, count)
     if column.null_count:
         raise ValueError(f"{spec.name!r} holds nulls")
     if spec.name in _TUPLES:
@@ -585,11 +590,7 @@ def _column(spec: Any, values: list[Any] | None, count: int, strings: dict[str, 
             ) -> Iterable[Any]:
     """One field's values for `count` memories: as stored, or the default."""
     if values is None:
-        if spec.default is not MISSING:
-            return repeat(spec.default, count)
-        if spec.default_factory is not MISSING:
-            return (spec.default_factory() for _ in range(count))
-        raise ValueError(f"memories lack the field {spec.name!r}")
+        return _defaults(spec, count)
     if len(values) != count:
         raise ValueError(f"{len(values)} values of {spec.name!r} for {count} memories")
     # All C-level maps: a Python loop per value cost 0.3 s more at 100k.
