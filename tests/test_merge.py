@@ -34,6 +34,7 @@ from memvaultd.model.operations import (
 from memvaultd.storage.snapshot_body import SnapshotBody, decode_body, encode_body
 from memvaultd.vault.state import VaultState
 
+from .old_bodies import version_2
 from .reference_index import ranked
 
 DIM = 4
@@ -329,7 +330,7 @@ def test_a_snapshot_written_before_the_trash_loads_every_memory_live() -> None:
     state = VaultState(DIM)
     for n in range(3):
         state.apply(_put(f"m{n}", Stamp(1, n, "a")))
-    body = encode_body(SnapshotBody(
+    body = version_2(SnapshotBody(
         7, DIM, Stamp(1, 9, "a"), list(state.memories.memories()),
         np.stack([_vector(1)] * 3), frozenset({"gone"}), [],
         np.zeros((0, DIM), dtype=np.float32), frozenset(state.seen), state.stamps))

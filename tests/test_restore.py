@@ -2,18 +2,23 @@
 
 `Layer.restore` (one matrix copy, keyword postings built per term, the topic
 map in one pass) and `VaultState.restore` against the reference: a `put` of
-each memory in order. Also the snapshot body: version 2 (columns) round
-trips every field, version 1 (one object per memory) is still read, and a
-malformed body is refused.
+each memory in order. Also the snapshot body: version 3 (Arrow record
+batches) round trips every field, from bytes and from a sealed stream, with
+float16 and float32 vectors; versions 2 (JSON columns) and 1 (one object
+per memory) are still read; a malformed body of any version is refused.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import io
 import json
 import math
 import struct
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import fields
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -24,10 +29,12 @@ from memvaultd.index.keyword import KeywordIndex
 from memvaultd.index.layer import Layer
 from memvaultd.model.hlc import Stamp
 from memvaultd.model.memory import Memory
-from memvaultd.model.operations import MEMORIES, PUT, Operation, memory_to_dict
-from memvaultd.storage.snapshot_body import SnapshotBody, decode_body, encode_body
+from memvaultd.model.operations import MEMORIES, PUT, Operation
+from memvaultd.storage import snapshot_body
+from memvaultd.storage.snapshot_body import SnapshotBody, decode_body, encode_body, read_body
 from memvaultd.vault.state import VaultState
 
+from .old_bodies import version_1, version_2
 from .reference_index import ranked, search_exact, wait_for_ivf
 
 DIM = 16
@@ -246,9 +253,7 @@ def _assert_states_equal(a: SnapshotBody, b: SnapshotBody) -> None:
                                                           b.upkeep)
 
 
-def test_version_2_round_trips_every_field() -> None:
-    state = _state()
-    decoded = decode_body(encode_body(state))
+def _assert_every_field_read(decoded: SnapshotBody, state: SnapshotBody) -> None:
     _assert_states_equal(decoded, state)
     tuple_fields = [f.name for f in fields(Memory) if isinstance(f.default, tuple)]
     assert all(isinstance(getattr(m, name), tuple) for m in decoded.memories
@@ -256,24 +261,80 @@ def test_version_2_round_trips_every_field() -> None:
     assert all(isinstance(s, Stamp) for entry in decoded.stamps.values() for s in entry.values())
 
 
-def _version_1(state: SnapshotBody) -> bytes:
-    """The body as version 1 wrote it: one object per memory and per stamp."""
-    meta = {"v": 1, "seq": state.seq, "dimension": state.dimension,
-            "hlc": state.stamp.encode(),
-            "memories": [memory_to_dict(m) for m in state.memories],
-            "turns": [memory_to_dict(t) for t in state.turns],
-            "tombstones": sorted(state.tombstones), "seen": sorted(state.seen),
-            "stamps": {i: {name: s.encode() for name, s in entry.items()}
-                       for i, entry in state.stamps.items()},
-            "upkeep": dict(state.upkeep)}
-    head = json.dumps(meta).encode()
-    return (struct.pack(">I", len(head)) + head + state.vectors.astype("<f4").tobytes()
-            + state.turn_vectors.astype("<f4").tobytes())
+def test_version_3_round_trips_every_field() -> None:
+    state = _state()
+    _assert_every_field_read(decode_body(encode_body(state)), state)
+    assert json.loads(_head(encode_body(state)))["v"] == 3
+
+
+def test_float16_vectors_are_written_and_read_as_float16() -> None:
+    """A large vault's index holds float16 rows: the body carries them as
+    they are, and a reader gets them in the dtype its allocator asks for."""
+    state = _state()
+    half = dataclasses.replace(state, vectors=state.vectors.astype(np.float16))
+    body = encode_body(half)
+    assert len(body) < len(encode_body(state)) - 50 * DIM  # 2 bytes a value, not 4
+    decoded = decode_body(body)
+    assert decoded.vectors.dtype == np.float16 and decoded.turn_vectors.dtype == np.float32
+    _assert_states_equal(decoded, half)
+    wide = decode_body(body, lambda rows, dimension, dtype: np.empty((rows + 7, dimension),
+                                                                      np.float32))
+    assert wide.vectors.dtype == np.float32 and wide.vectors.shape == (50, DIM)
+    np.testing.assert_array_equal(wide.vectors, half.vectors.astype(np.float32))
+
+
+def test_a_body_of_many_batches_reads_from_a_stream_of_small_reads(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Batches of 7 rows (50 memories: 8 batches, their dictionaries
+    replaced each time), read through reads of at most 5 bytes: what a
+    sealed body read a chunk at a time gives, at any boundary."""
+    monkeypatch.setattr(snapshot_body, "BATCH_ROWS", 7)
+    state = _state()
+    parts = snapshot_body.encode_body_parts(state)
+    body = b"".join(parts)
+    assert body == encode_body(state) and len(parts) > 8 * 5
+
+    class Trickle:
+        def __init__(self) -> None:
+            self.source = io.BytesIO(body)
+
+        def read(self, size: int = -1) -> bytes:
+            out = b""
+            while size < 0 or len(out) < size:
+                piece = self.source.read(5 if size < 0 else min(5, size - len(out)))
+                if not piece:
+                    break
+                out += piece
+            return out
+
+    decoded = read_body(Trickle(), len(body))
+    _assert_states_equal(decoded, state)
+    assert len({id(m.tier) for m in decoded.memories}) == 1  # one string across batches
+
+
+def test_a_snapshot_is_given_up_between_batches(monkeypatch: pytest.MonkeyPatch) -> None:
+    from memvaultd.storage.snapshots import SnapshotCancelled
+
+    monkeypatch.setattr(snapshot_body, "BATCH_ROWS", 7)
+    asked = []
+
+    def cancelled() -> bool:
+        asked.append(1)
+        return len(asked) > 3
+
+    with pytest.raises(SnapshotCancelled):
+        snapshot_body.encode_body_parts(_state(), cancelled)
+    assert len(asked) == 4
+
+
+def test_version_2_is_still_read() -> None:
+    state = _state()
+    _assert_every_field_read(decode_body(version_2(state)), state)
 
 
 def test_version_1_is_still_read() -> None:
     state = _state()
-    _assert_states_equal(decode_body(_version_1(state)), state)
+    _assert_states_equal(decode_body(version_1(state)), state)
 
 
 def _meta_edited(body: bytes, edit: object) -> bytes:
@@ -284,12 +345,21 @@ def _meta_edited(body: bytes, edit: object) -> bytes:
     return struct.pack(">I", len(head)) + head + body[4 + size :]
 
 
+def _head(body: bytes) -> bytes:
+    (size,) = struct.unpack_from(">I", body)
+    return body[4 : 4 + size]
+
+
 def test_a_column_missing_from_an_older_writer_takes_the_default() -> None:
     state = _state()
     newest = fields(Memory)[-1]
-    body = _meta_edited(encode_body(state), lambda meta: meta["memories"].pop(newest.name))
     expected = newest.default if not callable(newest.default_factory) else \
         newest.default_factory()
+    body = _meta_edited(version_2(state), lambda meta: meta["memories"].pop(newest.name))
+    assert all(getattr(m, newest.name) == expected for m in decode_body(body).memories)
+    body = _with_memory_columns(state, lambda names, arrays: (
+        [n for n in names if n != newest.name],
+        [a for n, a in zip(names, arrays, strict=True) if n != newest.name]))
     assert all(getattr(m, newest.name) == expected for m in decode_body(body).memories)
 
 
@@ -300,11 +370,72 @@ def test_a_column_missing_from_an_older_writer_takes_the_default() -> None:
     lambda meta: meta["stamps"]["wall_ms"].pop(),
     lambda meta: meta["stamps"]["wall_ms"].__setitem__(0, "soon"),
     lambda meta: meta["stamps"]["device"].__setitem__(0, 99),
-    lambda meta: meta.update(v=3),
+    lambda meta: meta.update(v=4),
 ])
-def test_a_malformed_body_is_refused(edit: object) -> None:
+def test_a_malformed_version_2_body_is_refused(edit: object) -> None:
     with pytest.raises(IntegrityError):
-        decode_body(_meta_edited(encode_body(_state()), edit))
+        decode_body(_meta_edited(version_2(_state()), edit))
+
+
+def _with_memory_columns(state: SnapshotBody, edit: Callable[
+        [list[str], list[object]], tuple[list[str], list[object]]]) -> bytes:
+    """`state`'s version 3 body with its memories section rewritten: `edit`
+    takes the columns' names and arrays and returns new ones."""
+    import pyarrow as pa
+
+    body = encode_body(state)
+    head = json.loads(_head(body))
+    start = 4 + len(_head(body))
+    size = head["sections"][0]
+    table = pa.ipc.open_stream(body[start : start + size]).read_all().combine_chunks()
+    names, arrays = edit(list(table.column_names), [c.chunk(0) for c in table.columns])
+    sink = pa.BufferOutputStream()
+    batch = pa.record_batch(arrays, names=names)
+    with pa.ipc.new_stream(sink, batch.schema) as writer:
+        writer.write_batch(batch)
+    section = sink.getvalue().to_pybytes()
+    head["sections"][0] = len(section)
+    encoded = json.dumps(head).encode()
+    return struct.pack(">I", len(encoded)) + encoded + section + body[start + size :]
+
+
+def _replaced(name: str, array: object) -> Callable[[list[str], list[object]],
+                                                      tuple[list[str], list[object]]]:
+    return lambda names, arrays: (names, [array if n == name else a
+                                          for n, a in zip(names, arrays, strict=True)])
+
+
+def _malformed_version_3() -> list[Callable[[], bytes]]:
+    import pyarrow as pa
+
+    state = _state()
+    n = len(state.memories)
+    return [
+        # A newer writer's field: refused, never dropped.
+        lambda: _with_memory_columns(state, lambda names, arrays: (
+            [*names, "from_the_future"], [*arrays, pa.array([0] * n)])),
+        lambda: _with_memory_columns(state, lambda names, arrays: (
+            [x for x in names if x != "id"], [a for x, a in zip(names, arrays, strict=True)
+                                              if x != "id"])),
+        lambda: _with_memory_columns(state, _replaced("text", pa.array([None] * n, pa.string()))),
+        lambda: _with_memory_columns(state, _replaced("importance", pa.array(["high"] * n))),
+        lambda: _with_memory_columns(state, _replaced("category", pa.array([["x"]] * n))),
+        lambda: _with_memory_columns(state, _replaced("vector", pa.FixedSizeListArray.from_arrays(
+            pa.array(np.zeros(n * (DIM - 1), np.float32)), DIM - 1))),
+        lambda: _meta_edited(encode_body(state), lambda meta: meta.update(rows=[n + 1, 5])),
+        lambda: _meta_edited(encode_body(state), lambda meta: meta.update(rows=[n - 1, 5])),
+        lambda: _meta_edited(encode_body(state),
+                             lambda meta: meta["sections"].__setitem__(0, meta["sections"][0] - 8)),
+        lambda: encode_body(state)[:-1],
+        lambda: encode_body(state) + b"\0",
+        lambda: _meta_edited(encode_body(state), lambda meta: meta.update(v=4)),
+    ]
+
+
+@pytest.mark.parametrize("case", range(len(_malformed_version_3())))
+def test_a_malformed_version_3_body_is_refused(case: int) -> None:
+    with pytest.raises(IntegrityError):
+        decode_body(_malformed_version_3()[case]())
 
 
 def test_vault_state_restore_equals_applying_the_puts() -> None:
@@ -339,27 +470,6 @@ def test_a_cut_reads_the_vectors_of_its_moment_after_later_writes() -> None:
     assert len(layer.index.export()[0]) == 1150
     assert [m.id for m in cut_memories] == [m.id for m in memories[:800]]
     np.testing.assert_array_equal(cut_vectors(), vectors[:800])
-
-
-def test_the_body_in_pieces_is_the_body_of_one_json_dumps(monkeypatch: pytest.MonkeyPatch
-                                                           ) -> None:
-    """Snapshots encode the meta a few list items per `json.dumps` (the lock
-    is free between them) and hand the vectors over without copying: the
-    bytes must be exactly those of one dumps and one concatenation."""
-    from memvaultd.storage import snapshot_body as state_module
-
-    monkeypatch.setattr(state_module, "_JSON_PIECE", 3)  # 50 memories: 17 pieces a column
-    state = _state()
-    parts = state_module.encode_body_parts(state)
-    body = b"".join(parts)
-    (size,) = struct.unpack_from(">I", body)
-    meta = json.loads(body[4 : 4 + size])
-    assert body[4 : 4 + size] == json.dumps(meta, separators=(",", ":"),
-                                            ensure_ascii=False).encode()
-    assert body[4 + size :] == (np.ascontiguousarray(state.vectors, dtype="<f4").tobytes()
-                                + np.ascontiguousarray(state.turn_vectors, "<f4").tobytes())
-    assert len(parts) > 17
-    _assert_states_equal(decode_body(body), state)
 
 
 def test_a_delta_laid_over_its_snapshot_gives_the_state_it_was_cut_from() -> None:
@@ -436,7 +546,7 @@ def test_equal_short_strings_of_a_body_are_one_object() -> None:
 
 
 def test_a_list_where_a_string_belongs_is_refused() -> None:
-    body = _meta_edited(encode_body(_state()),
+    body = _meta_edited(version_2(_state()),
                         lambda meta: meta["memories"]["category"].__setitem__(0, ["x"]))
     with pytest.raises(IntegrityError):
         decode_body(body)
@@ -457,3 +567,48 @@ def test_a_keyword_index_emptied_by_removals_restores_like_a_new_one() -> None:
     assert _live_postings(emptied) == _live_postings(fresh)
     for text in ("deploy tests", "naive café", "σας", "gone", "topic 3"):
         assert list(ranked(emptied.search(text))) == list(ranked(fresh.search(text)))
+
+
+def test_a_restore_matrix_becomes_the_index_matrix_without_a_copy() -> None:
+    """The rows a body is read into (`restore_matrix`) are kept as the
+    index's matrix when they are its front; any other rows are copied."""
+    from memvaultd.index.memory_index import restore_matrix
+
+    memories, vectors = _memories(300, seed=21)
+    matrix = restore_matrix(300, DIM)
+    matrix[:300] = vectors
+    layer = Layer(DIM)
+    layer.restore(memories, matrix[:300])
+    layer.finish_restore()
+    assert np.shares_memory(layer.index._matrix, matrix)
+    _assert_same(_put_one_by_one(memories, vectors, 10**9), layer)
+    layer.put(memories[0].copy(id="new"), vectors[1])  # into the room past the rows
+    assert len(layer.index.export()[0]) == 301
+    np.testing.assert_array_equal(matrix[:300], vectors)  # rows below never rewritten
+    other = Layer(DIM)
+    other.restore(memories[100:], matrix[100:300])  # not the front: copied
+    other.finish_restore()
+    assert not np.shares_memory(other.index._matrix, matrix)
+    _assert_same(_put_one_by_one(memories[100:], vectors[100:], 10**9), other)
+
+
+def test_a_sealed_body_is_read_a_chunk_at_a_time(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A body of many sealed chunks parses from `SnapshotStore.open` as from
+    its bytes; a flipped bit in any chunk fails the read as a whole."""
+    from memvaultd.storage import snapshots
+
+    monkeypatch.setattr(snapshots, "CHUNK_SIZE", 1024)
+    monkeypatch.setattr(snapshot_body, "BATCH_ROWS", 7)
+    state = _state()
+    store = snapshots.SnapshotStore(tmp_path, bytes(range(32)), bytes(16))
+    path = store.write(77, snapshot_body.encode_body_parts(state))
+    with store.open(77) as sealed:
+        assert sealed.length > 8 * 1024
+        _assert_states_equal(read_body(sealed, sealed.length), state)
+    assert store.read(77) == encode_body(state)
+    data = bytearray(path.read_bytes())
+    data[-100] ^= 1  # in the last chunk: after every memory was read
+    path.write_bytes(bytes(data))
+    with pytest.raises(IntegrityError, match="chunk"), store.open(77) as sealed:
+        read_body(sealed, sealed.length)

@@ -1,29 +1,59 @@
 """The snapshot body: the whole vault state at one log position.
 
+Version 3 (written), in Apache Arrow's IPC stream format:
+
+    body    := head_len:u32 BE | head:head_len bytes (UTF-8 JSON)
+               | memories | turns | stamps | tombstones | seen
+    head    := {"v": 3, "seq": N, "dimension": D, "hlc": [wall_ms, counter, device],
+                "rows": [MEMORIES, TURNS],
+                "sections": [bytes of memories, turns, stamps, tombstones, seen],
+                "upkeep": {"sweep" | "consolidate": seconds},
+                "base": SEQ, "gone": [ID, ...]}                  (a delta only)
+    section := one Arrow IPC stream: its schema, record batches of at most
+               16,384 rows (each dictionary batch before the first record
+               batch that uses it), the end-of-stream marker
+
+    memories, turns: a column per Memory field, then "vector"
+        str fields: utf8, but type, tier, category, scope, source, entity,
+            session_id and the other short ones (`_SHARED_STRINGS`):
+            dictionary<int32, utf8>
+        tags: list<dictionary<int32, utf8>>   consolidated_from: list<utf8>
+        payload: utf8 (the JSON text of the dict)
+        float: float64   int: int64   bool: bool
+        vector: fixed_size_list<float16 or float32>[D], the dtype of the
+            matrix the index held (float16 from 20k memories, `index/half.py`)
+    stamps: id: utf8 | field: dictionary<int32, utf8> (a field, or "*")
+            | wall_ms: int64 | counter: int64 | device: dictionary<int32, utf8>
+    tombstones, seen: id: utf8
+
+Why columns in batches: a start reads the body a sealed chunk at a time
+(`SnapshotStore.open`) and builds each batch's memories from its columns,
+its vectors copied into the index's own matrix (`read_body`'s `allocate`):
+the whole decrypted body is never held, nor a float32 copy of a float16
+matrix (154 MB at 100k memories, 1.5 GB at 1M). A dictionary column
+decodes to one Python string per distinct value. A writer encodes a batch
+at a time and is asked between batches whether to give up (`cancelled`).
+
+A column a memory field lacks takes the field's default (an older writer);
+one naming no field is refused (a newer writer's field is not dropped).
+
+Versions 1 and 2 are still read:
+
     body   := meta_len:u32 BE | meta:meta_len bytes (UTF-8 JSON) | vectors
-    meta   := {"v": 2, "seq": N, "dimension": D, "hlc": [wall_ms, counter, device],
-               "memories": {FIELD: [value of memory 0, of memory 1, ...], ...},
-               "turns": {FIELD: [...], ...},
-               "tombstones": [ID, ...], "seen": [OP_ID, ...],
-               "stamps": {"ids": [ID, ...], "fields": [FIELD or "*", ...],
-                          "wall_ms": [...], "counter": [...], "device": [i, ...],
-                          "devices": [DEVICE, ...]},
-               "upkeep": {"sweep" | "consolidate": seconds},     (absent: {})
-               "base": SEQ, "gone": [ID, ...]}                   (a delta only)
+    meta v2 := {"v": 2, "seq": N, "dimension": D, "hlc": [wall_ms, counter, device],
+                "memories": {FIELD: [value of memory 0, of memory 1, ...], ...},
+                "turns": {FIELD: [...], ...},
+                "tombstones": [ID, ...], "seen": [OP_ID, ...],
+                "stamps": {"ids": [ID, ...], "fields": [FIELD or "*", ...],
+                           "wall_ms": [...], "counter": [...], "device": [i, ...],
+                           "devices": [DEVICE, ...]},
+                "upkeep": {...}, "base": SEQ, "gone": [ID, ...]}
+    meta v1 := {"v": 1, ..., "memories": [{every Memory field}, ...], "turns": [...],
+                "stamps": {ID: {FIELD or "*": [wall_ms, counter, device]}}, ...}
     vectors:= (len(memories) + len(turns)) x D x float32 LE: the memories' rows,
               then the turns' rows, in list order
 
-Memories are columns, one list per Memory field (a field absent from the
-snapshot takes its default; tuple fields travel as lists), and stamps are
-rows of five columns, `device` an index into `devices`: a 100k-memory body
-decodes in 0.5 s against 1.1-1.9 s for one object per memory and per stamp
-(version 1, still read):
-
-    meta v1 := {"v": 1, ..., "memories": [{every Memory field}, ...], "turns": [...],
-                "stamps": {ID: {FIELD or "*": [wall_ms, counter, device]}}, ...}
-
-`snapshots.py` seals the body; this module only builds and parses it. Vectors
-are raw (not JSON) so 100k memories load in one `frombuffer`.
+`snapshots.py` seals the body; this module only builds and parses it.
 
 A delta has the same body, with "base": the seq of the full snapshot it was
 made against. Its memories and turns are those written, updated, counted or
@@ -37,18 +67,22 @@ been taken.
 from __future__ import annotations
 
 import gc
+import io
 import json
+import re
 import struct
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import MISSING, Field, dataclass, field, fields
 from functools import partial
-from itertools import repeat
+from itertools import chain, islice, pairwise, repeat
 from operator import attrgetter
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
+import pyarrow as pa  # type: ignore[import-untyped]  # ships no py.typed
+import pyarrow.ipc as ipc  # type: ignore[import-untyped]
 
 from memvault_base.errors import IntegrityError
 from memvaultd.model.hlc import Stamp
@@ -57,8 +91,19 @@ from memvaultd.model.operations import memory_from_dict
 from memvaultd.model.stamps import FieldStamps
 from memvaultd.storage.snapshots import Cancel, SnapshotCancelled
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 _LEN = struct.Struct(">I")
+# Rows per record batch: a batch's columns and Memory objects take ~10-40
+# ms to encode or decode at 100k, so a writer gives up the interpreter lock
+# that often, and a reader holds one batch's temporaries (a few MB).
+BATCH_ROWS = 16_384
+
+# The matrix rows of a body's memories or turns: float32, or float16 as a
+# large vault's index holds them (`index/half.py`).
+Rows = npt.NDArray[np.float32] | npt.NDArray[np.float16]
+# A matrix for (rows, dimension, dtype the body holds) to be read into; its
+# first `rows` rows are the body's vectors (`read_body`).
+Allocate = Callable[[int, int, np.dtype[Any]], Rows]
 
 
 @dataclass(frozen=True)
@@ -67,10 +112,10 @@ class SnapshotBody:
     dimension: int
     stamp: Stamp
     memories: list[Memory]
-    vectors: npt.NDArray[np.float32]
+    vectors: Rows
     tombstones: frozenset[str]
     turns: list[Memory]
-    turn_vectors: npt.NDArray[np.float32]
+    turn_vectors: Rows
     seen: frozenset[str] = frozenset()
     stamps: Mapping[str, Mapping[str, Stamp]] = field(default_factory=dict)
     # When a sweep / consolidation last ran, on any device (docs/upkeep.md).
@@ -81,6 +126,10 @@ class SnapshotBody:
     gone: frozenset[str] = frozenset()
 
 
+class Readable(Protocol):
+    def read(self, size: int = -1, /) -> bytes: ...
+
+
 def encode_body(state: SnapshotBody) -> bytes:
     return b"".join(encode_body_parts(state))
 
@@ -88,64 +137,385 @@ def encode_body(state: SnapshotBody) -> bytes:
 def encode_body_parts(state: SnapshotBody, cancelled: Cancel | None = None
                       ) -> list[bytes | memoryview]:
     """The body of `state` as parts whose concatenation is `encode_body`;
-    `cancelled` is asked between parts (`SnapshotCancelled` if it says so).
+    `cancelled` is asked between record batches (`SnapshotCancelled` if it
+    says so).
 
     A snapshot is written from the parts (`SnapshotStore.write`) so that no
     single call holds the interpreter lock for long while writes wait: at
-    600k memories one `json.dumps` of the meta held it for 1.8 s, and
-    joining meta and vectors into one ~1 GB bytes (plus `tobytes`) for ~2 s
-    more; a RememberBatch running meanwhile took 3.3 s instead of 0.95.
+    600k memories one `json.dumps` of a whole body held it for 1.8 s, and
+    a RememberBatch running meanwhile took 3.3 s instead of 0.95.
     """
-    def check() -> None:  # between steps of ~10-300 ms at 100k
+    def check() -> None:
         if cancelled is not None and cancelled():
             raise SnapshotCancelled(f"snapshot {state.seq} given up")
 
     check()
-    memories = _memory_columns(state.memories)
-    check()
-    stamps = _stamp_columns(state.stamps)
-    check()
-    meta = {"v": FORMAT_VERSION, "seq": state.seq, "dimension": state.dimension,
-            "hlc": state.stamp.encode(),
-            "memories": memories,
-            "turns": _memory_columns(state.turns),
-            "tombstones": sorted(state.tombstones), "seen": sorted(state.seen),
-            "stamps": stamps,
-            "upkeep": dict(state.upkeep)}
+    dimension = state.dimension
+    sections = [
+        _stream(_memory_schema(dimension, state.vectors.dtype),
+                _memory_batches(state.memories, state.vectors), check),
+        _stream(_memory_schema(dimension, state.turn_vectors.dtype),
+                _memory_batches(state.turns, state.turn_vectors), check),
+        _stream(_STAMPS, _stamp_batches(state.stamps), check),
+        _stream(_IDS, _id_batches(sorted(state.tombstones)), check),
+        _stream(_IDS, _id_batches(sorted(state.seen)), check),
+    ]
+    head: dict[str, Any] = {
+        "v": FORMAT_VERSION, "seq": state.seq, "dimension": dimension,
+        "hlc": state.stamp.encode(), "rows": [len(state.memories), len(state.turns)],
+        "sections": [sum(map(len, parts)) for parts in sections],
+        "upkeep": dict(state.upkeep)}
     if state.base >= 0:
-        meta |= {"base": state.base, "gone": sorted(state.gone)}
-    head = []
-    for piece in _json_pieces(meta):
-        check()
-        head.append(piece.encode())
-    vectors = [np.ascontiguousarray(matrix, dtype="<f4").reshape(-1).view(np.uint8).data
-               for matrix in (state.vectors, state.turn_vectors)]
-    return [_LEN.pack(sum(map(len, head))), *head, *vectors]
+        head |= {"base": state.base, "gone": sorted(state.gone)}
+    encoded = _dumps(head).encode()
+    return [_LEN.pack(len(encoded)), encoded, *chain.from_iterable(sections)]
 
 
-_JSON_PIECE = 20_000  # list items per json.dumps call: ~10-30 ms each
 _dumps = partial(json.dumps, separators=(",", ":"), ensure_ascii=False)
 
 
-def _json_pieces(value: Any) -> Iterator[str]:
-    """`json.dumps(value)` (compact, UTF-8), as pieces of at most
-    `_JSON_PIECE` list items, the interpreter lock free between them."""
-    if isinstance(value, dict) and all(isinstance(key, str) for key in value):
-        yield "{"
-        for i, (key, item) in enumerate(value.items()):
-            yield ("," if i else "") + _dumps(key) + ":"
-            yield from _json_pieces(item)
-        yield "}"
-    elif isinstance(value, list) and len(value) > _JSON_PIECE:
-        yield "["
-        for start in range(0, len(value), _JSON_PIECE):
-            yield ("," if start else "") + _dumps(value[start : start + _JSON_PIECE])[1:-1]
-        yield "]"
-    else:
-        yield _dumps(value)
+class _Parts(io.RawIOBase):
+    """What an Arrow stream writer writes, kept as the pieces it wrote."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.parts: list[bytes] = []
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        piece = bytes(data)
+        self.parts.append(piece)
+        return len(piece)
 
 
-def decode_body(body: bytes) -> SnapshotBody:
+def _stream(schema: pa.Schema, batches: Iterable[list[pa.Array]], check: Callable[[], None]
+            ) -> list[bytes]:
+    """One IPC stream of `batches` (each a list of columns), `check`ed
+    before each."""
+    sink = _Parts()
+    with ipc.new_stream(sink, schema) as writer:
+        for columns in batches:
+            check()
+            writer.write_batch(pa.record_batch(columns, schema=schema))
+    return sink.parts
+
+
+_WORDS = pa.dictionary(pa.int32(), pa.string())
+_STAMPS = pa.schema([("id", pa.string()), ("field", _WORDS), ("wall_ms", pa.int64()),
+                     ("counter", pa.int64()), ("device", _WORDS)])
+_IDS = pa.schema([("id", pa.string())])
+# The string fields whose equal values share one object: every one but the
+# text, the id and the topic, whose values rarely repeat. A JSON parser made
+# one string per value: a tier, a type, a category or a tag repeated over
+# 100k memories was ~60 bytes each time (35 MB of a 100k vault).
+_SHARED_STRINGS = frozenset(f.name for f in fields(Memory)
+                            if f.type == "str" and f.name not in ("text", "id", "topic_key"))
+_SHARED_LISTS = frozenset({"tags"})
+_TUPLES = frozenset(f.name for f in fields(Memory) if isinstance(f.default, tuple))
+_PAYLOADS = frozenset(f.name for f in fields(Memory) if f.type.startswith("dict"))
+_SCALARS = {"str": pa.string(), "float": pa.float64(), "int": pa.int64(), "bool": pa.bool_()}
+VECTOR = "vector"
+
+
+def _field_type(spec: Field[Any]) -> pa.DataType:
+    if spec.name in _SHARED_STRINGS:
+        return _WORDS
+    if spec.name in _TUPLES:
+        return pa.list_(_WORDS if spec.name in _SHARED_LISTS else pa.string())
+    if spec.name in _PAYLOADS:
+        return pa.string()
+    return _SCALARS[str(spec.type)]
+
+
+def _memory_schema(dimension: int, dtype: np.dtype[Any]) -> pa.Schema:
+    values = pa.float16() if dtype == np.float16 else pa.float32()
+    return pa.schema([*((spec.name, _field_type(spec)) for spec in fields(Memory)),
+                      (VECTOR, pa.list_(values, dimension))])
+
+
+def _memory_batches(memories: Sequence[Memory], vectors: Rows) -> Iterator[list[pa.Array]]:
+    dtype = np.float16 if vectors.dtype == np.float16 else np.float32
+    dimension = vectors.shape[1] if vectors.ndim == 2 else 0
+    for start in range(0, len(memories), BATCH_ROWS):
+        part = memories[start : start + BATCH_ROWS]
+        columns = [_encoded(spec, list(map(attrgetter(spec.name), part)))
+                   for spec in fields(Memory)]
+        rows = np.ascontiguousarray(vectors[start : start + len(part)], dtype=dtype)
+        columns.append(pa.FixedSizeListArray.from_arrays(pa.array(rows.reshape(-1)), dimension))
+        yield columns
+
+
+def _encoded(spec: Field[Any], values: list[Any]) -> pa.Array:
+    if spec.name in _PAYLOADS:
+        values = [_dumps(value) if value else "{}" for value in values]
+    return pa.array(values, type=_field_type(spec))
+
+
+def _stamp_batches(stamps: Mapping[str, Mapping[str, Stamp]]) -> Iterator[list[pa.Array]]:
+    rows = (stamps.rows() if isinstance(stamps, FieldStamps) else
+            ((memory_id, name, stamp) for memory_id, entry in stamps.items()
+             for name, stamp in entry.items()))
+    while batch := list(islice(rows, BATCH_ROWS)):
+        ids, names, taken = zip(*batch, strict=True)
+        walls, counters, devices = zip(*taken, strict=True)
+        yield [pa.array(ids, pa.string()), pa.array(names, _WORDS), pa.array(walls, pa.int64()),
+               pa.array(counters, pa.int64()), pa.array(devices, _WORDS)]
+
+
+def _id_batches(ids: list[str]) -> Iterator[list[pa.Array]]:
+    for start in range(0, len(ids), BATCH_ROWS):
+        yield [pa.array(ids[start : start + BATCH_ROWS], pa.string())]
+
+
+def _matrix(rows: int, dimension: int, dtype: np.dtype[Any]) -> Rows:
+    matrix: Rows = np.empty((rows, dimension), dtype=dtype)
+    return matrix
+
+
+def decode_body(body: bytes, allocate: Allocate = _matrix) -> SnapshotBody:
+    """The state in `body` (version 1, 2 or 3): `read_body` of the bytes."""
+    return read_body(io.BytesIO(body), len(body), allocate)
+
+
+def read_body(source: Readable, length: int, allocate: Allocate = _matrix) -> SnapshotBody:
+    """The state in the `length` bytes `source` reads, read front to back
+    and parsed as they come (version 3; 1 and 2 are read whole first).
+
+    The vectors are the first rows of matrices `allocate` makes, one for
+    the memories and one for the turns, in the dtype it chooses (the
+    body's are converted as they are copied in): whoever keeps them can
+    make them its own without another copy (`MemoryIndex.restore`)."""
+    try:
+        prefix = source.read(_LEN.size)
+        (size,) = _LEN.unpack(prefix)
+        encoded = source.read(size)
+        if len(encoded) != size:
+            raise ValueError("the head is cut short")
+        if _version(encoded) != FORMAT_VERSION:
+            return _decode_json_body(_whole(prefix + encoded, source, length))
+        head = json.loads(encoded)
+        with collector_paused():
+            body = _read_sections(head, source, length - _LEN.size - size, allocate)
+        if source.read(1):
+            raise ValueError("bytes after the last section")
+        return body
+    except (ValueError, KeyError, IndexError, TypeError, struct.error, pa.ArrowException) as exc:
+        raise IntegrityError(f"snapshot body does not parse: {exc}") from exc
+
+
+_VERSION = re.compile(rb'\s*\{\s*"v"\s*:\s*(\d+)\s*[,}]')
+
+
+def _version(head: bytes) -> object:
+    """The "v" of a head or meta: every writer puts it first, so it is read
+    without parsing a version 2 meta twice (33 MB of JSON at 100k memories:
+    +1 s and +160 MB at a start); parsed in full if not first."""
+    found = _VERSION.match(head)
+    if found:
+        return int(found[1])
+    meta = json.loads(head)
+    return meta.get("v") if isinstance(meta, dict) else None
+
+
+_PIECE = 4 * 1024 * 1024  # a sealed chunk
+
+
+def _whole(start: bytes, source: Readable, length: int) -> bytearray:
+    """The body of `length` bytes that begins with `start` and goes on in
+    `source`, read into one buffer a piece at a time: a version 1 or 2 body
+    is parsed whole, and joining its chunks then the head and the rest held
+    it two and three times over (+330 MB at 100k memories)."""
+    body = bytearray(length)
+    body[: len(start)] = start
+    at = len(start)
+    while at < length:
+        piece = source.read(min(_PIECE, length - at))
+        if not piece:
+            raise ValueError(f"the body ends at {at} of {length} bytes")
+        body[at : at + len(piece)] = piece
+        at += len(piece)
+    return body
+
+
+def _read_sections(head: dict[str, Any], source: Readable, length: int, allocate: Allocate
+                   ) -> SnapshotBody:
+    dimension = int(head["dimension"])
+    lengths = [int(size) for size in head["sections"]]
+    counts = [int(count) for count in head["rows"]]
+    if len(lengths) != 5 or len(counts) != 2 or sum(lengths) != length or min(lengths) < 0:
+        raise ValueError(f"sections {lengths} of rows {counts} in a body of {length} bytes")
+    strings: dict[str, str] = {}
+    memories, vectors = _read_memories(_Section(source, lengths[0]), counts[0], dimension,
+                                       strings, allocate)
+    turns, turn_vectors = _read_memories(_Section(source, lengths[1]), counts[1], dimension,
+                                         strings, allocate)
+    # The stamps' ids as the same objects as the records' (81 bytes each,
+    # 8 MB at 100k): a column decodes to one string per value.
+    ids = {memory.id: memory.id for memory in chain(memories, turns)}
+    stamps = FieldStamps.from_rows(_read_stamps(_Section(source, lengths[2]), strings, ids))
+    del ids
+    tombstones, seen = (frozenset(_read_ids(_Section(source, size))) for size in lengths[3:])
+    return SnapshotBody(int(head["seq"]), dimension, Stamp.decode(head["hlc"]), memories,
+                        vectors, tombstones, turns, turn_vectors, seen, stamps,
+                        {str(kind): float(at) for kind, at in head.get("upkeep", {}).items()},
+                        int(head.get("base", -1)), frozenset(head.get("gone", ())))
+
+
+class _Section:
+    """The next `length` bytes of `source`, as a file an Arrow reader reads."""
+
+    def __init__(self, source: Readable, length: int) -> None:
+        self._source = source
+        self.left = length
+        self.closed = False
+
+    def read(self, size: int = -1) -> bytes:
+        size = self.left if size < 0 else min(size, self.left)
+        data = self._source.read(size)
+        if len(data) != size:
+            raise ValueError("a section is cut short")
+        self.left -= size
+        return data
+
+    def batches(self) -> Iterator[pa.RecordBatch]:
+        """The stream's record batches; ValueError if bytes follow its end."""
+        reader = ipc.open_stream(self)
+        yield from reader
+        if self.left:
+            raise ValueError(f"{self.left} bytes after the end of a section's stream")
+
+
+def _read_memories(section: _Section, count: int, dimension: int, strings: dict[str, str],
+                   allocate: Allocate) -> tuple[list[Memory], Rows]:
+    reader = ipc.open_stream(section)
+    names = reader.schema.names
+    if unknown := sorted(set(names) - _MEMORY_FIELDS - {VECTOR}):
+        # A newer writer's field: refused rather than dropped, as in a put.
+        raise ValueError(f"unknown memory fields {unknown}")
+    vector_type = reader.schema.field(VECTOR).type
+    if (not pa.types.is_fixed_size_list(vector_type) or vector_type.list_size != dimension
+            or vector_type.value_type not in (pa.float16(), pa.float32())):
+        raise ValueError(f"vectors of {vector_type}, not of {dimension} floats")
+    matrix = allocate(count, dimension, np.dtype(vector_type.value_type.to_pandas_dtype()))
+    if matrix.shape[0] < count or matrix.shape[1:] != (dimension,):
+        raise ValueError(f"a matrix of {matrix.shape} for {count} rows")
+    memories: list[Memory] = []
+    for batch in reader:
+        size = batch.num_rows
+        if len(memories) + size > count:
+            raise ValueError(f"more than the {count} memories the head says")
+        values = [_decoded(spec, batch.column(spec.name) if spec.name in names else None, size,
+                           strings) for spec in fields(Memory)]
+        memories += map(Memory, *values)
+        rows = batch.column(VECTOR).flatten().to_numpy(zero_copy_only=True)
+        matrix[len(memories) - size : len(memories)] = rows.reshape(size, dimension)
+    if section.left:
+        raise ValueError(f"{section.left} bytes after the end of a section's stream")
+    if len(memories) != count:
+        raise ValueError(f"{len(memories)} memories where the head says {count}")
+    return memories, matrix[:count]
+
+
+_MEMORY_FIELDS = frozenset(f.name for f in fields(Memory))
+
+
+def _defaults(spec: Field[Any], count: int) -> Iterable[Any]:
+    """A field's default for `count` memories of a body older than the field."""
+    if spec.default is not MISSING:
+        return repeat(spec.default, count)
+    if spec.default_factory is not MISSING:
+        return (spec.default_factory() for _ in range(count))
+    raise ValueError(f"memories lack the field {spec.name!r}")
+
+
+def _decoded(spec: Field[Any], column: pa.Array | None, count: int, strings: dict[str, str]
+             ) -> Iterable[Any]:
+    """One field's values for a batch of `count` memories: as stored, or the default."""
+    if column is None:
+        return _defaults(spec, count)
+    if column.null_count:
+        raise ValueError(f"{spec.name!r} holds nulls")
+    if spec.name in _TUPLES:
+        if not pa.types.is_list(column.type):
+            raise ValueError(f"{spec.name!r} is {column.type}, not a list")
+        flat = _strings(column.values, strings)
+        return [tuple(flat[a:b]) for a, b in pairwise(column.offsets.to_pylist())]
+    if spec.name in _PAYLOADS:
+        loads = json.loads
+        return [{} if text == "{}" else loads(text) for text in _strings(column, None)]
+    kind = str(spec.type)
+    if kind == "str":
+        return _strings(column, strings if spec.name in _SHARED_STRINGS else None)
+    expected = _SCALARS[kind]
+    if column.type != expected:
+        raise ValueError(f"{spec.name!r} is {column.type}, not {expected}")
+    values: list[Any] = column.to_pylist()
+    return values
+
+
+def _strings(column: pa.Array, strings: dict[str, str] | None) -> list[str]:
+    """A column of strings (a dictionary column's decoded once per distinct
+    value, and those shared through `strings`)."""
+    if pa.types.is_dictionary(column.type):
+        words = _strings(column.dictionary, strings)
+        if column.indices.null_count:
+            raise ValueError("a dictionary column holds nulls")
+        return list(map(words.__getitem__, column.indices.to_numpy().tolist()))
+    if not pa.types.is_string(column.type):
+        raise ValueError(f"a column of {column.type} where strings belong")
+    values: list[str] = column.to_pylist()
+    if strings is not None:
+        one = strings.setdefault
+        values = list(map(one, values, values))
+    return values
+
+
+_new_stamp = partial(tuple.__new__, Stamp)  # C-level: Stamp(...) costs 3x as much
+
+
+def _read_stamps(section: _Section, strings: dict[str, str], known_ids: dict[str, str]
+                 ) -> Iterator[tuple[str, str, Stamp]]:
+    for batch in section.batches():
+        if batch.schema != _STAMPS:
+            raise ValueError(f"stamps of {batch.schema}")
+        if any(column.null_count for column in batch.columns):
+            raise ValueError("a stamp holds nulls")
+        ids = _strings(batch.column(0), None)
+        yield from zip(map(known_ids.setdefault, ids, ids), _strings(batch.column(1), strings),
+                       map(_new_stamp, zip(batch.column(2).to_pylist(),
+                                           batch.column(3).to_pylist(),
+                                           _strings(batch.column(4), strings), strict=True)),
+                       strict=True)
+
+
+def _read_ids(section: _Section) -> Iterator[str]:
+    for batch in section.batches():
+        if batch.schema != _IDS:
+            raise ValueError(f"ids of {batch.schema}")
+        yield from _strings(batch.column(0), None)
+
+
+def vector_rows(body_len: int, head: bytes, dimension: int) -> int:
+    """How many vectors (memories, then turns) a body of `body_len` bytes
+    that begins with `head` holds: the head's counts (version 3), or what
+    follows its meta, 4 x `dimension` bytes a row (versions 1 and 2)."""
+    try:
+        size: int = _LEN.unpack_from(head)[0]
+        if _LEN.size + size <= len(head):
+            meta = json.loads(head[_LEN.size : _LEN.size + size])
+            if isinstance(meta, dict) and meta.get("v") == FORMAT_VERSION:
+                return sum(int(count) for count in meta["rows"])
+    except (ValueError, KeyError, TypeError, struct.error) as exc:
+        raise IntegrityError(f"snapshot body does not parse: {exc}") from exc
+    return max(0, body_len - _LEN.size - size) // (4 * dimension)
+
+
+# -- versions 1 and 2 ------------------------------------------------------------
+
+
+def _decode_json_body(body: bytes | bytearray) -> SnapshotBody:
     """The state in `body`, version 1 or 2. The vectors are a read-only view
     of `body` (whoever keeps them copies them once, into its own matrix)."""
     try:
@@ -153,7 +523,7 @@ def decode_body(body: bytes) -> SnapshotBody:
             (size,) = _LEN.unpack_from(body)
             meta = json.loads(body[4 : 4 + size])
             version = meta.get("v")
-            if version == FORMAT_VERSION:
+            if version == 2:
                 strings: dict[str, str] = {}
                 memories, turns = (_memories_from_columns(meta["memories"], strings),
                                    _memories_from_columns(meta["turns"], strings))
@@ -171,7 +541,7 @@ def decode_body(body: bytes) -> SnapshotBody:
                 stamps = {memory_id: {name: Stamp.decode(raw) for name, raw in entry.items()}
                           for memory_id, entry in meta["stamps"].items()}
             else:
-                raise ValueError(f"snapshot format {version!r} is not 1 or {FORMAT_VERSION}")
+                raise ValueError(f"snapshot format {version!r} is not 1, 2 or {FORMAT_VERSION}")
             dimension = int(meta["dimension"])
             vectors = np.frombuffer(body, dtype="<f4", offset=4 + size)
             vectors = vectors.astype(np.float32, copy=False).reshape(
@@ -183,17 +553,6 @@ def decode_body(body: bytes) -> SnapshotBody:
                          int(meta.get("base", -1)), frozenset(meta.get("gone", ())))
     except (ValueError, KeyError, IndexError, TypeError, struct.error) as exc:
         raise IntegrityError(f"snapshot body does not parse: {exc}") from exc
-
-
-def vector_rows(body_len: int, head: bytes, dimension: int) -> int:
-    """How many vectors (memories, then turns) a body of `body_len` bytes
-    that begins with `head` holds: what follows its meta, 4 x `dimension`
-    bytes a row."""
-    try:
-        size: int = _LEN.unpack_from(head)[0]
-    except struct.error as exc:
-        raise IntegrityError(f"snapshot body does not parse: {exc}") from exc
-    return max(0, body_len - _LEN.size - size) // (4 * dimension)
 
 
 @contextmanager
@@ -209,10 +568,6 @@ def collector_paused() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
-
-
-def _memory_columns(memories: Sequence[Memory]) -> dict[str, list[Any]]:
-    return {f.name: list(map(attrgetter(f.name), memories)) for f in fields(Memory)}
 
 
 def _memories_from_columns(columns: dict[str, list[Any]], strings: dict[str, str]
@@ -235,11 +590,7 @@ def _column(spec: Any, values: list[Any] | None, count: int, strings: dict[str, 
             ) -> Iterable[Any]:
     """One field's values for `count` memories: as stored, or the default."""
     if values is None:
-        if spec.default is not MISSING:
-            return repeat(spec.default, count)
-        if spec.default_factory is not MISSING:
-            return (spec.default_factory() for _ in range(count))
-        raise ValueError(f"memories lack the field {spec.name!r}")
+        return _defaults(spec, count)
     if len(values) != count:
         raise ValueError(f"{len(values)} values of {spec.name!r} for {count} memories")
     # All C-level maps: a Python loop per value cost 0.3 s more at 100k.
@@ -251,30 +602,6 @@ def _column(spec: Any, values: list[Any] | None, count: int, strings: dict[str, 
     if isinstance(spec.default, tuple):
         return map(tuple, map(map, repeat(one), values, values))
     return values
-
-
-# The string fields whose equal values share one object: every one but the
-# text, the id and the topic, whose values rarely repeat (looking each up
-# cost more than it saved: +0.18 s of a 0.45 s parse at 100k with them,
-# +0.07 s without).
-_SHARED_STRINGS = frozenset(f.name for f in fields(Memory)
-                            if f.type == "str" and f.name not in ("text", "id", "topic_key"))
-
-
-
-def _stamp_columns(stamps: Mapping[str, Mapping[str, Stamp]]) -> dict[str, list[Any]]:
-    rows = list(stamps.rows() if isinstance(stamps, FieldStamps) else
-                ((memory_id, name, stamp) for memory_id, entry in stamps.items()
-                 for name, stamp in entry.items()))
-    devices = list(dict.fromkeys(stamp.device for _, _, stamp in rows))
-    index = {device: i for i, device in enumerate(devices)}
-    return {"ids": [row[0] for row in rows], "fields": [row[1] for row in rows],
-            "wall_ms": [row[2].wall_ms for row in rows],
-            "counter": [row[2].counter for row in rows],
-            "device": [index[row[2].device] for row in rows], "devices": devices}
-
-
-_new_stamp = partial(tuple.__new__, Stamp)  # C-level: Stamp(...) costs 3x as much
 
 
 def _stamps_from_columns(columns: dict[str, list[Any]], strings: dict[str, str],

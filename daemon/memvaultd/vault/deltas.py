@@ -14,7 +14,7 @@ from memvaultd.model.hlc import Stamp
 from memvaultd.model.memory import Memory
 from memvaultd.model.operations import TURNS
 from memvaultd.model.vector import Vector
-from memvaultd.storage.snapshot_body import SnapshotBody, decode_body
+from memvaultd.storage.snapshot_body import SnapshotBody, read_body
 from memvaultd.storage.snapshots import SnapshotStore
 from memvaultd.vault.state import VaultState
 
@@ -35,7 +35,8 @@ def newest_delta(store: SnapshotStore, base: int, last_seq: int
                         path.name, base, last_seq)
             continue
         try:
-            delta = decode_body(store.read_delta(seq))
+            with store.open_delta(seq) as sealed:
+                delta = read_body(sealed, sealed.length)
         except IntegrityError as exc:
             log.warning("%s; the log after snapshot %d is replayed instead", exc, base)
             damaged.append((path, str(exc)))

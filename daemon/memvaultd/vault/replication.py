@@ -241,9 +241,8 @@ class Replication:
         new_log = OperationLog(staging / "log", derive_key(key, purpose=PURPOSE_LOG), vault_id)
         state = VaultState(info.dimension)
         if base is not None:
-            state.restore(list(zip(base.memories, base.vectors, strict=True)),
-                          list(zip(base.turns, base.turn_vectors, strict=True)),
-                          set(base.tombstones), set(base.seen), base.stamps)
+            state.restore_rows(base.memories, base.vectors, base.turns, base.turn_vectors,
+                               set(base.tombstones), set(base.seen), base.stamps)
             state.upkeep = dict(base.upkeep)
         mine = []
         for layer_name, layer in core.state.layers.items():

@@ -31,18 +31,19 @@ from memvault_base.errors import IntegrityError
 from memvaultd.index import half
 from memvaultd.index.heap import trim_heap
 from memvaultd.index.layer import Layer
+from memvaultd.index.memory_index import restore_matrix
 from memvaultd.model.hlc import Stamp
 from memvaultd.model.memory import Memory
 from memvaultd.model.operations import TURNS
 from memvaultd.model.stamps import FieldStamps
-from memvaultd.model.vector import Vector
 from memvaultd.storage.crash_points import reached
 from memvaultd.storage.delta_body import merged
 from memvaultd.storage.snapshot_body import (
+    Rows,
     SnapshotBody,
     collector_paused,
-    decode_body,
     encode_body_parts,
+    read_body,
 )
 from memvaultd.storage.snapshots import Cancel, SnapshotCancelled, SnapshotStore
 from memvaultd.storage.snapshots import due as snapshot_due
@@ -228,8 +229,10 @@ def newest_usable(store: SnapshotStore) -> tuple[SnapshotBody | None, list[tuple
     passed: list[tuple[Path, str]] = []
     for seq, path in reversed(store.files()):
         try:
-            body = store.read(seq)
-            return decode_body(body), passed
+            # Parsed as it is decrypted, its vectors read straight into the
+            # matrix the index keeps (`restore_matrix`).
+            with store.open(seq) as sealed:
+                return read_body(sealed, sealed.length, restore_matrix), passed
         except IntegrityError as exc:
             message = str(exc)
             passed.append((path, message if path.name in message else f"snapshot {path.name}: "
@@ -247,7 +250,7 @@ def capture_state(state: VaultState, seq: int, dimension: int, stamp: Stamp
     """`state` as a snapshot body at log seq `seq`: cut now, the vectors
     copied when the returned function is called."""
     memories, vectors = _cut(state.memories, state.trash)
-    turns, turn_vectors = state.layers[TURNS].index.cut()
+    turns, turn_vectors = _cut(state.layers[TURNS])
     tombstones, seen = frozenset(state.tombstones), frozenset(state.seen)
     stamps = FieldStamps(state.stamps)
     upkeep = dict(state.upkeep)
@@ -255,21 +258,29 @@ def capture_state(state: VaultState, seq: int, dimension: int, stamp: Stamp
                                 turns, turn_vectors(), seen, stamps, upkeep)
 
 
-def _cut(*layers: Layer) -> tuple[list[Memory], Callable[[], Vector]]:
+def _cut(*layers: Layer) -> tuple[list[Memory], Callable[[], Rows]]:
     """`MemoryIndex.cut` of several layers as one list: the snapshot holds
     the trash among the memories (`trashed_at` tells them apart, and
     `VaultState.restore` puts them back). The vectors are copied once, into
-    one matrix, rather than a copy per layer then their concatenation: at
-    100k memories that second copy is 150 MB."""
+    one matrix in the dtype of the first layer's (float16 in a large vault:
+    widened to float32, 100k rows were a 150 MB copy where 77 MB hold them),
+    rather than a copy per layer then their concatenation."""
     parts = [layer.index.live_rows() for layer in layers]
     memories = [memory for part_memories, _, _ in parts for memory in part_memories]
     dimension = layers[0].index.dimension
+    dtype = parts[0][1].dtype
 
-    def vectors() -> Vector:
-        out = np.empty((len(memories), dimension), dtype=np.float32)
+    def vectors() -> Rows:
+        out: Rows = np.empty((len(memories), dimension), dtype=dtype)
         start = 0
         for _, matrix, rows in parts:
-            half.take(matrix, rows, out[start : start + len(rows)])
+            into = out[start : start + len(rows)]
+            if matrix.dtype == out.dtype:
+                np.take(matrix, rows, axis=0, out=into)
+            elif half.single(into):  # float16 rows into float32: compiled (`half.py`)
+                half.take(matrix, rows, into)
+            else:
+                into[:] = matrix[rows]
             start += len(rows)
         return out
 
@@ -281,10 +292,9 @@ def restore(state: VaultState, body: SnapshotBody, delta: SnapshotBody | None = 
     against `body`) laid over it; the delta's changes then count as changes
     since `body`, as they were when it was written."""
     if delta is not None:
-        body = merged(body, delta)
-    state.restore(list(zip(body.memories, body.vectors, strict=True)),
-                  list(zip(body.turns, body.turn_vectors, strict=True)),
-                  set(body.tombstones), set(body.seen), body.stamps)
+        body = merged(body, delta, restore_matrix)
+    state.restore_rows(body.memories, body.vectors, body.turns, body.turn_vectors,
+                       set(body.tombstones), set(body.seen), body.stamps)
     state.upkeep = dict(body.upkeep)
     if delta is not None:
         state.changed = dict.fromkeys(memory.id for memory in (*delta.memories, *delta.turns))

@@ -44,6 +44,9 @@ import gc
 import sys
 from collections.abc import Mapping
 from dataclasses import fields
+from typing import cast
+
+import numpy as np
 
 from memvaultd.index.layer import Layer
 from memvaultd.model.hlc import Stamp
@@ -65,7 +68,7 @@ from memvaultd.model.operations import (
 )
 from memvaultd.model.stamps import FieldStamps
 from memvaultd.model.vector import Vector
-from memvaultd.storage.snapshot_body import collector_paused
+from memvaultd.storage.snapshot_body import Rows, collector_paused
 
 MEMORY_FIELDS = tuple(f.name for f in fields(Memory))
 # Fields a put sets and an update may change; counters merge by their own rule.
@@ -230,19 +233,28 @@ class VaultState:
     def restore(self, memories: list[tuple[Memory, Vector]], turns: list[tuple[Memory, Vector]],
                 tombstones: set[str], seen: set[str],
                 stamps: Mapping[str, Mapping[str, Stamp]]) -> None:
+        """`restore_rows` of (memory, vector) pairs."""
+        self.restore_rows([memory for memory, _ in memories], [vector for _, vector in memories],
+                          [turn for turn, _ in turns], [vector for _, vector in turns],
+                          tombstones, seen, stamps)
+
+    def restore_rows(self, memories: list[Memory], vectors: Rows | list[Vector],
+                     turns: list[Memory], turn_vectors: Rows | list[Vector],
+                     tombstones: set[str], seen: set[str],
+                     stamps: Mapping[str, Mapping[str, Stamp]]) -> None:
         """Take a snapshot's state: the same layers as a `put` of each memory
         in order, built in bulk (`Layer.restore`), with the collector paused
         while they are: 100k memories in ~1.4 s against ~3.4 s. A snapshot
         holds the trash among its memories (`trashed_at` set): they go to
-        the trash layer, as their puts would."""
-        live: list[tuple[Memory, Vector]] = []
-        trashed: list[tuple[Memory, Vector]] = []
-        for pair in memories:
-            (trashed if pair[0].trashed else live).append(pair)
+        the trash layer, as their puts would. `vectors` row i is memory i's;
+        a matrix the index can keep (`restore_matrix`) is not copied when the
+        live memories come first (as a snapshot's cut lays them out)."""
+        live, trashed = _parted(memories, vectors)
         with collector_paused():
-            for name, pairs in ((MEMORIES, live), (TURNS, turns), (TRASH_LAYER, trashed)):
-                self.layers[name].restore([memory for memory, _ in pairs],
-                                          [vector for _, vector in pairs])
+            for name, (part, rows) in ((MEMORIES, live), (TURNS, (turns, turn_vectors)),
+                                       (TRASH_LAYER, trashed)):
+                # float16 rows (a large vault's): the index keeps or converts them.
+                self.layers[name].restore(part, cast(Vector, rows))
             self.tombstones, self.seen = tombstones, seen
             # Taken as given, like the sets: the caller gives them up.
             self.stamps = stamps if isinstance(stamps, FieldStamps) else FieldStamps(stamps)
@@ -282,3 +294,23 @@ def _named(op: Operation) -> tuple[str, ...]:
     if op.kind == UPKEEP:
         return ()
     return (op.target,)
+
+
+_Part = tuple[list[Memory], "Rows | list[Vector]"]
+
+
+def _parted(memories: list[Memory], vectors: Rows | list[Vector]) -> tuple[_Part, _Part]:
+    """The live memories and their vectors, and the trashed ones and theirs;
+    a slice of `vectors` each when the live ones come first."""
+    live = [i for i, memory in enumerate(memories) if not memory.trashed]
+    if len(live) == len(memories):
+        return (memories, vectors), ([], [])
+    gone = [i for i, memory in enumerate(memories) if memory.trashed]
+    if not live or live[-1] == len(live) - 1:  # the live ones first: two slices
+        count = len(live)
+        return (memories[:count], vectors[:count]), (memories[count:], vectors[count:])
+    if isinstance(vectors, np.ndarray):
+        return (([memories[i] for i in live], vectors[live]),
+                ([memories[i] for i in gone], vectors[gone]))
+    return (([memories[i] for i in live], [vectors[i] for i in live]),
+            ([memories[i] for i in gone], [vectors[i] for i in gone]))
