@@ -127,24 +127,27 @@ def test_a_long_text_is_cut_at_256_tokens(reference: Any, exported: OnnxModel) -
 
 
 @pytest.mark.slow
-def test_the_session_keeps_no_arena_of_its_own(exported: OnnxModel) -> None:
-    # ORT's arena and memory patterns keep the largest batch's buffers for
-    # good (onnx_model.py); the model's own options must turn both off.
-    options = exported._session.get_session_options()
-    assert (options.enable_cpu_mem_arena, options.enable_mem_pattern) == (False, False)
-
-
-@pytest.mark.slow
-def test_a_batch_gives_its_buffers_back_and_a_single_text_does_not(
+def test_a_chunk_shrinks_the_arena_and_trims_the_heap_and_a_single_text_does_not(
         exported: OnnxModel, monkeypatch: pytest.MonkeyPatch) -> None:
+    # ORT's arena keeps the largest batch's buffers for good (onnx_model.py).
     from memvaultd.embedding import onnx_model
 
+    session = exported._session
+    shrinks: list[str | None] = []
     trims: list[int] = []
+
+    class Recording:
+        def run(self, outputs: Any, feeds: Any, options: Any = None) -> Any:
+            shrinks.append(options and options.get_run_config_entry(
+                "memory.enable_memory_arena_shrinkage"))
+            return session.run(outputs, feeds, options)
+
+    monkeypatch.setattr(exported, "_session", Recording())
     monkeypatch.setattr(onnx_model, "trim_heap", lambda: trims.append(1))
     exported.encode([TEXTS[3]])
-    assert trims == []  # a query is spared the trim
+    assert (shrinks, trims) == ([None], [])  # a query is spared both
     exported.encode(TEXTS)
-    assert trims == [1]
+    assert (shrinks, trims) == ([None, "cpu:0"], [1])
 
 
 RESIDENT_AFTER_A_CHUNK = textwrap.dedent("""
@@ -169,8 +172,8 @@ RESIDENT_AFTER_A_CHUNK = textwrap.dedent("""
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc")
 def test_a_chunk_of_long_texts_leaves_the_daemon_no_larger(models: Path) -> None:
     # 32 texts cut at 256 tokens, the largest chunk the embedder sends: with
-    # ORT's arena the process stayed ~520 MB larger afterwards, without it and
-    # with the heap trimmed ~15 MB.
+    # ORT's arena left as it grew the process stayed ~520 MB larger afterwards,
+    # shrunk and trimmed it is no larger.
     done = subprocess.run([sys.executable, "-c", RESIDENT_AFTER_A_CHUNK, str(models), LONG],
                           capture_output=True, text=True, timeout=120,
                           env=dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1"))
