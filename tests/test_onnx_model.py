@@ -127,7 +127,7 @@ def test_a_long_text_is_cut_at_256_tokens(reference: Any, exported: OnnxModel) -
 
 
 @pytest.mark.slow
-def test_a_chunk_shrinks_the_arena_and_trims_the_heap_and_a_single_text_does_not(
+def test_a_large_chunk_shrinks_the_arena_and_trims_the_heap_and_a_small_one_does_not(
         exported: OnnxModel, monkeypatch: pytest.MonkeyPatch) -> None:
     # ORT's arena keeps the largest batch's buffers for good (onnx_model.py).
     from memvaultd.embedding import onnx_model
@@ -145,9 +145,10 @@ def test_a_chunk_shrinks_the_arena_and_trims_the_heap_and_a_single_text_does_not
     monkeypatch.setattr(exported, "_session", Recording())
     monkeypatch.setattr(onnx_model, "trim_heap", lambda: trims.append(1))
     exported.encode([TEXTS[3]])
-    assert (shrinks, trims) == ([None], [])  # a query is spared both
-    exported.encode(TEXTS)
-    assert (shrinks, trims) == ([None, "cpu:0"], [1])
+    exported.encode([TEXTS[0]] * 32)  # 32 x 8 tokens, under GIVE_BACK_TOKENS
+    assert (shrinks, trims) == ([None, None], [])
+    exported.encode(TEXTS)  # 5 x 256 tokens
+    assert (shrinks, trims) == ([None, None, "cpu:0"], [1])
 
 
 RESIDENT_AFTER_A_CHUNK = textwrap.dedent("""

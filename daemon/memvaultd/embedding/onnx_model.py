@@ -36,6 +36,13 @@ from memvaultd.model.vector import Vector
 
 # Model input -> the `tokenizers.Encoding` field that feeds it.
 INPUTS = {"input_ids": "ids", "attention_mask": "attention_mask", "token_type_ids": "type_ids"}
+# Chunks padded to more tokens than this (rows x longest text) give their
+# buffers back after running (`OnnxModel`). Below it the arena keeps what such
+# a chunk needs, 22 MB after 32 texts of 31 tokens, for the next chunk to
+# reuse: giving back after every chunk cost 256 texts of ~16 tokens 7% more
+# CPU time (0.94-1.00 s against 0.89-0.92), with this bound 0.88-0.91. A
+# query (one text, at most 256 tokens, ~16 MB) never gives back.
+GIVE_BACK_TOKENS = 1024
 _POOLING_FLAGS = {"pooling_mode_cls_token": "cls", "pooling_mode_mean_tokens": "mean",
                   "pooling_mode_max_tokens": "max", "pooling_mode_lasttoken": "lasttoken",
                   "pooling_mode_mean_sqrt_len_tokens": "mean_sqrt_len_tokens",
@@ -111,10 +118,10 @@ class OnnxModel:
         # ORT's arena keeps the largest batch's buffers for good: after one
         # chunk of 32 texts of 256 tokens (the attention alone is 32 x 12 heads
         # x 256^2 floats) a process with the model held 703 MB resident against
-        # 184 MB before it. A chunk runs with the arena shrunk at its end and
-        # the heap trimmed after: 163 MB after the same chunk, for 1-3% more
-        # CPU time a chunk (short texts 113 against 111 ms, long 1,465 against
-        # 1,427). Without any arena the chunk cost 8-19% more (each layer's
+        # 184 MB before it. A large chunk (GIVE_BACK_TOKENS) runs with the arena
+        # shrunk at its end and the heap trimmed after: 163 MB after the same
+        # chunk; 64 texts of ~140 tokens took 2.88-3.07 s of CPU time against
+        # 2.83-3.00. Without any arena a chunk cost 8-19% more (each layer's
         # buffers allocated afresh), so the arena stays.
         self._chunk_run = ort.RunOptions()
         self._chunk_run.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
@@ -129,12 +136,10 @@ class OnnxModel:
         encodings = self._tokenizer.encode_batch(texts)
         feeds = {name: np.array([getattr(e, INPUTS[name]) for e in encodings], dtype=np.int64)
                  for name in self._inputs}
-        # A single text's buffers stay under ~16 MB (one of 256 tokens), which
-        # the arena reuses: a query is spared the shrink and the trim.
-        chunk = len(texts) > 1
+        large = next(iter(feeds.values())).size > GIVE_BACK_TOKENS
         hidden: npt.NDArray[np.float32] = self._session.run(
-            None, feeds, self._chunk_run if chunk else None)[0]
-        if chunk:
+            None, feeds, self._chunk_run if large else None)[0]
+        if large:
             trim_heap()
         if self._pooling == "cls":
             pooled = hidden[:, 0]
