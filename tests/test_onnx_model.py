@@ -123,6 +123,68 @@ def test_a_long_text_is_cut_at_256_tokens(reference: Any, exported: OnnxModel) -
     assert np.abs(exported.encode([longer]) - st_encode(reference, [longer])).max() <= TOLERANCE
 
 
+# -- memory ------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_a_large_chunk_shrinks_the_arena_and_trims_the_heap_and_a_small_one_does_not(
+        exported: OnnxModel, monkeypatch: pytest.MonkeyPatch) -> None:
+    # ORT's arena keeps the largest batch's buffers for good (onnx_model.py).
+    from memvaultd.embedding import onnx_model
+
+    session = exported._session
+    shrinks: list[str | None] = []
+    trims: list[int] = []
+
+    class Recording:
+        def run(self, outputs: Any, feeds: Any, options: Any = None) -> Any:
+            shrinks.append(options and options.get_run_config_entry(
+                "memory.enable_memory_arena_shrinkage"))
+            return session.run(outputs, feeds, options)
+
+    monkeypatch.setattr(exported, "_session", Recording())
+    monkeypatch.setattr(onnx_model, "trim_heap", lambda: trims.append(1))
+    exported.encode([TEXTS[3]])
+    exported.encode([TEXTS[0]] * 32)  # 32 x 8 tokens, under GIVE_BACK_TOKENS
+    assert (shrinks, trims) == ([None, None], [])
+    exported.encode(TEXTS)  # 5 x 256 tokens
+    assert (shrinks, trims) == ([None, None, "cpu:0"], [1])
+
+
+RESIDENT_AFTER_A_CHUNK = textwrap.dedent("""
+    import json, sys
+    from pathlib import Path
+    from memvaultd.embedding import onnx_cache
+    from memvaultd.embedding.embedder import DEFAULT_MODEL, model_path
+
+    def resident_mb():
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+
+    model = onnx_cache.load(Path(model_path(DEFAULT_MODEL)), DEFAULT_MODEL, Path(sys.argv[1]))
+    loaded = resident_mb()
+    model.encode([sys.argv[2] + str(i) for i in range(32)])
+    print(json.dumps({"loaded": loaded, "after": resident_mb()}))
+""")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc")
+def test_a_chunk_of_long_texts_leaves_the_daemon_no_larger(models: Path) -> None:
+    # 32 texts cut at 256 tokens, the largest chunk the embedder sends: with
+    # ORT's arena left as it grew the process stayed ~520 MB larger afterwards,
+    # shrunk and trimmed it is no larger.
+    done = subprocess.run([sys.executable, "-c", RESIDENT_AFTER_A_CHUNK, str(models), LONG],
+                          capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1"))
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    print(f"resident after loading {report['loaded']:.0f} MB, "
+          f"after 32 texts of 256 tokens {report['after']:.0f} MB")
+    assert report["after"] - report["loaded"] < 100
+
+
 # -- the cache -------------------------------------------------------------------------
 
 
