@@ -54,7 +54,7 @@ def _memories(n: int, seed: int) -> tuple[list[Memory], np.ndarray]:
             id=f"m{i}", text=" ".join(words) or "-", topic_key=f"topic.{i % 7}_x",
             tags=tuple(f"tag{t}" for t in rng.choice(5, size=int(rng.integers(0, 3)),
                                                      replace=False)),
-            entity=str(rng.choice(["", "Ana", "ΣΑΣ"])),
+            entity=str(rng.choice(["", "Ana", "ΣΑΣ", "Ada Lovelace"])),
             session_id=str(rng.choice(["", "s1", "s2"])), created_at=float(i)))
     vectors = rng.normal(size=(n, DIM)).astype(np.float32)
     return memories, vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
@@ -96,6 +96,8 @@ def _assert_same(a: Layer, b: Layer) -> None:
     assert _live_postings(ka) == _live_postings(kb)
     assert a._topics == b._topics
     assert a.sessions._links == b.sessions._links and a.sessions._last == b.sessions._last
+    ea, eb = a.entities, b.entities
+    assert ea._count == eb._count and ea._single == eb._single and ea._pairs == eb._pairs
 
 
 def _live_postings(index: KeywordIndex) -> dict[str, tuple[list[int], list[int]]]:
