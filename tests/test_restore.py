@@ -530,6 +530,47 @@ def test_a_delta_laid_over_its_snapshot_gives_the_state_it_was_cut_from() -> Non
     assert set(restored.seen_since) == set(live.seen_since)
 
 
+@pytest.mark.parametrize("gone", [frozenset(), frozenset({"m5", "m299"})])
+def test_a_delta_over_a_body_read_with_room_is_written_over_its_rows(gone: frozenset[str]
+                                                                     ) -> None:
+    """A body read as a start reads it (`restore_matrix`, room past its rows)
+    takes a delta's changed and new rows in place when none is gone, and the
+    index then keeps that matrix; with some gone they are copied. Either way
+    the memories and rows are those of the delta laid over the body."""
+    from memvaultd.index.memory_index import restore_matrix
+    from memvaultd.storage.delta_body import merged
+
+    memories, vectors = _memories(340, seed=13)
+    stamp = Stamp(1_700_000_000_000, 0, "d")
+    none = (frozenset[str](), [], np.zeros((0, DIM), np.float32))
+    body = encode_body(SnapshotBody(10, DIM, stamp, memories[:300], vectors[:300], *none,
+                                    stamps={m.id: {"*": stamp} for m in memories[:300]}))
+    base = read_body(io.BytesIO(body), len(body), restore_matrix)
+    changed = [memories[7].copy(text="deploy on Friday"), memories[250].copy(tags=("moved",))]
+    changed_vectors = vectors[[330, 331]]
+    delta = SnapshotBody(20, DIM, stamp, [*changed, *memories[300:330]],
+                         np.concatenate([changed_vectors, vectors[300:330]]), *none,
+                         stamps={m.id: {"*": stamp} for m in [*changed, *memories[300:330]]},
+                         base=10,
+                         gone=gone)
+    rows_before = base.vectors
+    full = merged(base, delta, restore_matrix)
+
+    expected = {m.id: (m, v) for m, v in zip(memories[:300], vectors[:300], strict=True)}
+    for memory, vector in zip(delta.memories, delta.vectors, strict=True):
+        expected[memory.id] = (memory, vector)
+    for memory_id in gone:
+        del expected[memory_id]
+    assert full.memories == [memory for memory, _ in expected.values()]
+    np.testing.assert_array_equal(full.vectors, np.array([v for _, v in expected.values()]))
+    assert np.shares_memory(full.vectors, rows_before) == (not gone)
+    assert set(full.stamps) == {m.id for m in full.memories}
+    state = VaultState(DIM)
+    state.restore_rows(full.memories, full.vectors, [], full.turn_vectors, set(), set(),
+                       full.stamps)
+    assert np.shares_memory(state.layers[MEMORIES].index._matrix, full.vectors)
+
+
 def test_a_delta_is_laid_over_its_own_snapshot_only() -> None:
     from memvaultd.storage.delta_body import merged
 
