@@ -131,8 +131,8 @@ def memvault_figures(inputs: br.Inputs, probes: br.Matrix, timed: int, workdir: 
         log_offset = daemon.log_path.stat().st_size
         daemon.start()
         with daemon.client() as client:
-            figures = {"memvault_ivf_settle_s":
-                       br.settle_ivf(daemon, log_offset) if n >= 20_000 else 0.0}
+            settled = br.settle(daemon, log_offset, n >= 20_000)
+            figures = {"memvault_ivf_settle_s": settled.get("ivf_settle_s", 0.0)}
             br.phase("timing memvault recalls over the socket")
             samples = br.daemon_recalls(client, inputs.cached, [], timed)
             figures["memvault_recall_at_10"] = br.recall_at_10(client, probes, inputs.vectors)
