@@ -28,11 +28,11 @@ def merged(base: SnapshotBody, delta: SnapshotBody, allocate: Allocate | None = 
     """The full state `delta` describes over `base` (the snapshot at
     `delta.base`): each memory and turn in `base`'s order, the delta's
     version where it has one, the gone ones left out, then the delta's new
-    ones in its order. `base` is used up: its vectors are written over in
-    place when their matrix has room past them for the new ones and none is
-    gone (a start's: `allocate` left an eighth), else they are copied into
-    matrices `allocate` makes (by default of `base`'s dtype, no room); its
-    stamps are taken as the result's."""
+    ones in its order. `base` is used up: when none is gone and the matrix
+    its vectors begin has room for the new ones (a start's: `allocate` left
+    an eighth), the rows past them are taken as free and written over in
+    place; else the vectors are copied into matrices `allocate` makes (by
+    default of `base`'s dtype, no room). Its stamps become the result's."""
     if delta.base != base.seq:
         raise ValueError(f"the delta is made against snapshot {delta.base}, not {base.seq}")
     allocate = allocate or _matrix
