@@ -43,7 +43,7 @@ from memvaultd.index import ivf as ann
 from memvaultd.index.columns import Columns
 from memvaultd.index.heap import trim_heap
 from memvaultd.model.memory import Memory
-from memvaultd.model.vector import Vector
+from memvaultd.model.vector import Vector, matrix_begun_by
 
 log = logging.getLogger("memvaultd.index")
 
@@ -483,11 +483,8 @@ def _taken(vectors: object, count: int, dimension: int, dtype: type[np.floating]
     else None (they are copied)."""
     if not isinstance(vectors, RestoreMatrix) or len(vectors) != count:
         return None
-    whole = vectors.base
-    if (not isinstance(whole, RestoreMatrix) or whole.dtype != dtype
-            or whole.shape[1:] != (dimension,) or len(whole) < count
-            or not whole.flags.c_contiguous
-            or vectors.__array_interface__["data"][0] != whole.__array_interface__["data"][0]):
+    whole = matrix_begun_by(vectors)
+    if not isinstance(whole, RestoreMatrix) or whole.dtype != dtype or whole.shape[1] != dimension:
         return None
     matrix: Vector | half.Half = whole.view(np.ndarray)
     return matrix

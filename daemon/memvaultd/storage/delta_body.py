@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from itertools import compress, repeat
 from operator import attrgetter
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from memvaultd.model.memory import Memory
 from memvaultd.model.stamps import FieldStamps
-from memvaultd.storage.snapshot_body import Allocate, Rows, SnapshotBody
+from memvaultd.model.vector import matrix_begun_by
+from memvaultd.storage.snapshot_body import Allocate, Rows, SnapshotBody, new_matrix
 
 # Rows copied at a time: the gathered rows' temporary stays ~24 MB.
 _ROWS_AT_ONCE = 16_384
@@ -35,7 +35,7 @@ def merged(base: SnapshotBody, delta: SnapshotBody, allocate: Allocate | None = 
     default of `base`'s dtype, no room). Its stamps become the result's."""
     if delta.base != base.seq:
         raise ValueError(f"the delta is made against snapshot {delta.base}, not {base.seq}")
-    allocate = allocate or _matrix
+    allocate = allocate or new_matrix
     memories, vectors = _laid_over(base.memories, base.vectors, delta.memories, delta.vectors,
                                    delta.gone, allocate)
     turns, turn_vectors = _laid_over(base.turns, base.turn_vectors, delta.turns,
@@ -48,11 +48,6 @@ def merged(base: SnapshotBody, delta: SnapshotBody, allocate: Allocate | None = 
     return SnapshotBody(delta.seq, delta.dimension, delta.stamp, memories, vectors,
                         delta.tombstones, turns, turn_vectors, base.seen | delta.seen, stamps,
                         delta.upkeep)
-
-
-def _matrix(rows: int, dimension: int, dtype: np.dtype[Any]) -> Rows:
-    matrix: Rows = np.empty((rows, dimension), dtype)
-    return matrix
 
 
 def _laid_over(memories: list[Memory], vectors: Rows, changed: list[Memory],
@@ -100,11 +95,8 @@ _id = attrgetter("id")
 def _room(vectors: Rows, total: int) -> Rows | None:
     """The matrix `vectors` are the first rows of, when it has `total` rows
     (the rows past `vectors` free: a body's matrix, made with room)."""
-    whole = vectors.base
-    if (not isinstance(whole, np.ndarray) or whole.ndim != 2 or len(whole) < total
-            or whole.shape[1:] != vectors.shape[1:] or whole.dtype != vectors.dtype
-            or not whole.flags.c_contiguous or not whole.flags.writeable
-            or vectors.__array_interface__["data"][0] != whole.__array_interface__["data"][0]):
+    whole = matrix_begun_by(vectors)
+    if whole is None or len(whole) < total or not whole.flags.writeable:
         return None
     room: Rows = whole[:total]
     return room

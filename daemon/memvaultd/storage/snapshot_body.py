@@ -269,17 +269,17 @@ def _id_batches(ids: list[str]) -> Iterator[list[pa.Array]]:
         yield [pa.array(ids[start : start + BATCH_ROWS], pa.string())]
 
 
-def _matrix(rows: int, dimension: int, dtype: np.dtype[Any]) -> Rows:
+def new_matrix(rows: int, dimension: int, dtype: np.dtype[Any]) -> Rows:
     matrix: Rows = np.empty((rows, dimension), dtype=dtype)
     return matrix
 
 
-def decode_body(body: bytes, allocate: Allocate = _matrix) -> SnapshotBody:
+def decode_body(body: bytes, allocate: Allocate = new_matrix) -> SnapshotBody:
     """The state in `body` (version 1, 2 or 3): `read_body` of the bytes."""
     return read_body(io.BytesIO(body), len(body), allocate)
 
 
-def read_body(source: Readable, length: int, allocate: Allocate = _matrix) -> SnapshotBody:
+def read_body(source: Readable, length: int, allocate: Allocate = new_matrix) -> SnapshotBody:
     """The state in the `length` bytes `source` reads, read front to back
     and parsed as they come (version 3; 1 and 2 are read whole first).
 
