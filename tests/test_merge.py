@@ -156,8 +156,8 @@ def _reloaded(state: VaultState) -> VaultState:
         np.zeros((0, DIM), dtype=np.float32), frozenset(state.seen),
         {k: dict(v) for k, v in state.stamps.items()})))
     loaded = VaultState(DIM)
-    loaded.restore(list(zip(body.memories, body.vectors, strict=True)), [],
-                   set(body.tombstones), set(body.seen), body.stamps)
+    loaded.restore_rows(body.memories, body.vectors, [], [],
+                        set(body.tombstones), set(body.seen), body.stamps)
     return loaded
 
 
@@ -341,7 +341,7 @@ def test_a_snapshot_written_before_the_trash_loads_every_memory_live() -> None:
     head = json.dumps(meta).encode()
     old = decode_body(struct.pack(">I", len(head)) + head + body[4 + size :])
     loaded = VaultState(DIM)
-    loaded.restore(list(zip(old.memories, old.vectors, strict=True)), [],
-                   set(old.tombstones), set(old.seen), old.stamps)
+    loaded.restore_rows(old.memories, old.vectors, [], [],
+                        set(old.tombstones), set(old.seen), old.stamps)
     assert sorted(m.id for m in loaded.memories.memories()) == ["m0", "m1", "m2"]
     assert len(loaded.trash) == 0 and loaded.tombstones == {"gone"}

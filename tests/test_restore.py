@@ -447,8 +447,8 @@ def test_vault_state_restore_equals_applying_the_puts() -> None:
         reference.apply(Operation(f"op-{i}", PUT, state.stamps.get(memory.id, {}).get(
             "*", Stamp(0, 0, "d")), memory=memory, vector=vector, layer=MEMORIES))
     restored = VaultState(DIM)
-    restored.restore(list(zip(state.memories, state.vectors, strict=True)), [],
-                     set(state.tombstones), set(state.seen), state.stamps)
+    restored.restore_rows(state.memories, state.vectors, [], [],
+                          set(state.tombstones), set(state.seen), state.stamps)
     restored.finish_restore()  # what the vault's thread does once serving
     _assert_same(reference.memories, restored.memories)
     assert restored.seen == set(state.seen) and restored.tombstones == set(state.tombstones)

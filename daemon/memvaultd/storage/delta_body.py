@@ -3,7 +3,7 @@
 A stop seals what changed since the newest snapshot as a delta
 (`vault/deltas.py`, `docs/format.md`); a start reads the snapshot, then
 `merged` makes of the two the one full state the delta's seq describes, which
-`VaultState.restore` loads in bulk as it would a single snapshot.
+`VaultState.restore_rows` loads in bulk as it would a single snapshot.
 """
 
 from __future__ import annotations

@@ -261,7 +261,7 @@ def capture_state(state: VaultState, seq: int, dimension: int, stamp: Stamp
 def _cut(*layers: Layer) -> tuple[list[Memory], Callable[[], Rows]]:
     """`MemoryIndex.cut` of several layers as one list: the snapshot holds
     the trash among the memories (`trashed_at` tells them apart, and
-    `VaultState.restore` puts them back). The vectors are copied once, into
+    `VaultState.restore_rows` puts them back). The vectors are copied once, into
     one matrix in the dtype of the first layer's (float16 in a large vault:
     widened to float32, 100k rows were a 150 MB copy where 77 MB hold them),
     rather than a copy per layer then their concatenation."""

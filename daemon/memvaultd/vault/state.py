@@ -230,14 +230,6 @@ class VaultState:
         self.stamps.set(memory_id, name, stamp)
         return True
 
-    def restore(self, memories: list[tuple[Memory, Vector]], turns: list[tuple[Memory, Vector]],
-                tombstones: set[str], seen: set[str],
-                stamps: Mapping[str, Mapping[str, Stamp]]) -> None:
-        """`restore_rows` of (memory, vector) pairs."""
-        self.restore_rows([memory for memory, _ in memories], [vector for _, vector in memories],
-                          [turn for turn, _ in turns], [vector for _, vector in turns],
-                          tombstones, seen, stamps)
-
     def restore_rows(self, memories: list[Memory], vectors: Rows | list[Vector],
                      turns: list[Memory], turn_vectors: Rows | list[Vector],
                      tombstones: set[str], seen: set[str],
@@ -278,7 +270,7 @@ class VaultState:
         self.seen_since = seen + self.seen_since
 
     def finish_restore(self) -> None:
-        """Build what `restore` left to be built off the path to serving:
+        """Build what `restore_rows` left to be built off the path to serving:
         each layer's keyword index (`Layer.finish_restore`)."""
         for layer in self.layers.values():
             layer.finish_restore()
