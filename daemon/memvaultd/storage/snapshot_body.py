@@ -441,7 +441,11 @@ def _decoded(spec: Field[Any], column: pa.Array | None, count: int, strings: dic
         if not pa.types.is_list(column.type):
             raise ValueError(f"{spec.name!r} is {column.type}, not a list")
         flat = _strings(column.values, strings)
-        return [tuple(flat[a:b]) for a, b in pairwise(column.offsets.to_pylist())]
+        tuples = (tuple(flat[a:b]) for a, b in pairwise(column.offsets.to_pylist()))
+        if spec.name not in _SHARED_LISTS:
+            return list(tuples)
+        one: dict[tuple[str, ...], tuple[str, ...]] = {}
+        return [one.setdefault(values, values) for values in tuples]
     if spec.name in _PAYLOADS:
         loads = json.loads
         return [{} if text == "{}" else loads(text) for text in _strings(column, None)]
@@ -451,7 +455,24 @@ def _decoded(spec: Field[Any], column: pa.Array | None, count: int, strings: dic
     expected = _SCALARS[kind]
     if column.type != expected:
         raise ValueError(f"{spec.name!r} is {column.type}, not {expected}")
+    if kind == "float":
+        return _floats(column.to_numpy())
     values: list[Any] = column.to_pylist()
+    return values
+
+
+def _floats(column: npt.NDArray[np.float64]) -> list[float]:
+    """A column's floats, a value the whole column holds as one object, and
+    every zero as one: most memories were never reinforced, accessed, given
+    an expiry or trashed, and keep the default importance. A float object a
+    value was 24 bytes, five of them 120 of the ~790 bytes a memory's record
+    held at 100k benchmark memories. (-0.0 is a value of its own.)"""
+    if len(column) and (column == column[0]).all() and not np.signbit(column[0]):
+        return [column[0].item()] * len(column)
+    values: list[float] = column.tolist()
+    zero = 0.0
+    for i in np.flatnonzero((column == 0.0) & ~np.signbit(column)).tolist():
+        values[i] = zero
     return values
 
 
