@@ -71,7 +71,7 @@ import io
 import json
 import re
 import struct
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Set
 from contextlib import contextmanager
 from dataclasses import MISSING, Field, dataclass, field, fields
 from functools import partial
@@ -87,6 +87,7 @@ import pyarrow.ipc as ipc  # type: ignore[import-untyped]
 from memvault_base.errors import IntegrityError
 from memvaultd.model.hlc import Stamp
 from memvaultd.model.memory import Memory
+from memvaultd.model.op_ids import OpIds
 from memvaultd.model.operations import memory_from_dict
 from memvaultd.model.stamps import FieldStamps
 from memvaultd.storage.snapshots import Cancel, SnapshotCancelled
@@ -116,7 +117,7 @@ class SnapshotBody:
     tombstones: frozenset[str]
     turns: list[Memory]
     turn_vectors: Rows
-    seen: frozenset[str] = frozenset()
+    seen: Set[str] = frozenset()  # read: an `OpIds`
     stamps: Mapping[str, Mapping[str, Stamp]] = field(default_factory=dict)
     # When a sweep / consolidation last ran, on any device (docs/upkeep.md).
     upkeep: dict[str, float] = field(default_factory=dict)
@@ -158,7 +159,8 @@ def encode_body_parts(state: SnapshotBody, cancelled: Cancel | None = None
                 _memory_batches(state.turns, state.turn_vectors), check),
         _stream(_STAMPS, _stamp_batches(state.stamps), check),
         _stream(_IDS, _id_batches(sorted(state.tombstones)), check),
-        _stream(_IDS, _id_batches(sorted(state.seen)), check),
+        _stream(_IDS, _id_batches(state.seen if isinstance(state.seen, OpIds)
+                                  else sorted(state.seen)), check),
     ]
     head: dict[str, Any] = {
         "v": FORMAT_VERSION, "seq": state.seq, "dimension": dimension,
@@ -264,9 +266,11 @@ def _stamp_batches(stamps: Mapping[str, Mapping[str, Stamp]]) -> Iterator[list[p
                pa.array(counters, pa.int64()), pa.array(devices, _WORDS)]
 
 
-def _id_batches(ids: list[str]) -> Iterator[list[pa.Array]]:
-    for start in range(0, len(ids), BATCH_ROWS):
-        yield [pa.array(ids[start : start + BATCH_ROWS], pa.string())]
+def _id_batches(ids: Iterable[str]) -> Iterator[list[pa.Array]]:
+    """Sorted `ids` (an `OpIds` iterates in order) a batch at a time."""
+    each = iter(ids)
+    while batch := list(islice(each, BATCH_ROWS)):
+        yield [pa.array(batch, pa.string())]
 
 
 def new_matrix(rows: int, dimension: int, dtype: np.dtype[Any]) -> Rows:
@@ -356,7 +360,8 @@ def _read_sections(head: dict[str, Any], source: Readable, length: int, allocate
     ids = {memory.id: memory.id for memory in chain(memories, turns)}
     stamps = FieldStamps.from_rows(_read_stamps(_Section(source, lengths[2]), strings, ids))
     del ids
-    tombstones, seen = (frozenset(_read_ids(_Section(source, size))) for size in lengths[3:])
+    tombstones = frozenset(_read_ids(_Section(source, lengths[3])))
+    seen = _read_op_ids(_Section(source, lengths[4]))
     return SnapshotBody(int(head["seq"]), dimension, Stamp.decode(head["hlc"]), memories,
                         vectors, tombstones, turns, turn_vectors, seen, stamps,
                         {str(kind): float(at) for kind, at in head.get("upkeep", {}).items()},
@@ -513,9 +518,37 @@ def _read_stamps(section: _Section, strings: dict[str, str], known_ids: dict[str
 
 def _read_ids(section: _Section) -> Iterator[str]:
     for batch in section.batches():
-        if batch.schema != _IDS:
-            raise ValueError(f"ids of {batch.schema}")
-        yield from _strings(batch.column(0), None)
+        yield from _strings(_id_column(batch), None)
+
+
+def _id_column(batch: pa.RecordBatch) -> pa.Array:
+    if batch.schema != _IDS:
+        raise ValueError(f"ids of {batch.schema}")
+    return batch.column(0)
+
+
+def _read_op_ids(section: _Section) -> OpIds:
+    """The operation ids of a section, a batch of 32-byte ids read as one
+    array of characters rather than a string each (`OpIds`)."""
+    texts: list[npt.NDArray[np.uint8]] = []
+    others: list[str] = []
+    for batch in section.batches():
+        column = _id_column(batch)
+        if column.null_count:
+            raise ValueError("an id is null")
+        _, offsets_buffer, data = column.buffers()
+        offsets = np.frombuffer(offsets_buffer, dtype=np.int32)[
+            column.offset : column.offset + len(column) + 1]
+        if len(column) and (np.diff(offsets) == _OP_ID_CHARACTERS).all():
+            characters = np.frombuffer(data, dtype=np.uint8)[offsets[0] : offsets[-1]]
+            texts.append(characters.reshape(-1, _OP_ID_CHARACTERS))
+        else:
+            others += _strings(column, None)
+    text = np.concatenate(texts) if texts else np.zeros((0, _OP_ID_CHARACTERS), np.uint8)
+    return OpIds.of_text(text, others)
+
+
+_OP_ID_CHARACTERS = 32
 
 
 def vector_rows(body_len: int, head: bytes, dimension: int) -> int:

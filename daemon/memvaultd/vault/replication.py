@@ -13,6 +13,7 @@ from memvault_base.errors import IntegrityError
 from memvaultd.crypto.entropy import drawing, new_id
 from memvaultd.crypto.kdf import PURPOSE_LOG, PURPOSE_SNAPSHOT, derive_key
 from memvaultd.model.hlc import MAX_AHEAD_MS, ClockAhead, ahead_ms
+from memvaultd.model.op_ids import OpIds
 from memvaultd.model.operations import FORGET, PUT, Operation, decode, encode
 from memvaultd.storage.crash_points import reached
 from memvaultd.storage.join_journal import JoinJournal
@@ -242,7 +243,7 @@ class Replication:
         state = VaultState(info.dimension)
         if base is not None:
             state.restore_rows(base.memories, base.vectors, base.turns, base.turn_vectors,
-                               set(base.tombstones), set(base.seen), base.stamps)
+                               set(base.tombstones), OpIds(base.seen), base.stamps)
             state.upkeep = dict(base.upkeep)
         mine = []
         for layer_name, layer in core.state.layers.items():

@@ -34,6 +34,7 @@ from memvaultd.index.layer import Layer
 from memvaultd.index.memory_index import restore_matrix
 from memvaultd.model.hlc import Stamp
 from memvaultd.model.memory import Memory
+from memvaultd.model.op_ids import OpIds
 from memvaultd.model.operations import TURNS
 from memvaultd.model.stamps import FieldStamps
 from memvaultd.storage.crash_points import reached
@@ -251,7 +252,7 @@ def capture_state(state: VaultState, seq: int, dimension: int, stamp: Stamp
     copied when the returned function is called."""
     memories, vectors = _cut(state.memories, state.trash)
     turns, turn_vectors = _cut(state.layers[TURNS])
-    tombstones, seen = frozenset(state.tombstones), frozenset(state.seen)
+    tombstones, seen = frozenset(state.tombstones), state.seen.copy()
     stamps = FieldStamps(state.stamps)
     upkeep = dict(state.upkeep)
     return lambda: SnapshotBody(seq, dimension, stamp, memories, vectors(), tombstones,
@@ -294,7 +295,7 @@ def restore(state: VaultState, body: SnapshotBody, delta: SnapshotBody | None = 
     if delta is not None:
         body = merged(body, delta, restore_matrix)
     state.restore_rows(body.memories, body.vectors, body.turns, body.turn_vectors,
-                       set(body.tombstones), set(body.seen), body.stamps)
+                       set(body.tombstones), OpIds(body.seen), body.stamps)
     state.upkeep = dict(body.upkeep)
     if delta is not None:
         state.changed = dict.fromkeys(memory.id for memory in (*delta.memories, *delta.turns))

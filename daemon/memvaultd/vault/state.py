@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import gc
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
 from dataclasses import fields
 from typing import cast
 
@@ -51,6 +51,7 @@ import numpy as np
 from memvaultd.index.layer import Layer
 from memvaultd.model.hlc import Stamp
 from memvaultd.model.memory import Memory
+from memvaultd.model.op_ids import OpIds
 from memvaultd.model.operations import (
     ACCESS,
     FORGET,
@@ -88,7 +89,7 @@ class VaultState:
         trash.index.ivf_threshold = sys.maxsize
         self.layers = {MEMORIES: Layer(dimension), TURNS: Layer(dimension), TRASH_LAYER: trash}
         self.tombstones: set[str] = set()
-        self.seen: set[str] = set()
+        self.seen = OpIds()
         self.stamps = FieldStamps()
         # "sweep" / "consolidate" -> when it last ran, on any device.
         self.upkeep: dict[str, float] = {}
@@ -232,7 +233,7 @@ class VaultState:
 
     def restore_rows(self, memories: list[Memory], vectors: Rows | list[Vector],
                      turns: list[Memory], turn_vectors: Rows | list[Vector],
-                     tombstones: set[str], seen: set[str],
+                     tombstones: set[str], seen: Set[str],
                      stamps: Mapping[str, Mapping[str, Stamp]]) -> None:
         """Take a snapshot's state: the same layers as a `put` of each memory
         in order, built in bulk (`Layer.restore`), with the collector paused
@@ -247,7 +248,8 @@ class VaultState:
                                        (TRASH_LAYER, trashed)):
                 # float16 rows (a large vault's): the index keeps or converts them.
                 self.layers[name].restore(part, cast(Vector, rows))
-            self.tombstones, self.seen = tombstones, seen
+            self.tombstones = tombstones
+            self.seen = seen if isinstance(seen, OpIds) else OpIds(seen)
             # Taken as given, like the sets: the caller gives them up.
             self.stamps = stamps if isinstance(stamps, FieldStamps) else FieldStamps(stamps)
             self.changed, self.seen_since = {}, []
