@@ -269,9 +269,10 @@ def test_version_3_round_trips_every_field() -> None:
     assert json.loads(_head(encode_body(state)))["v"] == 3
 
 
-def test_equal_floats_and_tags_are_read_as_one_object_each() -> None:
-    """A value a whole batch holds, every zero and every repeated tag list
-    are one object; other values, a negative zero and a NaN read as written."""
+def test_equal_floats_tags_and_payloads_are_read_as_one_object_each() -> None:
+    """A value a whole batch holds, every zero, every repeated tag list and
+    the empty payload are one object; other values, a negative zero and a
+    NaN read as written."""
     memories, vectors = _memories(6, 5)
     memories = [m.copy(tags=("a", "b"), expires_at=0.0, last_reinforced_at=0.0 if i % 2 else 7.5,
                        importance=[0.5, -0.0, 0.0, 0.25, 0.5, 1.0][i],
@@ -280,8 +281,9 @@ def test_equal_floats_and_tags_are_read_as_one_object_each() -> None:
     state = dataclasses.replace(_state(), memories=memories, vectors=vectors, stamps={})
     read = decode_body(encode_body(state)).memories
     assert [m.id for m in read] == [m.id for m in memories]
-    for name in ("tags", "expires_at"):
+    for name in ("tags", "expires_at", "payload"):
         assert len({id(getattr(m, name)) for m in read}) == 1
+    assert read[0].payload == {}
     assert len({id(m.last_reinforced_at) for m in read[1::2]}) == 1
     assert [m.last_reinforced_at for m in read] == [7.5, 0.0] * 3
     assert [m.importance for m in read] == [0.5, -0.0, 0.0, 0.25, 0.5, 1.0]
