@@ -40,7 +40,7 @@ def _canonical(op_id: str) -> bool:
         c in "0123456789abcdef" for c in op_id)
 
 
-def halves(text: npt.NDArray[np.uint8]) -> tuple[_Halves, _Halves, npt.NDArray[np.bool_]]:
+def _spelt(text: npt.NDArray[np.uint8]) -> tuple[_Halves, _Halves, npt.NDArray[np.bool_]]:
     """Rows of 32 ASCII characters (an (n, 32) array) as the high and low
     64 bits of the 16 bytes their hex spells, and which rows are hex."""
     nibbles = _NIBBLES[text]
@@ -55,7 +55,7 @@ class OpIds(Set[str]):
     ask at any time: a fold swaps in the new arrays, as one tuple, before it
     lets go of the recent ids they now hold."""
 
-    __slots__ = ("_halves", "_recent", "_other")
+    __slots__ = ("_halves", "_other", "_recent")
 
     def __init__(self, ids: Iterable[str] = ()) -> None:
         self._halves: tuple[_Halves, _Halves] = (np.zeros(0, dtype=np.uint64),
@@ -74,15 +74,11 @@ class OpIds(Set[str]):
     def of_text(cls, text: npt.NDArray[np.uint8], others: Iterable[str] = ()) -> OpIds:
         """The ids spelt by the rows of `text` (an (n, 32) array of ASCII
         characters, each row an id) and `others`, without a string each."""
-        high, low, ok = halves(text)
+        high, low, ok = _spelt(text)
         new = cls(others)
         new._other.update(bytes(row).decode("utf-8") for row in text[~ok])
         new._add_halves(high[ok], low[ok])
         return new
-
-    @classmethod
-    def _from_iterable(cls, ids: Iterable[str]) -> OpIds:  # what `Set`'s | & - make
-        return cls(ids)
 
     def __contains__(self, op_id: object) -> bool:
         if not isinstance(op_id, str):
@@ -148,7 +144,7 @@ class OpIds(Set[str]):
         if not self._recent:
             return
         text = np.frombuffer("".join(self._recent).encode("ascii"), dtype=np.uint8)
-        high, low, _ = halves(text.reshape(-1, _HEX))
+        high, low, _ = _spelt(text.reshape(-1, _HEX))
         self._add_halves(high, low)
         self._recent = set()
 

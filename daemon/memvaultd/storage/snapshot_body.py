@@ -454,7 +454,8 @@ def _decoded(spec: Field[Any], column: pa.Array | None, count: int, strings: dic
     if spec.name in _PAYLOADS:
         # One empty payload for the batch, 64 bytes a memory otherwise: a
         # payload is never changed in place (`Memory.copy` shares it too).
-        loads, empty = json.loads, {}
+        empty: dict[str, Any] = {}
+        loads = json.loads
         return [empty if text == "{}" else loads(text) for text in _strings(column, None)]
     kind = str(spec.type)
     if kind == "str":
