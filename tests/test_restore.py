@@ -291,6 +291,18 @@ def test_equal_floats_tags_and_payloads_are_read_as_one_object_each() -> None:
     assert math.isnan(read[3].created_at) and read[4].created_at == 104.0
 
 
+def test_a_memory_never_reinforced_reads_one_float_for_both_times() -> None:
+    memories, vectors = _memories(4, 6)
+    times = [(5.0, 5.0), (5.0, 6.0), (0.0, -0.0), (7.0, 7.0)]
+    memories = [m.copy(created_at=c, last_reinforced_at=r)
+                for m, (c, r) in zip(memories, times, strict=True)]
+    state = dataclasses.replace(_state(), memories=memories, vectors=vectors, stamps={})
+    read = decode_body(encode_body(state)).memories
+    assert [(m.created_at, m.last_reinforced_at) for m in read] == times
+    assert [m.last_reinforced_at is m.created_at for m in read] == [True, False, False, True]
+    assert math.copysign(1, read[2].last_reinforced_at) == -1
+
+
 def test_float16_vectors_are_written_and_read_as_float16() -> None:
     """A large vault's index holds float16 rows: the body carries them as
     they are, and a reader gets them in the dtype its allocator asks for."""

@@ -413,6 +413,7 @@ def _read_memories(section: _Section, count: int, dimension: int, strings: dict[
             raise ValueError(f"more than the {count} memories the head says")
         values = [_decoded(spec, batch.column(spec.name) if spec.name in names else None, size,
                            strings) for spec in fields(Memory)]
+        _share_times(values)
         memories += map(Memory, *values)
         rows = batch.column(VECTOR).flatten().to_numpy(zero_copy_only=True)
         matrix[len(memories) - size : len(memories)] = rows.reshape(size, dimension)
@@ -424,6 +425,20 @@ def _read_memories(section: _Section, count: int, dimension: int, strings: dict[
 
 
 _MEMORY_FIELDS = frozenset(f.name for f in fields(Memory))
+_CREATED, _REINFORCED = (next(i for i, spec in enumerate(fields(Memory)) if spec.name == name)
+                         for name in ("created_at", "last_reinforced_at"))
+
+
+def _share_times(values: list[Iterable[Any]]) -> None:
+    """A memory never reinforced was written with `last_reinforced_at` equal
+    to `created_at` (`model/drafts.py`): the one float object for both, 24
+    bytes a memory less."""
+    created, reinforced = values[_CREATED], values[_REINFORCED]
+    if isinstance(created, list) and isinstance(reinforced, list):
+        first, then = np.array(created), np.array(reinforced)
+        for i in np.flatnonzero((first == then) & (np.signbit(first) == np.signbit(then))
+                                ).tolist():
+            reinforced[i] = created[i]
 
 
 def _defaults(spec: Field[Any], count: int) -> Iterable[Any]:
