@@ -291,6 +291,15 @@ def test_equal_floats_tags_and_payloads_are_read_as_one_object_each() -> None:
     assert math.isnan(read[3].created_at) and read[4].created_at == 104.0
 
 
+def test_a_negative_zero_among_zeros_reads_as_written() -> None:
+    """-0.0 equals 0.0: a column of zeros with one negative zero is not one value."""
+    memories, vectors = _memories(3, 8)
+    memories = [m.copy(expires_at=z) for m, z in zip(memories, (0.0, -0.0, 0.0), strict=True)]
+    state = dataclasses.replace(_state(), memories=memories, vectors=vectors, stamps={})
+    read = decode_body(encode_body(state)).memories
+    assert [math.copysign(1, m.expires_at) for m in read] == [1, -1, 1]
+
+
 def test_a_memory_never_reinforced_reads_one_float_for_both_times() -> None:
     memories, vectors = _memories(4, 6)
     times = [(5.0, 5.0), (5.0, 6.0), (0.0, -0.0), (7.0, 7.0)]

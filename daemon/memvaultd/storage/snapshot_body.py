@@ -490,7 +490,7 @@ def _floats(column: npt.NDArray[np.float64]) -> list[float]:
     an expiry or trashed, and keep the default importance. A float object a
     value was 24 bytes, five of them 120 of the ~790 bytes a memory's record
     held at 100k benchmark memories. (-0.0 is a value of its own.)"""
-    if len(column) and (column == column[0]).all() and not np.signbit(column[0]):
+    if len(column) and (column == column[0]).all() and not np.signbit(column).any():
         return [column[0].item()] * len(column)
     values: list[float] = column.tolist()
     zero = 0.0
