@@ -312,6 +312,21 @@ def test_a_memory_never_reinforced_reads_one_float_for_both_times() -> None:
     assert math.copysign(1, read[2].last_reinforced_at) == -1
 
 
+def test_equal_stamp_times_and_counters_are_read_as_one_int_each() -> None:
+    """A batch's stamps share a wall time, and counters recur across batches."""
+    memories, vectors = _memories(4, 9)
+    wall = 1_790_000_000_000
+    written = [Stamp(wall, 1000 + i % 2, "dev-a") for i in range(4)]
+    state = dataclasses.replace(_state(), memories=memories, vectors=vectors,
+                                stamps={m.id: {"*": s} for m, s in zip(memories, written,
+                                                                       strict=True)})
+    stamps = decode_body(encode_body(state)).stamps
+    read = [stamps[m.id]["*"] for m in memories]
+    assert read == written
+    assert len({id(s.wall_ms) for s in read}) == 1
+    assert read[0].counter is read[2].counter and read[1].counter is read[3].counter
+
+
 def test_float16_vectors_are_written_and_read_as_float16() -> None:
     """A large vault's index holds float16 rows: the body carries them as
     they are, and a reader gets them in the dtype its allocator asks for."""
