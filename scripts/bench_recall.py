@@ -91,6 +91,7 @@ FILTER = {"category": "even"}
 LANCE_FILTER = "category = 'even'"
 SEED = 20260131
 SERVING_TIMEOUT_S = 1800.0
+IVF_MEMORIES = 20_000  # the daemon builds an IVF from this many (index/ivf.py)
 RECALL_PROBES = 100  # query vectors whose daemon top 10 is compared with the exact top 10
 CLIENTS = 8
 MIXED_OPS = 200  # per client of CLIENTS: 9 recalls for every remember
@@ -730,7 +731,7 @@ def run(n: int, timed: int, uncached_count: int, batch_size: int, workdir: Path
             # start-up; let them finish (the daemon answers meanwhile) so the
             # figures below are those of the steady state. How long they took
             # is reported.
-            figures |= {"ivf_settle_s": 0.0} | settle(daemon, log_offset, n >= 20_000)
+            figures |= {"ivf_settle_s": 0.0} | settle(daemon, log_offset, n >= IVF_MEMORIES)
             phase("timing recalls over the socket")
             samples = daemon_recalls(client, inputs.cached, inputs.uncached, timed)
             figures["exact_top3_agreement"] = exact_agreement(
@@ -754,7 +755,7 @@ def run(n: int, timed: int, uncached_count: int, batch_size: int, workdir: Path
             phase(f"ingest of {EMBEDDED_INGEST} memories embedded by the daemon")
             texts = sentences(EMBEDDED_INGEST, MEMORY_TEMPLATES, random.Random(SEED + 1))
             figures["ingest_embedded_per_s"] = embedded_ingest(client, texts)
-            if n >= 20_000:
+            if n >= IVF_MEMORIES:
                 phase("timing cached recalls with the IVF's tail grown near an extension")
                 figures["tail_rows"], samples["grown_tail"] = grown_tail_recalls(
                     daemon, client, inputs, timed)

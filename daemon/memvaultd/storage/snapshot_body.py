@@ -551,6 +551,9 @@ def _id_column(batch: pa.RecordBatch) -> pa.Array:
     return batch.column(0)
 
 
+_OP_ID_CHARACTERS = 32  # an id `new_id` makes: 16 bytes in hex
+
+
 def _read_op_ids(section: _Section) -> OpIds:
     """The operation ids of a section, a batch of 32-byte ids read as one
     array of characters rather than a string each (`OpIds`)."""
@@ -570,9 +573,6 @@ def _read_op_ids(section: _Section) -> OpIds:
             others += _strings(column, None)
     text = np.concatenate(texts) if texts else np.zeros((0, _OP_ID_CHARACTERS), np.uint8)
     return OpIds.of_text(text, others)
-
-
-_OP_ID_CHARACTERS = 32
 
 
 def vector_rows(body_len: int, head: bytes, dimension: int) -> int:

@@ -1,0 +1,173 @@
+#!/usr/bin/env python3
+"""Two builds of memvaultd on their own vaults, timed in alternation.
+
+    .venv/bin/python scripts/bench_recall.py --n 100000 --keep      # each build
+    .venv/bin/python scripts/bench_recall_ab.py \\
+        --side before /path/to/old/checkout /tmp/memvault-bench-abc/home \\
+        --side now . /tmp/memvault-bench-def/home
+
+Each `--side` names a source checkout and a home that `bench_recall.py
+--keep` left (the vault that checkout wrote: a build may not read a newer
+one's format). Every round starts each side's daemon in turn, with that
+checkout's `daemon/`, `base/` and `client/` first on PYTHONPATH and this
+interpreter, waits until its IVF and keyword index are built, times cached
+recalls over its socket (hybrid, hybrid with a filter keeping half,
+`mode="vector"`, one of each per query in turn), reads its resident memory
+and stops it.
+
+Why alternate: two `bench_recall.py` runs one after the other differ by
+more than a change does. On 28 Nov two runs of one build at 100k gave
+filtered p50s of 2.15 and 3.37 ms (the second began at load 2.5), which
+read as a regression of 0.2-0.4 ms; five alternating rounds of the same
+homes gave 1.85 against 1.90 ms (docs/benchmarks.md). Drift in the
+machine's load then falls on both sides alike.
+
+Output: a table, then one JSON line: per side, p50 / p99 of each kind over
+all rounds, spawn to SERVING, stop and resident memory per round.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from bench_recall import (
+    CACHED_QUERIES,
+    CENTRES,
+    FILTER,
+    IVF_MEMORIES,
+    MEMORY_TEMPLATES,
+    QUERY_TEMPLATES,
+    SEED,
+    TIMED_RECALLS,
+    Daemon,
+    percentiles,
+    phase,
+    sentences,
+    settle,
+    timed_ms,
+)
+
+KINDS = ("hybrid", "filtered", "vector")
+
+
+@dataclass
+class Side:
+    name: str
+    tree: Path
+    home: Path
+    samples: dict[str, list[float]] = field(default_factory=lambda: {k: [] for k in KINDS})
+    start_s: list[float] = field(default_factory=list)
+    stop_s: list[float] = field(default_factory=list)
+    rss_mb: list[float] = field(default_factory=list)
+
+    def daemon(self) -> Daemon:
+        daemon = Daemon(self.home)
+        daemon.env["PYTHONPATH"] = ":".join(
+            str(self.tree / part) for part in ("daemon", "base", "client"))
+        return daemon
+
+    def figures(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"tree": str(self.tree), "home": str(self.home)}
+        for kind, samples in self.samples.items():
+            p50, p99 = percentiles(samples)
+            out[f"{kind}_p50_ms"], out[f"{kind}_p99_ms"] = round(p50, 3), round(p99, 3)
+        out["start_s"] = [round(s, 3) for s in self.start_s]
+        out["stop_s"] = [round(s, 3) for s in self.stop_s]
+        out["rss_mb"] = [round(s, 1) for s in self.rss_mb]
+        return out
+
+
+def queries() -> list[str]:
+    """`bench_recall.py`'s cached queries: the same texts, drawn the same way."""
+    rng = random.Random(SEED)
+    centres = sentences(CENTRES, MEMORY_TEMPLATES, rng)
+    return sentences(CACHED_QUERIES, QUERY_TEMPLATES, rng, avoid=set(centres))
+
+
+def one_round(side: Side, texts: list[str], timed: int) -> None:
+    daemon = side.daemon()
+    offset = daemon.log_path.stat().st_size if daemon.log_path.exists() else 0
+    try:
+        side.start_s.append(daemon.start())
+        with daemon.client() as client:
+            count = client.status().memory_count
+            settle(daemon, offset, count >= IVF_MEMORIES)
+            for text in texts:  # each kind's query cache and first calls: not timed
+                client.recall(text)
+                client.recall(text, filter=FILTER)
+                client.recall(text, mode="vector")
+            calls: dict[str, Callable[[str], object]] = {
+                "hybrid": lambda q: client.recall(q),
+                "filtered": lambda q: client.recall(q, filter=FILTER),
+                "vector": lambda q: client.recall(q, mode="vector")}
+            for i in range(timed):
+                text = texts[i % len(texts)]
+                for kind, call in calls.items():
+                    side.samples[kind].append(timed_ms(partial(call, text)))
+            side.rss_mb.append(daemon.rss_mb())
+    finally:
+        side.stop_s.append(daemon.stop())
+
+
+def table(sides: list[Side]) -> str:
+    lines = [f"{'':28}" + "".join(f"{side.name:>16}" for side in sides)
+             + (f"{'ratio':>8}" if len(sides) == 2 else "")]
+    for kind in KINDS:
+        for stat in ("p50", "p99"):
+            key = f"{kind}_{stat}_ms"
+            values = [side.figures()[key] for side in sides]
+            ratio = f"{values[1] / values[0]:8.2f}" if len(values) == 2 else ""
+            lines.append(f"{kind + ' ' + stat + ' ms':28}"
+                         + "".join(f"{v:16.3f}" for v in values) + ratio)
+    for key in ("start_s", "stop_s", "rss_mb"):
+        medians = [float(np.median(side.figures()[key])) for side in sides]
+        ratio = f"{medians[1] / medians[0]:8.2f}" if len(medians) == 2 else ""
+        lines.append(f"{key + ' (median)':28}" + "".join(f"{m:16.2f}" for m in medians) + ratio)
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--side", nargs=3, action="append", required=True,
+                        metavar=("NAME", "CHECKOUT", "HOME"),
+                        help="a build's source checkout and the home it wrote (twice or more)")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds of every side (5)")
+    parser.add_argument("--queries", type=int, default=TIMED_RECALLS,
+                        help=f"timed recalls of each kind per side and round ({TIMED_RECALLS})")
+    parser.add_argument("--json-only", action="store_true", help="print only the JSON line")
+    args = parser.parse_args(argv)
+    if len(args.side) < 2:
+        parser.error("give --side at least twice")
+    if args.rounds < 1 or args.queries < 1:
+        parser.error("--rounds and --queries must be at least 1")
+    sides = [Side(name, Path(tree).resolve(), Path(home).resolve())
+             for name, tree, home in args.side]
+    for side in sides:
+        if not (side.tree / "daemon" / "memvaultd").is_dir():
+            parser.error(f"{side.tree}: not a memvault checkout (no daemon/memvaultd)")
+        if not (side.home / "data").is_dir():
+            parser.error(f"{side.home}: no vault here (no data/); keep one with "
+                         "bench_recall.py --keep")
+    texts = queries()
+    for number in range(args.rounds):
+        for side in sides:
+            phase(f"round {number + 1} of {args.rounds}: {side.name}")
+            one_round(side, texts, args.queries)
+    if not args.json_only:
+        print(table(sides))
+    print(json.dumps({"rounds": args.rounds, "queries": args.queries,
+                      "sides": {side.name: side.figures() for side in sides}}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
