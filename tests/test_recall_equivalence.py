@@ -14,16 +14,19 @@ from __future__ import annotations
 import dataclasses
 import json
 import random
+from collections.abc import Callable
+from concurrent.futures import Future
 
 import numpy as np
 import pytest
 
+from memvaultd.index.keyword import KeywordHits
 from memvaultd.index.layer import Layer
 from memvaultd.model import memory as m
 from memvaultd.model.commands import RecallQuery
 from memvaultd.model.heat import HeatSettings
 from memvaultd.model.memory import Memory
-from memvaultd.recall import engine
+from memvaultd.recall import columnar, engine
 from memvaultd.recall.hybrid import FusionSettings
 from memvaultd.recall.ranking import DEFAULT_HALF_LIVES_DAYS
 
@@ -132,6 +135,26 @@ def _page(layer: Layer, query: RecallQuery, vector: np.ndarray, fusion: FusionSe
 
 @pytest.mark.parametrize(("n", "threshold", "seed"), [(600, 10**9, 1), (3000, 1000, 2)])
 def test_the_columnar_path_gives_the_reference_page(n: int, threshold: int, seed: int) -> None:
+    _compare_pages(n, threshold, seed)
+
+
+def test_keywords_scored_beside_the_vectors_give_the_reference_page(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A large vault's hybrid recall scores its keywords on another thread."""
+    pool, submitted = columnar._BESIDE, []
+
+    class Counted:
+        def submit(self, work: Callable[[], KeywordHits]) -> Future[KeywordHits]:
+            submitted.append(work)
+            return pool.submit(work)
+
+    monkeypatch.setattr(columnar, "_BESIDE", Counted())
+    monkeypatch.setattr(columnar, "KEYWORDS_BESIDE_FROM", 1000)
+    _compare_pages(3000, 1000, 3)
+    assert len(submitted) > 50
+
+
+def _compare_pages(n: int, threshold: int, seed: int) -> None:
     layer, rng, centres = _vault(n, seed, threshold)
     assert wait_for_ivf(layer.index) is (n >= threshold)
     r = random.Random(seed)
