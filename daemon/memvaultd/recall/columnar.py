@@ -30,7 +30,6 @@ import numpy as np
 import numpy.typing as npt
 
 from memvaultd.index.columns import TYPE_CODES
-from memvaultd.index.ivf import IVF_THRESHOLD
 from memvaultd.index.keyword import KeywordHits
 from memvaultd.index.layer import Layer
 from memvaultd.index.memory_index import MemoryIndex, RowMask, Rows, View
@@ -51,12 +50,14 @@ from memvaultd.recall.visibility import Visibility
 Floats = npt.NDArray[np.float64]
 _LN2 = math.log(2.0)
 # A hybrid recall over this many rows scores its keywords on another thread
-# while it searches the vectors: from the IVF's size both are compiled loops
-# that let go of the interpreter lock (`keyword._bm25_sums`,
-# `ivf.probed_lists`). Over the socket, each build on its own vault in turn
-# (scripts/bench_recall_ab.py): hybrid p50 4.63 -> 3.71 ms at 1M, 1.57 ->
-# 1.52 at 100k; below, the keyword sums run in NumPy, holding the lock.
-KEYWORDS_BESIDE_FROM = IVF_THRESHOLD
+# while it searches the vectors: both are compiled loops that let go of the
+# interpreter lock (`keyword._bm25_sums`, `ivf.probed_lists`), and what that
+# saves grows with the vault. Over the socket (scripts/bench_recall_ab.py and
+# bench_recall.py, docs/benchmarks.md): at 1M hybrid p50 4.63 -> 3.71 ms,
+# one client's mixed calls 226-238 -> 308 /s, 8 clients' unchanged; at 100k
+# 1.57 -> 1.52 ms, but the hand-off's ~0.13 ms of CPU a call took 8 clients
+# from 1,209-1,281 to 1,005 calls/s.
+KEYWORDS_BESIDE_FROM = 200_000
 _BESIDE = ThreadPoolExecutor(max_workers=2, thread_name_prefix="keywords")
 
 
