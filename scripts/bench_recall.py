@@ -689,13 +689,20 @@ class Inputs:
     model: Any
 
 
-def prepare(n: int, uncached_count: int) -> Inputs:
+def drawn_texts(uncached_count: int) -> tuple[list[str], list[str]]:
+    """The centres' texts, and the queries (the cached ones first), drawn
+    from SEED: the same texts in every run and every script that asks."""
     rng = random.Random(SEED)
-    phase("loading the model in the benchmark process")
-    model = load_model()
     centre_texts = sentences(CENTRES, MEMORY_TEMPLATES, rng)
     queries = sentences(CACHED_QUERIES + uncached_count, QUERY_TEMPLATES, rng,
                         avoid=set(centre_texts))
+    return centre_texts, queries
+
+
+def prepare(n: int, uncached_count: int) -> Inputs:
+    phase("loading the model in the benchmark process")
+    model = load_model()
+    centre_texts, queries = drawn_texts(uncached_count)
     phase(f"embedding {len(centre_texts)} centres and {len(queries)} queries")
     centres = embed(model, centre_texts)
     query_vectors = embed(model, queries)

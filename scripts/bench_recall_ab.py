@@ -19,7 +19,7 @@ Why alternate: two `bench_recall.py` runs one after the other differ by
 more than a change does. On 28 Nov two runs of one build at 100k gave
 filtered p50s of 2.15 and 3.37 ms (the second began at load 2.5), which
 read as a regression of 0.2-0.4 ms; five alternating rounds of the same
-homes gave 1.85 against 1.90 ms (docs/benchmarks.md). Drift in the
+homes gave 1.79 against 1.84 ms (docs/benchmarks.md). Drift in the
 machine's load then falls on both sides alike.
 
 Output: a table, then one JSON line: per side, p50 / p99 of each kind over
@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -40,18 +39,13 @@ from typing import Any
 
 import numpy as np
 from bench_recall import (
-    CACHED_QUERIES,
-    CENTRES,
     FILTER,
     IVF_MEMORIES,
-    MEMORY_TEMPLATES,
-    QUERY_TEMPLATES,
-    SEED,
     TIMED_RECALLS,
     Daemon,
+    drawn_texts,
     percentiles,
     phase,
-    sentences,
     settle,
     timed_ms,
 )
@@ -86,13 +80,6 @@ class Side:
         return out
 
 
-def queries() -> list[str]:
-    """`bench_recall.py`'s cached queries: the same texts, drawn the same way."""
-    rng = random.Random(SEED)
-    centres = sentences(CENTRES, MEMORY_TEMPLATES, rng)
-    return sentences(CACHED_QUERIES, QUERY_TEMPLATES, rng, avoid=set(centres))
-
-
 def one_round(side: Side, texts: list[str], timed: int) -> None:
     daemon = side.daemon()
     offset = daemon.log_path.stat().st_size if daemon.log_path.exists() else 0
@@ -119,19 +106,17 @@ def one_round(side: Side, texts: list[str], timed: int) -> None:
 
 
 def table(sides: list[Side]) -> str:
+    """Each figure a row, a column a side, and with two sides their ratio."""
+    figures = [side.figures() for side in sides]
+    rows = [(f"{kind} {stat} ms", [f[f"{kind}_{stat}_ms"] for f in figures])
+            for kind in KINDS for stat in ("p50", "p99")]
+    rows += [(f"{key} (median)", [float(np.median(f[key])) for f in figures])
+             for key in ("start_s", "stop_s", "rss_mb")]
+    two = len(sides) == 2
     lines = [f"{'':28}" + "".join(f"{side.name:>16}" for side in sides)
-             + (f"{'ratio':>8}" if len(sides) == 2 else "")]
-    for kind in KINDS:
-        for stat in ("p50", "p99"):
-            key = f"{kind}_{stat}_ms"
-            values = [side.figures()[key] for side in sides]
-            ratio = f"{values[1] / values[0]:8.2f}" if len(values) == 2 else ""
-            lines.append(f"{kind + ' ' + stat + ' ms':28}"
-                         + "".join(f"{v:16.3f}" for v in values) + ratio)
-    for key in ("start_s", "stop_s", "rss_mb"):
-        medians = [float(np.median(side.figures()[key])) for side in sides]
-        ratio = f"{medians[1] / medians[0]:8.2f}" if len(medians) == 2 else ""
-        lines.append(f"{key + ' (median)':28}" + "".join(f"{m:16.2f}" for m in medians) + ratio)
+             + (f"{'ratio':>8}" if two else "")]
+    lines += [f"{name:28}" + "".join(f"{v:16.3f}" for v in values)
+              + (f"{values[1] / values[0]:8.2f}" if two else "") for name, values in rows]
     return "\n".join(lines)
 
 
@@ -157,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         if not (side.home / "data").is_dir():
             parser.error(f"{side.home}: no vault here (no data/); keep one with "
                          "bench_recall.py --keep")
-    texts = queries()
+    texts = drawn_texts(0)[1]  # bench_recall.py's cached queries
     for number in range(args.rounds):
         for side in sides:
             phase(f"round {number + 1} of {args.rounds}: {side.name}")

@@ -146,7 +146,7 @@ def _channels(layer: Layer, view: View, text: str, vector: Vector, seen: Visibil
     if mode in (HYBRID, VECTOR):
         vector_rows, vector_cos = index.nearest(view, vector, depth, visible)
     bm25 = search()
-    keyword_rows = _keyword_rows(index, view, bm25, depth, visible) if len(bm25) else []
+    keyword_rows = _keyword_rows(index, view, bm25, depth, visible)
     topics = hybrid.asked_topics(text, topic_key, layer) if mode == HYBRID else set()
     on_topic = [i for topic in topics for i in layer.with_topic(topic)]
     topic_rows = _visible_rows(index, view, on_topic, visible)
