@@ -27,9 +27,12 @@ from memvault_base.errors import IntegrityError
 from memvaultd.index import keyword
 from memvaultd.index.keyword import KeywordIndex
 from memvaultd.index.layer import Layer
+from memvaultd.model import records
 from memvaultd.model.hlc import Stamp
 from memvaultd.model.memory import Memory
 from memvaultd.model.operations import MEMORIES, PUT, Operation
+from memvaultd.model.records import Records
+from memvaultd.model.stamps import FieldStamps
 from memvaultd.storage import snapshot_body
 from memvaultd.storage.snapshot_body import SnapshotBody, decode_body, encode_body, read_body
 from memvaultd.vault.state import VaultState
@@ -84,7 +87,8 @@ def _restored(memories: list[Memory], vectors: np.ndarray, threshold: int,
 def _assert_same(a: Layer, b: Layer) -> None:
     ia, ib = a.index, b.index
     n = len(ia._ids)
-    assert ia._ids == ib._ids and ia._row == ib._row and ia._records == ib._records
+    assert ia._ids == ib._ids and ia._rows.of == ib._rows.of
+    assert {m.id: m for m in ia.memories()} == {m.id: m for m in ib.memories()}
     assert np.array_equal(ia._matrix[:n], ib._matrix[:n])
     assert np.array_equal(ia._alive[:n], ib._alive[:n])
     ka, kb = a.keywords, b.keywords
@@ -269,10 +273,10 @@ def test_version_3_round_trips_every_field() -> None:
     assert json.loads(_head(encode_body(state)))["v"] == 3
 
 
-def test_equal_floats_tags_and_payloads_are_read_as_one_object_each() -> None:
-    """A value a whole batch holds, every zero, every repeated tag list and
-    the empty payload are one object; other values, a negative zero and a
-    NaN read as written."""
+def test_a_body_is_read_as_columns_a_repeated_value_held_once() -> None:
+    """The memories are read into columns, not objects: a value every
+    memory holds is held once, a repeated tag list once with a code a
+    memory; other values, a negative zero and a NaN read as written."""
     memories, vectors = _memories(6, 5)
     memories = [m.copy(tags=("a", "b"), expires_at=0.0, last_reinforced_at=0.0 if i % 2 else 7.5,
                        importance=[0.5, -0.0, 0.0, 0.25, 0.5, 1.0][i],
@@ -280,11 +284,14 @@ def test_equal_floats_tags_and_payloads_are_read_as_one_object_each() -> None:
                 for i, m in enumerate(memories)]
     state = dataclasses.replace(_state(), memories=memories, vectors=vectors, stamps={})
     read = decode_body(encode_body(state)).memories
-    assert [m.id for m in read] == [m.id for m in memories]
+    assert isinstance(read, Records) and not read.extra
+    columns = read.table.columns
     for name in ("tags", "expires_at", "payload"):
-        assert len({id(getattr(m, name)) for m in read}) == 1
-    assert read[0].payload == {}
-    assert len({id(m.last_reinforced_at) for m in read[1::2]}) == 1
+        assert isinstance(columns[name], records.Constant), name
+    assert isinstance(columns["importance"], records.Numbers)
+    assert isinstance(columns["text"], records.Texts)
+    assert [m.id for m in read] == [m.id for m in memories]
+    assert read[0].payload == {} and read[0].tags == ("a", "b")
     assert [m.last_reinforced_at for m in read] == [7.5, 0.0] * 3
     assert [m.importance for m in read] == [0.5, -0.0, 0.0, 0.25, 0.5, 1.0]
     assert math.copysign(1, read[1].importance) == -1 and math.copysign(1, read[2].importance) == 1
@@ -300,7 +307,7 @@ def test_a_negative_zero_among_zeros_reads_as_written() -> None:
     assert [math.copysign(1, m.expires_at) for m in read] == [1, -1, 1]
 
 
-def test_a_memory_never_reinforced_reads_one_float_for_both_times() -> None:
+def test_both_times_of_a_memory_read_as_written() -> None:
     memories, vectors = _memories(4, 6)
     times = [(5.0, 5.0), (5.0, 6.0), (0.0, -0.0), (7.0, 7.0)]
     memories = [m.copy(created_at=c, last_reinforced_at=r)
@@ -308,23 +315,25 @@ def test_a_memory_never_reinforced_reads_one_float_for_both_times() -> None:
     state = dataclasses.replace(_state(), memories=memories, vectors=vectors, stamps={})
     read = decode_body(encode_body(state)).memories
     assert [(m.created_at, m.last_reinforced_at) for m in read] == times
-    assert [m.last_reinforced_at is m.created_at for m in read] == [True, False, False, True]
     assert math.copysign(1, read[2].last_reinforced_at) == -1
 
 
-def test_equal_stamp_times_and_counters_are_read_as_one_int_each() -> None:
-    """A batch's stamps share a wall time, and counters recur across batches."""
+def test_the_put_stamps_of_a_body_are_read_into_arrays() -> None:
+    """A memory's put stamp is a row of three arrays, read back as written;
+    a stamp of a field of its own (an update's) stays a `Stamp`."""
     memories, vectors = _memories(4, 9)
     wall = 1_790_000_000_000
-    written = [Stamp(wall, 1000 + i % 2, "dev-a") for i in range(4)]
-    state = dataclasses.replace(_state(), memories=memories, vectors=vectors,
-                                stamps={m.id: {"*": s} for m, s in zip(memories, written,
-                                                                       strict=True)})
-    stamps = decode_body(encode_body(state)).stamps
-    read = [stamps[m.id]["*"] for m in memories]
-    assert read == written
-    assert len({id(s.wall_ms) for s in read}) == 1
-    assert read[0].counter is read[2].counter and read[1].counter is read[3].counter
+    written = [Stamp(wall, 1000 + i % 2, f"dev-{i % 3}") for i in range(4)]
+    stamps = {m.id: {"*": s} for m, s in zip(memories, written, strict=True)}
+    stamps[memories[1].id]["text"] = Stamp(wall + 5, 0, "dev-9")
+    state = dataclasses.replace(_state(), memories=memories, vectors=vectors, stamps=stamps)
+    read = decode_body(encode_body(state)).stamps
+    assert isinstance(read, FieldStamps)
+    assert {m.id: read[m.id] for m in memories} == stamps
+    assert read.of(memories[1].id, "text") == Stamp(wall + 5, 0, "dev-9")
+    assert read.of(memories[1].id, "tags") == written[1]
+    assert [type(entry) for entry in read._entries.values()] == [int, dict, int, int]
+    assert set(read._loaded.walls.tolist()) == {wall}
 
 
 def test_float16_vectors_are_written_and_read_as_float16() -> None:
@@ -643,7 +652,8 @@ def test_equal_short_strings_of_a_body_are_one_object() -> None:
     memories = decode_body(encode_body(_state())).memories
     tiers = {id(m.tier) for m in memories}
     tags = {id(tag) for m in memories for tag in m.tags if tag == "tag1"}
-    assert len(tiers) == 1 and len(tags) <= 1
+    topics = {id(m.topic_key) for m in memories if m.topic_key == "topic.1_x"}
+    assert len(tiers) == 1 and len(tags) <= 1 and len(topics) == 1
 
 
 def test_a_list_where_a_string_belongs_is_refused() -> None:

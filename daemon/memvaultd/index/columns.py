@@ -27,6 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from memvaultd.model.memory import TIERS, TYPES, Memory
+from memvaultd.model.records import Records
 
 # A tier or type outside the known ones (a record from a newer version) gets
 # the code after them: no request names it, and it decays as the default type.
@@ -45,9 +46,13 @@ _next_scope_code = itertools.count()
 
 
 def _scope(memory: Memory) -> int:
-    code = SCOPE_CODES.get(memory.scope)
+    return _scope_code(memory.scope)
+
+
+def _scope_code(scope: str) -> int:
+    code = SCOPE_CODES.get(scope)
     if code is None:  # `count` is atomic: two threads never share a code
-        code = SCOPE_CODES.setdefault(memory.scope, next(_next_scope_code))
+        code = SCOPE_CODES.setdefault(scope, next(_next_scope_code))
     return code
 
 
@@ -85,6 +90,33 @@ _FIELDS: Final[tuple[tuple[str, type, Callable[[Memory], Any]], ...]] = (
 )
 
 
+def _since_of(records: Records) -> npt.NDArray[np.float64]:
+    reinforced = records.numbers("last_reinforced_at")
+    return np.where(reinforced != 0, reinforced, records.numbers("created_at"))
+
+
+def _mapped(field: str, how: Callable[[Any], Any], dtype: type
+            ) -> Callable[[Records], npt.NDArray[Any]]:
+    return lambda records: records.mapped(field, how, dtype)
+
+
+# `_FIELDS` read from the columns of `Records` (`model/records.py`): a
+# coded field's value is worked out once a distinct value.
+_FROM_RECORDS: Final[dict[str, Callable[[Records], npt.NDArray[Any]]]] = {
+    "expires_at": lambda records: records.numbers("expires_at"),
+    "since": _since_of,
+    "created_at": lambda records: records.numbers("created_at"),
+    "reinforce_count": lambda records: records.numbers("reinforce_count"),
+    "importance": lambda records: records.numbers("importance"),
+    "superseded": _mapped("superseded_by", bool, np.bool_),
+    "tier": _mapped("tier", lambda tier: TIER_CODES.get(tier, OTHER_TIER), np.int8),
+    "type": _mapped("type", lambda kind: TYPE_CODES.get(kind, OTHER_TYPE), np.int8),
+    "has_entity": _mapped("entity", bool, np.bool_),
+    "has_session": _mapped("session_id", bool, np.bool_),
+    "scope": _mapped("scope", lambda scope: _scope_code(scope), np.int32),
+}
+
+
 class Columns:
     __slots__ = tuple(name for name, _, _ in _FIELDS)
 
@@ -108,6 +140,10 @@ class Columns:
     def of(cls, memories: Sequence[Memory], capacity: int) -> Columns:
         """Rows 0..len-1 for `memories` in order, in one pass per field."""
         columns = cls(capacity)
+        if isinstance(memories, Records):
+            for name, _, _ in _FIELDS:
+                getattr(columns, name)[: len(memories)] = _FROM_RECORDS[name](memories)
+            return columns
         for name, dtype, value in _FIELDS:
             getattr(columns, name)[: len(memories)] = np.fromiter(
                 map(value, memories), dtype=dtype, count=len(memories))

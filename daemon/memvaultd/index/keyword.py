@@ -43,6 +43,8 @@ import numpy as np
 import numpy.typing as npt
 import Stemmer  # type: ignore[import-not-found]  # PyStemmer, a C extension, ships no stubs
 
+from memvaultd.model import ints
+
 log = logging.getLogger("memvaultd.keyword")
 
 K1 = 1.2
@@ -333,7 +335,7 @@ class KeywordIndex:
             self._recent, self._recent_size, self._holes, self._removed = {}, 0, 0, 0
             self._doc_terms, self._doc_ends = array("i", doc_terms.tobytes()), array(
                 "q", doc_ends.tobytes())
-            self._ordinals = dict(zip(doc_ids, range(n), strict=True))
+            self._ordinals = dict(zip(doc_ids, ints.shared(0, n), strict=True))
             self._doc_ids = list(doc_ids)
             self._lengths = np.zeros(capacity, dtype=np.float64)
             self._lengths[:n] = lengths
@@ -443,7 +445,8 @@ class KeywordIndex:
             renumbered = (np.cumsum(kept) - 1).astype(np.int32)
             doc_terms = renumbered[doc_terms]
             counts, live = counts[kept], live[kept]
-            self._term_ids = dict(zip(compress(self._term_ids, kept.tolist()), count()))
+            self._term_ids = dict(zip(compress(self._term_ids, kept.tolist()),
+                                      ints.shared(0, int(kept.sum())), strict=True))
         ends = np.cumsum(counts)
         self._ords, self._tfs = ords, _narrowest(tfs)
         self._live = array("q", live.tobytes())
@@ -679,7 +682,8 @@ class _Slices:
                                dtype=np.int64)
         term_of_vocabulary = _terms_uncached(vocabulary)
         new = [t for t in dict.fromkeys(filter(None, term_of_vocabulary)) if t not in self.term_ids]
-        self.term_ids.update(zip(new, count(len(self.term_ids))))
+        held = len(self.term_ids)
+        self.term_ids.update(zip(new, ints.shared(held, held + len(new)), strict=True))
         term_of_word = np.fromiter(map(self.term_ids.get, term_of_vocabulary, repeat(-1)),
                                    dtype=np.int64, count=len(vocabulary))
         token_terms = term_of_word[word_ids]

@@ -42,7 +42,9 @@ from memvaultd.index import half
 from memvaultd.index import ivf as ann
 from memvaultd.index.columns import Columns
 from memvaultd.index.heap import trim_heap
+from memvaultd.model import ints
 from memvaultd.model.memory import Memory
+from memvaultd.model.records import Records
 from memvaultd.model.vector import Vector, matrix_begun_by
 
 log = logging.getLogger("memvaultd.index")
@@ -83,12 +85,27 @@ class View:
 RowMask = Callable[[View, Rows], npt.NDArray[np.bool_]]
 
 
+@dataclass(frozen=True, slots=True)
+class _Rows:
+    """Each memory's row (`of`), and where the record of each row a
+    restore filled is: `records[at[row]]` for `row < len(at)` with
+    `at[row] >= 0`, else `MemoryIndex._records`. Replaced whole when the
+    rows are renumbered (compaction), so a reader that took it once reads
+    a row and its record's place from the same numbering."""
+
+    of: dict[str, int]
+    records: Records
+    at: Rows
+
+
 class MemoryIndex:
     def __init__(self, dimension: int) -> None:
         self.dimension = dimension
         self._lock = threading.Lock()
+        # The records written since the restore, and the restored ones
+        # changed since, as objects; the others stay in `_rows.records`.
         self._records: dict[str, Memory] = {}
-        self._row: dict[str, int] = {}
+        self._rows = _Rows({}, Records.of(()), _NO_ROWS)
         self._matrix: Vector | half.Half = np.zeros((_INITIAL_CAPACITY, dimension),
                                                      dtype=np.float32)
         self._alive = np.zeros(_INITIAL_CAPACITY, dtype=bool)
@@ -105,47 +122,64 @@ class MemoryIndex:
         self.nprobe: int | None = None  # None: the IVF's own choice
 
     def __len__(self) -> int:
-        return len(self._records)
+        return len(self._rows.of)
 
     def __contains__(self, memory_id: object) -> bool:
-        return memory_id in self._records
+        return memory_id in self._rows.of
 
     def get(self, memory_id: str) -> Memory | None:
-        return self._records.get(memory_id)
+        # Lock-free: a writer sets `_records` before it moves a record out
+        # of `_rows.records`, and takes a row out of `_rows.of` first.
+        memory = self._records.get(memory_id)
+        if memory is not None:
+            return memory
+        rows = self._rows
+        row = rows.of.get(memory_id)
+        if row is None or row >= len(rows.at):
+            return None
+        at = rows.at.item(row)
+        return None if at < 0 else rows.records[at]
+
+    def ids(self) -> list[str]:
+        """The ids of the memories held, in no order."""
+        with self._lock:
+            return list(self._rows.of)
 
     def rows_of(self, memory_ids: list[str], view: View) -> list[int]:
         """The rows of those of `memory_ids` that `view` holds, in order."""
-        row_of, count = self._row.get, view.count
+        row_of, count = self._rows.of.get, view.count
         return [r for r in map(row_of, memory_ids) if r is not None and r < count]
 
     def vector(self, memory_id: str) -> Vector | None:
-        row = self._row.get(memory_id)
+        row = self._rows.of.get(memory_id)
         return None if row is None else self._matrix[row].astype(np.float32)
 
     def memories(self) -> Iterator[Memory]:
-        return iter(list(self._records.values()))
+        """Every live memory, in row order, each made as it is read."""
+        return iter(self.live_rows()[0])
 
     def put(self, memory: Memory, vector: Vector) -> None:
         """Insert `memory`, or replace the record (and vector) of the same id."""
         with self._lock:
-            old = self._row.get(memory.id)
+            old = self._rows.of.get(memory.id)
             if old is not None and np.array_equal(self._matrix[old],
                                                   vector.astype(self._matrix.dtype)):
-                self._records[memory.id] = memory
+                self._held(old, memory)
                 self._columns.set(old, memory)
                 return
             if old is not None:  # a new vector: a new row, so views stay true
+                self._held(old, memory)
                 self._alive[old] = False
                 self._dead += 1
             row = len(self._ids)
             if row == len(self._matrix):
                 self._grow()
             self._ids.append(memory.id)
-            self._row[memory.id] = row
+            self._records[memory.id] = memory
+            self._rows.of[memory.id] = row
             self._matrix[row] = vector
             self._alive[row] = True
             self._columns.set(row, memory)
-            self._records[memory.id] = memory
             if self._tail is not None:  # ~5 us a row
                 self._tail.add(self._matrix, len(self._ids))
             stale = self._ivf_stale()
@@ -174,15 +208,17 @@ class MemoryIndex:
                 np.concatenate(vectors, out=matrix[:count].reshape(-1))
         alive = np.zeros(len(matrix), dtype=bool)
         alive[:count] = True
-        ids = [memory.id for memory in memories]
-        columns = Columns.of(memories, len(matrix))
+        records = Records.of(memories)
+        ids = records.ids()
+        columns = Columns.of(records, len(matrix))
         with self._lock:
-            if self._records:
+            if self._rows.of:
                 raise ValueError("restore fills an empty index")
             self._matrix, self._alive, self._ids = matrix, alive, ids
             self._columns = columns
-            self._row = dict(zip(ids, range(count), strict=True))
-            self._records = dict(zip(ids, memories, strict=True))
+            self._records = {}
+            self._rows = _Rows(dict(zip(ids, ints.shared(0, count), strict=True)), records,
+                               np.arange(count, dtype=np.int64))
             stale = self._ivf_stale()
         if stale:  # the IVF is built in the background, as after a burst of puts
             self._maintain()
@@ -190,20 +226,32 @@ class MemoryIndex:
     def update(self, memory: Memory) -> None:
         """Replace the record of an existing memory, keeping its vector."""
         with self._lock:
-            if memory.id in self._records:
-                self._records[memory.id] = memory
-                self._columns.set(self._row[memory.id], memory)
+            row = self._rows.of.get(memory.id)
+            if row is not None:
+                self._held(row, memory)
+                self._columns.set(row, memory)
 
     def remove(self, memory_id: str) -> Memory | None:
         with self._lock:
-            memory = self._records.pop(memory_id, None)
-            row = self._row.pop(memory_id, None)
+            memory = self.get(memory_id)
+            row = self._rows.of.pop(memory_id, None)
+            self._records.pop(memory_id, None)
             if row is not None:
+                self._held(row, None)
                 self._alive[row] = False
                 self._dead += 1
                 if self._dead > _COMPACT_DEAD_FRACTION * len(self._ids):
                     self._compact()
             return memory
+
+    def _held(self, row: int, memory: Memory | None) -> None:
+        """`memory` as the record of `row`'s memory, an object from now on
+        (None: the memory is gone). Under `_lock`."""
+        if memory is not None:
+            self._records[memory.id] = memory
+        at = self._rows.at
+        if row < len(at):
+            at[row] = -1
 
     def search(self, query: Vector, limit: int, keep: Predicate | None = None
                ) -> list[tuple[Memory, float]]:
@@ -290,7 +338,7 @@ class MemoryIndex:
                 tested.add(i)
                 if cos[i] == -np.inf:
                     return found
-                memory = self._records.get(view.ids[rows[i]])
+                memory = self.get(view.ids[rows[i]])
                 if memory is None or (keep is not None and not keep(memory)):
                     continue
                 distance = float(np.sqrt(max(0.0, 2.0 - 2.0 * float(cos[i]))))
@@ -305,7 +353,8 @@ class MemoryIndex:
                 ) -> list[float | None]:
         """Cosine of each memory's vector with `query` (None: not here), in one product."""
         view = view or self.view()
-        rows = [self._row.get(i) for i in memory_ids]
+        row_of = self._rows.of.get
+        rows = [row_of(i) for i in memory_ids]
         present = [r for r in rows if r is not None and r < view.count]
         if not present:
             return [None] * len(rows)
@@ -407,14 +456,21 @@ class MemoryIndex:
         self._ivf = None  # its row numbers are gone; rebuilt on the next write or search
         self._tail = None
         self._epoch += 1
-        self._row = {memory_id: row for row, memory_id in enumerate(ids)}
+        # The restored rows come first, and keep their order.
+        old = self._rows
+        at = old.at[keep[keep < len(old.at)]]
+        records = old.records
+        if not (at >= 0).any():  # every restored record replaced or gone
+            records, at = Records.of(()), _NO_ROWS
+        self._rows = _Rows(dict(zip(ids, ints.shared(0, len(ids)), strict=True)), records,
+                           at)
 
-    def export(self) -> tuple[list[Memory], Vector]:
+    def export(self) -> tuple[Records, Vector]:
         """Every live memory and its vector, in one consistent cut."""
         memories, vectors = self.cut()
         return memories, vectors()
 
-    def cut(self) -> tuple[list[Memory], Callable[[], Vector]]:
+    def cut(self) -> tuple[Records, Callable[[], Vector]]:
         """`export` in two steps: the memories now, their vectors when called.
 
         Only the cut has to happen under the caller's lock (a snapshot holds
@@ -432,14 +488,21 @@ class MemoryIndex:
 
         return memories, vectors
 
-    def live_rows(self) -> tuple[list[Memory], Vector | half.Half, Rows]:
+    def live_rows(self) -> tuple[Records, Vector | half.Half, Rows]:
         """Every live memory, the matrix, and each memory's row in it, in
-        one consistent cut: the rows read the same later (`cut`)."""
+        one consistent cut: the rows read the same later (`cut`). The
+        memories as `Records`: the restored ones unchanged since are read
+        from their columns, made only as they are read."""
         with self._lock:
             # Live rows only: a memory given a new vector left a dead row behind.
             rows = np.flatnonzero(self._alive[: len(self._ids)]).astype(np.int64)
-            memories = [self._records[self._ids[row]] for row in rows.tolist()]
-            return memories, self._matrix, rows
+            held = self._rows
+            at = np.full(len(rows), -1, dtype=np.int64)
+            restored = rows < len(held.at)
+            at[restored] = held.at[rows[restored]]
+            ids, records = self._ids, self._records
+            objects = [records[ids[row]] for row in rows[at < 0].tolist()]
+            return held.records.picked(at, objects), self._matrix, rows
 
 
 def _scan(matrix: Vector | half.Half, start: int, end: int, query: Vector) -> Vector:

@@ -29,7 +29,7 @@ from pathlib import Path
 import watchfiles
 
 from memvaultd.config.settings import WatchFolder
-from memvaultd.notes.note_folder import FilePlan, NoteFolder
+from memvaultd.notes.note_folder import SOURCE_PREFIX, FilePlan, NoteFolder
 from memvaultd.vault.events import EventBus
 from memvaultd.vault.vault import Vault
 
@@ -145,7 +145,7 @@ class _Session:
     def _scan(self) -> None:
         started = time.monotonic()
         extra: list[str] = []
-        memories = list(self.vault.memories.memories())
+        memories = self.vault.memories.memories_where("source", _mirrors_a_file)
         for folder in self.folders:
             extra += folder.index(memories)
         if extra:
@@ -233,3 +233,7 @@ class _Progress:
 
     def finish(self) -> None:
         self.events.publish("watch", id=f"{self.total}/{self.total}")
+
+
+def _mirrors_a_file(source: str) -> bool:
+    return source.startswith(SOURCE_PREFIX)

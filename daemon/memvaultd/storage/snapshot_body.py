@@ -30,8 +30,10 @@ Why columns in batches: a start reads the body a sealed chunk at a time
 (`SnapshotStore.open`) and builds each batch's memories from its columns,
 its vectors copied into the index's own matrix (`read_body`'s `allocate`):
 the whole decrypted body is never held, nor a float32 copy of a float16
-matrix (154 MB at 100k memories, 1.5 GB at 1M). A dictionary column
-decodes to one Python string per distinct value. A writer encodes a batch
+matrix (154 MB at 100k memories, 1.5 GB at 1M). The memories are read
+into columns (`model/records.py`), not objects: a text column is kept as
+its UTF-8 bytes, a dictionary column as codes and one Python string per
+distinct value. A writer encodes a batch
 at a time and is asked between batches whether to give up (`cancelled`).
 
 A column a memory field lacks takes the field's default (an older writer);
@@ -76,7 +78,6 @@ from contextlib import contextmanager
 from dataclasses import MISSING, Field, dataclass, field, fields
 from functools import partial
 from itertools import chain, islice, pairwise, repeat
-from operator import attrgetter
 from typing import Any, Protocol
 
 import numpy as np
@@ -89,6 +90,7 @@ from memvaultd.model.hlc import Stamp
 from memvaultd.model.memory import Memory
 from memvaultd.model.op_ids import OpIds
 from memvaultd.model.operations import memory_from_dict
+from memvaultd.model.records import TEXTS, Records, TableBuilder
 from memvaultd.model.stamps import FieldStamps
 from memvaultd.storage.snapshots import Cancel, SnapshotCancelled
 
@@ -112,10 +114,11 @@ class SnapshotBody:
     seq: int
     dimension: int
     stamp: Stamp
-    memories: list[Memory]
+    # A read body's: `Records` (columns); a body to write: any sequence.
+    memories: Sequence[Memory]
     vectors: Rows
     tombstones: frozenset[str]
-    turns: list[Memory]
+    turns: Sequence[Memory]
     turn_vectors: Rows
     seen: Set[str] = frozenset()  # read: an `OpIds`
     stamps: Mapping[str, Mapping[str, Stamp]] = field(default_factory=dict)
@@ -241,9 +244,9 @@ def _memory_batches(memories: Sequence[Memory], vectors: Rows) -> Iterator[list[
     dtype = np.float16 if vectors.dtype == np.float16 else np.float32
     dimension = vectors.shape[1] if vectors.ndim == 2 else 0
     for start in range(0, len(memories), BATCH_ROWS):
-        part = memories[start : start + BATCH_ROWS]
-        columns = [_encoded(spec, list(map(attrgetter(spec.name), part)))
-                   for spec in fields(Memory)]
+        part = Records.of(memories[start : start + BATCH_ROWS])
+        # A field of a batch at a time, from the columns: no `Memory` made.
+        columns = [_encoded(spec, part.column(spec.name)) for spec in fields(Memory)]
         rows = np.ascontiguousarray(vectors[start : start + len(part)], dtype=dtype)
         columns.append(pa.FixedSizeListArray.from_arrays(pa.array(rows.reshape(-1)), dimension))
         yield columns
@@ -357,7 +360,7 @@ def _read_sections(head: dict[str, Any], source: Readable, length: int, allocate
                                          strings, allocate)
     # The stamps' ids as the same objects as the records' (81 bytes each,
     # 8 MB at 100k): a column decodes to one string per value.
-    ids = {memory.id: memory.id for memory in chain(memories, turns)}
+    ids = {memory_id: memory_id for memory_id in chain(memories.ids(), turns.ids())}
     stamps = FieldStamps.from_rows(_read_stamps(_Section(source, lengths[2]), strings, ids))
     del ids
     tombstones = frozenset(_read_ids(_Section(source, lengths[3])))
@@ -393,7 +396,7 @@ class _Section:
 
 
 def _read_memories(section: _Section, count: int, dimension: int, strings: dict[str, str],
-                   allocate: Allocate) -> tuple[list[Memory], Rows]:
+                   allocate: Allocate) -> tuple[Records, Rows]:
     reader = ipc.open_stream(section)
     names = reader.schema.names
     if unknown := sorted(set(names) - _MEMORY_FIELDS - {VECTOR}):
@@ -406,39 +409,73 @@ def _read_memories(section: _Section, count: int, dimension: int, strings: dict[
     matrix = allocate(count, dimension, np.dtype(vector_type.value_type.to_pandas_dtype()))
     if matrix.shape[0] < count or matrix.shape[1:] != (dimension,):
         raise ValueError(f"a matrix of {matrix.shape} for {count} rows")
-    memories: list[Memory] = []
+    table = TableBuilder(strings)
+    for spec in fields(Memory):
+        if spec.name not in names:
+            table.add_missing(spec.name)
+    read = 0
     for batch in reader:
         size = batch.num_rows
-        if len(memories) + size > count:
+        if read + size > count:
             raise ValueError(f"more than the {count} memories the head says")
-        values = [_decoded(spec, batch.column(spec.name) if spec.name in names else None, size,
-                           strings) for spec in fields(Memory)]
-        _share_times(values)
-        memories += map(Memory, *values)
+        for spec in fields(Memory):
+            if spec.name in names:
+                _add_column(table, spec, batch.column(spec.name))
         rows = batch.column(VECTOR).flatten().to_numpy(zero_copy_only=True)
-        matrix[len(memories) - size : len(memories)] = rows.reshape(size, dimension)
+        matrix[read : read + size] = rows.reshape(size, dimension)
+        read += size
     if section.left:
         raise ValueError(f"{section.left} bytes after the end of a section's stream")
-    if len(memories) != count:
-        raise ValueError(f"{len(memories)} memories where the head says {count}")
-    return memories, matrix[:count]
+    if read != count:
+        raise ValueError(f"{read} memories where the head says {count}")
+    return Records.whole(table.table(count)), matrix[:count]
 
 
 _MEMORY_FIELDS = frozenset(f.name for f in fields(Memory))
-_CREATED, _REINFORCED = (next(i for i, spec in enumerate(fields(Memory)) if spec.name == name)
-                         for name in ("created_at", "last_reinforced_at"))
 
 
-def _share_times(values: list[Iterable[Any]]) -> None:
-    """A memory never reinforced was written with `last_reinforced_at` equal
-    to `created_at` (`model/drafts.py`): the one float object for both, 24
-    bytes a memory less."""
-    created, reinforced = values[_CREATED], values[_REINFORCED]
-    if isinstance(created, list) and isinstance(reinforced, list):
-        first, then = np.array(created), np.array(reinforced)
-        for i in np.flatnonzero((first == then) & (np.signbit(first) == np.signbit(then))
-                                ).tolist():
-            reinforced[i] = created[i]
+def _add_column(table: TableBuilder, spec: Field[Any], column: pa.Array) -> None:
+    """One field's values for a batch of memories, into `table`."""
+    if column.null_count:
+        raise ValueError(f"{spec.name!r} holds nulls")
+    name = spec.name
+    if name in _TUPLES:
+        if not pa.types.is_list(column.type):
+            raise ValueError(f"{name!r} is {column.type}, not a list")
+        offsets = column.offsets.to_numpy()
+        if offsets[0] == offsets[-1]:  # no entry holds any: one code for all
+            table.add_coded(name, [()], np.zeros(len(column), dtype=np.int64))
+            return
+        flat = _strings(column.values, strings=None)
+        table.add_words(name, (tuple(flat[a:b]) for a, b in pairwise(offsets.tolist())))
+        return
+    kind = str(spec.type)
+    if name in _PAYLOADS or name in TEXTS:
+        if not pa.types.is_string(column.type):
+            raise ValueError(f"{name!r} is {column.type}, not {pa.string()}")
+        _validity, offsets, data = column.buffers()
+        ends = np.frombuffer(offsets, np.int32)[column.offset : column.offset + len(column) + 1]
+        first, last = int(ends[0]), int(ends[-1])
+        table.add_text(name, bytes(memoryview(data)[first:last]) if data else b"",
+                       ends.astype(np.int64) - first)
+        return
+    if kind == "str":
+        if pa.types.is_dictionary(column.type):
+            if column.indices.null_count:
+                raise ValueError("a dictionary column holds nulls")
+            table.add_coded(name, _strings(column.dictionary, None),
+                            column.indices.to_numpy())
+        elif name == "id":
+            table.add(name, _strings(column, None))
+        elif pa.types.is_string(column.type):  # coded here: its values rarely repeat
+            _add_column(table, spec, column.dictionary_encode())
+        else:
+            raise ValueError(f"{name!r} is {column.type}, not {pa.string()}")
+        return
+    expected = _SCALARS[kind]
+    if column.type != expected:
+        raise ValueError(f"{name!r} is {column.type}, not {expected}")
+    table.add_numbers(name, column.to_numpy(zero_copy_only=False))
 
 
 def _defaults(spec: Field[Any], count: int) -> Iterable[Any]:
@@ -448,55 +485,6 @@ def _defaults(spec: Field[Any], count: int) -> Iterable[Any]:
     if spec.default_factory is not MISSING:
         return (spec.default_factory() for _ in range(count))
     raise ValueError(f"memories lack the field {spec.name!r}")
-
-
-def _decoded(spec: Field[Any], column: pa.Array | None, count: int, strings: dict[str, str]
-             ) -> Iterable[Any]:
-    """One field's values for a batch of `count` memories: as stored, or the default."""
-    if column is None:
-        return _defaults(spec, count)
-    if column.null_count:
-        raise ValueError(f"{spec.name!r} holds nulls")
-    if spec.name in _TUPLES:
-        if not pa.types.is_list(column.type):
-            raise ValueError(f"{spec.name!r} is {column.type}, not a list")
-        flat = _strings(column.values, strings)
-        tuples = (tuple(flat[a:b]) for a, b in pairwise(column.offsets.to_pylist()))
-        if spec.name not in _SHARED_LISTS:
-            return list(tuples)
-        one: dict[tuple[str, ...], tuple[str, ...]] = {}
-        return [one.setdefault(values, values) for values in tuples]
-    if spec.name in _PAYLOADS:
-        # One empty payload for the batch, 64 bytes a memory otherwise: a
-        # payload is never changed in place (`Memory.copy` shares it too).
-        empty: dict[str, Any] = {}
-        loads = json.loads
-        return [empty if text == "{}" else loads(text) for text in _strings(column, None)]
-    kind = str(spec.type)
-    if kind == "str":
-        return _strings(column, strings if spec.name in _SHARED_STRINGS else None)
-    expected = _SCALARS[kind]
-    if column.type != expected:
-        raise ValueError(f"{spec.name!r} is {column.type}, not {expected}")
-    if kind == "float":
-        return _floats(column.to_numpy())
-    values: list[Any] = column.to_pylist()
-    return values
-
-
-def _floats(column: npt.NDArray[np.float64]) -> list[float]:
-    """A column's floats, a value the whole column holds as one object, and
-    every zero as one: most memories were never reinforced, accessed, given
-    an expiry or trashed, and keep the default importance. A float object a
-    value was 24 bytes, five of them 120 of the ~790 bytes a memory's record
-    held at 100k benchmark memories. (-0.0 is a value of its own.)"""
-    if len(column) and (column == column[0]).all() and not np.signbit(column).any():
-        return [column[0].item()] * len(column)
-    values: list[float] = column.tolist()
-    zero = 0.0
-    for i in np.flatnonzero((column == 0.0) & ~np.signbit(column)).tolist():
-        values[i] = zero
-    return values
 
 
 def _strings(column: pa.Array, strings: dict[str, str] | None) -> list[str]:

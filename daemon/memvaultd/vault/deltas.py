@@ -59,8 +59,9 @@ def capture_delta(state: VaultState, base: int, seq: int, dimension: int, stamp:
     gone: set[str] = set()
     for memory_id in state.changed:
         found = state.find(memory_id)
-        layer = found[0] if found is not None else state.layers[TURNS]
-        memory = layer.get(memory_id)
+        # A memory read from the columns is made at each `get`: made once.
+        layer, memory = found if found is not None else (
+            state.layers[TURNS], state.layers[TURNS].get(memory_id))
         vector = layer.index.vector(memory_id)
         if memory is None or vector is None:
             gone.add(memory_id)

@@ -26,7 +26,7 @@ last put is made, as the copy `export` made did before.
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import accumulate, chain, count, islice
 from operator import attrgetter
@@ -48,7 +48,7 @@ class _Part:
     """One layer's memories, as cut: memory i's vector is `matrix[rows[i]]`."""
 
     layer: str
-    memories: list[Memory]
+    memories: Sequence[Memory]
     matrix: Vector | Half
     rows: Rows
 

@@ -9,7 +9,6 @@ not found."""
 
 from __future__ import annotations
 
-import itertools
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -186,9 +185,9 @@ class Reads:
             found = state.find(memory_id)
             return found is not None and access.sees(found[1])
 
-        ids = (memory.id for memory in itertools.chain(state.memories.memories(),
-                                                       state.trash.memories())
-               if access.sees(memory))
+        # The ids first, a memory made only for those `ref` begins.
+        ids = (memory_id for layer in (state.memories, state.trash) for memory_id in layer.ids()
+               if memory_id.startswith(ref) and _seen(layer.get(memory_id), access))
         return id_prefix.resolve(ref, known, ids)
 
     def shows(self, memory_id: str, access: Access) -> bool:
@@ -277,3 +276,7 @@ class Reads:
         held = sorted((mem for mem in self.core.state.trash.memories() if access.sees(mem)),
                       key=lambda mem: (-mem.trashed_at, mem.id))
         return [(memory, trashing.purge_at(memory, settings)) for memory in held]
+
+
+def _seen(memory: Memory | None, access: Access) -> bool:
+    return memory is not None and access.sees(memory)

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import gc
 import sys
-from collections.abc import Mapping, Set
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import fields
 from typing import cast
 
@@ -67,6 +67,7 @@ from memvaultd.model.operations import (
     UPKEEP,
     Operation,
 )
+from memvaultd.model.records import Records
 from memvaultd.model.stamps import FieldStamps
 from memvaultd.model.vector import Vector
 from memvaultd.storage.snapshot_body import Rows, collector_paused
@@ -231,8 +232,8 @@ class VaultState:
         self.stamps.set(memory_id, name, stamp)
         return True
 
-    def restore_rows(self, memories: list[Memory], vectors: Rows | list[Vector],
-                     turns: list[Memory], turn_vectors: Rows | list[Vector],
+    def restore_rows(self, memories: Sequence[Memory], vectors: Rows | list[Vector],
+                     turns: Sequence[Memory], turn_vectors: Rows | list[Vector],
                      tombstones: set[str], seen: Set[str],
                      stamps: Mapping[str, Mapping[str, Stamp]]) -> None:
         """Take a snapshot's state: the same layers as a `put` of each memory
@@ -290,21 +291,21 @@ def _named(op: Operation) -> tuple[str, ...]:
     return (op.target,)
 
 
-_Part = tuple[list[Memory], "Rows | list[Vector]"]
+_Part = tuple[Records, "Rows | list[Vector]"]
 
 
-def _parted(memories: list[Memory], vectors: Rows | list[Vector]) -> tuple[_Part, _Part]:
+def _parted(memories: Sequence[Memory], vectors: Rows | list[Vector]) -> tuple[_Part, _Part]:
     """The live memories and their vectors, and the trashed ones and theirs;
     a slice of `vectors` each when the live ones come first."""
-    live = [i for i, memory in enumerate(memories) if not memory.trashed]
-    if len(live) == len(memories):
-        return (memories, vectors), ([], [])
-    gone = [i for i, memory in enumerate(memories) if memory.trashed]
-    if not live or live[-1] == len(live) - 1:  # the live ones first: two slices
+    records = Records.of(memories)
+    trashed = records.numbers("trashed_at") > 0
+    if not trashed.any():
+        return (records, vectors), (Records.of(()), [])
+    live, gone = np.flatnonzero(~trashed), np.flatnonzero(trashed)
+    if not len(live) or live[-1] == len(live) - 1:  # the live ones first: two slices
         count = len(live)
-        return (memories[:count], vectors[:count]), (memories[count:], vectors[count:])
+        return (records[:count], vectors[:count]), (records[count:], vectors[count:])
     if isinstance(vectors, np.ndarray):
-        return (([memories[i] for i in live], vectors[live]),
-                ([memories[i] for i in gone], vectors[gone]))
-    return (([memories[i] for i in live], [vectors[i] for i in live]),
-            ([memories[i] for i in gone], [vectors[i] for i in gone]))
+        return (records.taken(live), vectors[live]), (records.taken(gone), vectors[gone])
+    return ((records.taken(live), [vectors[i] for i in live.tolist()]),
+            (records.taken(gone), [vectors[i] for i in gone.tolist()]))

@@ -1,0 +1,186 @@
+"""Memories held as columns (`model/records.py`) read as the objects they were.
+
+A table built from memories gives back each one equal, every field; the
+sequence operations a load and a cut use (`taken`, `replaced`, `extended`,
+`picked`, slices) give what the same operations on a list give; a field read
+a column at a time (`column`, `each`, `numbers`, `mapped`) equals the field
+read from each object. And an index restored from a body holds no object a
+memory until one is changed, through writes, removals and compaction.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+
+from memvaultd.index.columns import _FIELDS, Columns
+from memvaultd.index.memory_index import MemoryIndex
+from memvaultd.model.memory import Memory
+from memvaultd.model.records import Constant, Records, columns_of
+from memvaultd.storage.delta_body import _laid
+
+DIM = 8
+
+
+def _memories(n: int) -> list[Memory]:
+    return [Memory(id=f"m{i}", text=["é café", "naïve ΣΑΣ", "\ud800 lone", "plain"][i % 4] + str(i),
+                   topic_key=f"topic.{i % 3}", tags=(("a", "b"), (), ("c",))[i % 3],
+                   payload={"n": i, "ü": [1, 2]} if i % 2 else {},
+                   importance=(0.5, -0.0, 1.0)[i % 3], created_at=100.0 + i,
+                   last_reinforced_at=0.0 if i % 2 else 100.0 + i,
+                   expires_at=math.nan if i == 3 else 0.0,
+                   access_count=i, protected=bool(i % 2), scope=("user", "agent:x")[i % 2],
+                   consolidated_from=("x", "y") if i == 5 else ())
+            for i in range(n)]
+
+
+def _same(a: Memory, b: Memory) -> bool:
+    """Equal field for field, a NaN equal to a NaN and -0.0 not to 0.0."""
+    for spec in dataclasses.fields(Memory):
+        x, y = getattr(a, spec.name), getattr(b, spec.name)
+        if isinstance(x, float):
+            if not (math.isnan(x) and math.isnan(y)) and (
+                    x != y or math.copysign(1, x) != math.copysign(1, y)):
+                return False
+        elif x != y or type(x) is not type(y):
+            return False
+    return True
+
+
+def test_a_table_gives_back_every_field_of_every_memory() -> None:
+    memories = _memories(12)
+    records = Records.whole(columns_of(memories))
+    assert len(records) == 12 and not records.extra
+    assert all(_same(read, memory) for read, memory in zip(records, memories, strict=True))
+    assert _same(records[7], memories[7]) and _same(records[-1], memories[-1])
+    assert records[3].payload is not records[3].payload  # a dict is made anew: mutable
+
+
+def test_a_field_every_memory_holds_alike_is_held_once() -> None:
+    memories = [m.copy(importance=0.5, tier="long_term") for m in _memories(6)]
+    columns = columns_of(memories).columns
+    assert isinstance(columns["importance"], Constant)
+    assert isinstance(columns["tier"], Constant)
+    assert not isinstance(columns["created_at"], Constant)
+
+
+def _alike(values: list[object], want: list[object]) -> bool:
+    """Equal in order, a NaN alike to a NaN."""
+    return len(values) == len(want) and all(
+        a == b or (isinstance(a, float) and isinstance(b, float) and math.isnan(a)
+                   and math.isnan(b)) for a, b in zip(values, want, strict=True))
+
+
+def _mixed() -> tuple[Records, list[Memory]]:
+    """Records of a table with objects among them, and the same as a list."""
+    memories = _memories(10)
+    changed = [m.copy(text=f"changed {m.id}", importance=0.25, tags=("new",))
+               for m in memories[2:4]]
+    added = [m.copy(id=f"n{i}", session_id="s") for i, m in enumerate(memories[:2])]
+    records = (Records.whole(columns_of(memories)).taken([0, 2, 3, 5, 6, 7, 9])
+               .replaced([1, 2], changed).extended(added))
+    expected = [memories[0], *changed, memories[5], memories[6], memories[7], memories[9], *added]
+    return records, expected
+
+
+def test_sequence_operations_give_what_they_give_on_a_list() -> None:
+    records, expected = _mixed()
+    assert len(records) == len(expected)
+    assert all(_same(a, b) for a, b in zip(records, expected, strict=True))
+    assert records == expected and records[2:5] == expected[2:5]
+    picked = records.picked(np.array([4, -1, 0, -1]), expected[:2])
+    assert picked == [expected[4], expected[0], expected[0], expected[1]]
+
+
+@pytest.mark.parametrize("name", [spec.name for spec in dataclasses.fields(Memory)])
+def test_a_field_read_a_column_at_a_time_equals_each_object_s(name: str) -> None:
+    records, expected = _mixed()
+    want = [getattr(m, name) for m in expected]
+    assert _alike(records.column(name), want)
+    assert _alike(list(records.each(name)), want)
+    whole = Records.whole(columns_of(expected))
+    assert list(whole.each("text")) == [m.text for m in expected]
+    if isinstance(want[0], (float, int)):
+        np.testing.assert_array_equal(records.numbers(name), np.array(want))
+    assert records.mapped(name, lambda value: len(str(value)), np.int64).tolist() == [
+        len(str(value)) for value in want]
+
+
+def _restored(n: int) -> tuple[MemoryIndex, list[Memory], np.ndarray]:
+    memories = _memories(n)
+    rng = np.random.default_rng(3)
+    vectors = rng.normal(size=(n, DIM)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    index = MemoryIndex(DIM)
+    index.restore(Records.whole(columns_of(memories)), vectors)
+    return index, memories, vectors
+
+
+def test_a_restored_index_holds_columns_and_objects_only_for_what_changed() -> None:
+    index, memories, vectors = _restored(40)
+    assert not index._records and len(index) == 40
+    assert all(_same(index.get(m.id), m) for m in memories)
+    index.update(memories[1].copy(text="updated"))
+    index.put(memories[2].copy(text="moved"), -vectors[2])  # a new vector: a new row
+    index.put(memories[3].copy(text="same vector"), vectors[3])
+    assert index.remove(memories[4].id) == memories[4]
+    index.put(Memory(id="new", text="new one"), vectors[0])
+    assert set(index._records) == {memories[1].id, memories[2].id, memories[3].id, "new"}
+    assert index.get(memories[4].id) is None and memories[4].id not in index
+    assert [index.get(memories[i].id).text for i in (1, 2, 3)] == ["updated", "moved",
+                                                                  "same vector"]
+    live = {m.id: m for m in index.memories()}
+    assert len(live) == len(index) == 40
+    assert live[memories[2].id].text == "moved" and _same(live[memories[9].id], memories[9])
+
+
+def test_compaction_keeps_each_restored_record_with_its_memory() -> None:
+    index, memories, _ = _restored(64)
+    for memory in memories[:40:2]:  # a third of the rows dead: compacted
+        index.remove(memory.id)
+    index.update(memories[41].copy(text="kept apart"))
+    assert index._epoch == 1 and len(index._ids) < 64  # compacted once
+    assert all(index.get(m.id) is None for m in memories[:40:2])
+    assert index.get(memories[41].id).text == "kept apart"
+    assert all(_same(index.get(m.id), m) for i, m in enumerate(memories)
+               if i != 41 and not (i < 40 and i % 2 == 0))
+    records, _, rows = index.live_rows()
+    assert [m.id for m in records] == [index._ids[row] for row in rows.tolist()]
+
+
+def test_a_delta_read_from_a_body_stays_columns_over_its_snapshot() -> None:
+    """A delta's table is joined after its snapshot's: the merged records
+    hold no object, and read as the delta's versions over the snapshot."""
+    memories = _memories(9)
+    changed = [memories[2].copy(text="changed", tags=("z",), importance=0.75),
+               Memory(id="new", text="added", payload={"k": "v"}, created_at=5.0)]
+    base = Records.whole(columns_of(memories))
+    delta = Records.whole(columns_of(changed))
+    assert Records.whole(columns_of([])).table.joined(delta.table).ids == ["m2", "new"]
+    merged = _laid(base.taken(np.arange(9)), delta, np.array([2]), np.array([0]), np.array([1]))
+    assert not merged.extra
+    want = [*memories[:2], changed[0], *memories[3:], changed[1]]
+    assert all(_same(a, b) for a, b in zip(merged, want, strict=True)) and len(merged) == 10
+
+
+def test_tables_joined_read_each_entry_as_its_own_table_did() -> None:
+    """Joined column by column: a value held once in each, two different
+    ones, a -0.0 beside 0.0, coded words held twice, texts and payloads."""
+    first = [m.copy(importance=0.5, expires_at=0.0, payload={}) for m in _memories(5)]
+    then = [m.copy(id=f"t{i}", importance=0.75, expires_at=-0.0, payload={"a": i})
+            for i, m in enumerate(_memories(4))]
+    joined = columns_of(first).joined(columns_of(then))
+    assert len(joined) == 9 and joined.ids == [m.id for m in first + then]
+    assert all(_same(joined.memory(i), m) for i, m in enumerate(first + then))
+    alike = columns_of(first).joined(columns_of(first[:2]))
+    assert isinstance(alike.columns["importance"], Constant)
+
+
+def test_columns_of_records_equal_columns_of_the_objects() -> None:
+    records, expected = _mixed()
+    fast, slow = Columns.of(records, 20), Columns.of(expected, 20)
+    for name, _, _ in _FIELDS:
+        np.testing.assert_array_equal(getattr(fast, name), getattr(slow, name), err_msg=name)
