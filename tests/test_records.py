@@ -175,6 +175,10 @@ def test_tables_joined_read_each_entry_as_its_own_table_did() -> None:
     joined = columns_of(first).joined(columns_of(then))
     assert len(joined) == 9 and joined.ids == [m.id for m in first + then]
     assert all(_same(joined.memory(i), m) for i, m in enumerate(first + then))
+    many = [m.copy(id=f"x{i}", topic_key=f"own.{i}") for i, m in enumerate(_memories(300))]
+    wide = columns_of(many).joined(columns_of(then))  # 300 words, then one-byte codes
+    assert [wide.memory(i).topic_key for i in (0, 299, 300, 303)] == [
+        "own.0", "own.299", "topic.0", "topic.0"]
     alike = columns_of(first).joined(columns_of(first[:2]))
     assert isinstance(alike.columns["importance"], Constant)
 

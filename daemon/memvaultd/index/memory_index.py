@@ -95,7 +95,7 @@ class _Rows:
 
     of: dict[str, int]
     records: Records
-    at: Rows
+    at: npt.NDArray[np.integer[Any]]
 
 
 class MemoryIndex:
@@ -218,7 +218,7 @@ class MemoryIndex:
             self._columns = columns
             self._records = {}
             self._rows = _Rows(dict(zip(ids, ints.shared(0, count), strict=True)), records,
-                               np.arange(count, dtype=np.int64))
+                               np.arange(count, dtype=np.int32))
             stale = self._ivf_stale()
         if stale:  # the IVF is built in the background, as after a burst of puts
             self._maintain()
