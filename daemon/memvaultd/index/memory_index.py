@@ -488,6 +488,19 @@ class MemoryIndex:
 
         return memories, vectors
 
+    def records_of(self, memory_ids: list[str]) -> Records:
+        """The records of those of `memory_ids` held, in order, as
+        `live_rows` gives them: the restored ones read from their columns."""
+        with self._lock:
+            held, records, ids = self._rows, self._records, self._ids
+            places = np.fromiter((row for row in map(held.of.get, memory_ids)
+                                  if row is not None), dtype=np.int64)
+            at = np.full(len(places), -1, dtype=np.int64)
+            restored = places < len(held.at)
+            at[restored] = held.at[places[restored]]
+            objects = [records[ids[row]] for row in places[at < 0].tolist()]
+            return held.records.picked(at, objects)
+
     def live_rows(self) -> tuple[Records, Vector | half.Half, Rows]:
         """Every live memory, the matrix, and each memory's row in it, in
         one consistent cut: the rows read the same later (`cut`). The

@@ -30,13 +30,14 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import attrgetter
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
 
 from memvault_base.errors import InvalidArgument
 from memvaultd.model.memory import Memory
+from memvaultd.model.records import Records
 
 HOT, WARM, COLD, FROZEN = "hot", "warm", "cold", "frozen"
 BANDS: Final = (HOT, WARM, COLD, FROZEN)
@@ -82,22 +83,33 @@ def heats(memories: Sequence[Memory], now: float,
     against ~150 ms for `heat` one at a time (the listing's sort by heat and
     its band counts read every matching memory). Equal to `heat` within a
     few ulps (NumPy's exp2 and log1p may round differently from the C library's)."""
-    count = len(memories)
-
-    def column(name: str, dtype: type = np.float64) -> npt.NDArray[np.float64]:
-        return np.fromiter(map(attrgetter(name), memories), dtype=dtype, count=count)
-
-    reinforcements = column("reinforce_count", np.int64)
-    last = np.maximum(np.maximum(column("created_at"),
-                                 np.where(reinforcements > 0, column("last_reinforced_at"), 0.0)),
-                      column("last_accessed_at"))
-    days = np.maximum(0.0, now - last) / SECONDS_PER_DAY
+    reinforcements = _numbers(memories, "reinforce_count", np.int64)
+    days = np.maximum(0.0, now - last_uses(memories)) / SECONDS_PER_DAY
     recency = np.exp2(-days / half_life_days)
-    uses = np.maximum(0, column("access_count", np.int64) + REINFORCE_USES * reinforcements)
+    uses = np.maximum(0, _numbers(memories, "access_count", np.int64)
+                      + REINFORCE_USES * reinforcements)
     frequency = np.minimum(1.0, np.log1p(uses) / _SATURATION)
-    importance = np.clip(column("importance"), 0.0, 1.0)
+    importance = np.clip(_numbers(memories, "importance", np.float64), 0.0, 1.0)
     result: npt.NDArray[np.float64] = recency * (0.5 + 0.3 * frequency + 0.2 * importance)
     return result
+
+
+def last_uses(memories: Sequence[Memory]) -> npt.NDArray[np.float64]:
+    """`last_use` of each memory, as array operations."""
+    reinforced = np.where(_numbers(memories, "reinforce_count", np.int64) > 0,
+                          _numbers(memories, "last_reinforced_at", np.float64), 0.0)
+    result: npt.NDArray[np.float64] = np.maximum(
+        np.maximum(_numbers(memories, "created_at", np.float64), reinforced),
+        _numbers(memories, "last_accessed_at", np.float64))
+    return result
+
+
+def _numbers(memories: Sequence[Memory], name: str, dtype: type) -> npt.NDArray[Any]:
+    """Field `name` of each memory: read from its column (`Records`), or
+    from each object."""
+    if isinstance(memories, Records):
+        return memories.numbers(name, dtype)
+    return np.fromiter(map(attrgetter(name), memories), dtype=dtype, count=len(memories))
 
 
 def bands_of(values: npt.NDArray[np.float64]) -> npt.NDArray[np.str_]:

@@ -26,9 +26,10 @@ import heapq
 import json
 import math
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from itertools import chain
-from operator import attrgetter
 
 import numpy as np
 import numpy.typing as npt
@@ -42,9 +43,10 @@ from memvaultd.model.heat import (
     bands_of,
     heat,
     heats,
-    last_use,
+    last_uses,
 )
 from memvaultd.model.memory import Memory
+from memvaultd.model.records import Records
 from memvaultd.recall.visibility import Visibility, check_kinds
 
 # 500 rows: a screenful many times over, and a reply of ~0.5 MB at most
@@ -123,9 +125,9 @@ def list_page(layer: Layer, query: ListQuery, now: float,
     if query.band:
         assert warmth is not None
         keep = np.flatnonzero(bands_of(warmth) == query.band)
-        memories, warmth = [memories[i] for i in keep.tolist()], warmth[keep]
+        memories, warmth = memories.taken(keep), warmth[keep]
     keys = _keys(sort, memories, warmth)
-    ids = [memory.id for memory in memories]
+    ids = memories.ids()
     places = np.arange(len(memories))
     if cursor is not None:
         places = _beyond(keys, ids, cursor, query.ascending)
@@ -143,7 +145,7 @@ def list_page(layer: Layer, query: ListQuery, now: float,
 
 
 def _matching(layer: Layer, query: ListQuery, now: float,
-              heat_settings: HeatSettings) -> list[Memory]:
+              heat_settings: HeatSettings) -> Records:
     """The memories recall's visibility rule lets through (over the index's
     columns), then those of the asked entity and tag."""
     seen = Visibility.of(RecallQuery(
@@ -154,26 +156,29 @@ def _matching(layer: Layer, query: ListQuery, now: float,
     view = index.view()
     ok = seen.mask(index, view, np.arange(view.count))
     ids = view.ids
-    # A memory removed since the view was taken reads as None.
-    memories = [memory for memory in map(index.get, [ids[row] for row in
-                                                      np.flatnonzero(ok).tolist()])
-                if memory is not None]
+    # A memory removed since the view was taken is left out. Read as
+    # columns: only the page's memories are made (`model/records.py`).
+    memories = index.records_of([ids[row] for row in np.flatnonzero(ok).tolist()])
     if query.entity:
-        memories = [memory for memory in memories if memory.entity == query.entity]
+        memories = memories.taken(np.flatnonzero(
+            memories.mapped("entity", query.entity.__eq__, np.bool_)))
     if query.tag:
-        memories = [memory for memory in memories if query.tag in memory.tags]
+        memories = memories.taken(np.flatnonzero(
+            memories.mapped("tags", partial(_holds, query.tag), np.bool_)))
     return memories
 
 
-def _keys(sort: str, memories: list[Memory], warmth: Floats | None) -> Floats:
-    count = len(memories)
+def _holds(tag: str, tags: tuple[str, ...]) -> bool:
+    return tag in tags
+
+
+def _keys(sort: str, memories: Sequence[Memory], warmth: Floats | None) -> Floats:
     if sort == HEAT:
         assert warmth is not None
         return warmth
     if sort == LAST_USED:
-        return np.fromiter(map(last_use, memories), dtype=np.float64, count=count)
-    field_of = attrgetter("importance" if sort == IMPORTANCE else "created_at")
-    return np.fromiter(map(field_of, memories), dtype=np.float64, count=count)
+        return last_uses(memories)
+    return Records.of(memories).numbers("importance" if sort == IMPORTANCE else "created_at")
 
 
 def _beyond(keys: Floats, ids: list[str], cursor: _Cursor, ascending: bool) -> Places:
@@ -202,14 +207,14 @@ def _first(places: Places, keys: Floats, ids: list[str], want: int,
     return sorted(chosen, key=lambda i: (keys[i], ids[i]), reverse=not ascending)
 
 
-def _facets(memories: list[Memory], warmth: Floats | None) -> dict[str, FacetCount]:
+def _facets(memories: Sequence[Memory], warmth: Floats | None) -> dict[str, FacetCount]:
     """Counts per value of each field (an empty value is not counted)."""
     assert warmth is not None
+    memories = Records.of(memories)
     fields = {"topic": "topic_key", "entity": "entity", "type": "type", "source": "source",
               "session": "session_id", "tier": "tier"}
-    counters = {name: Counter(map(attrgetter(field), memories))
-                for name, field in fields.items()}
-    counters["tag"] = Counter(chain.from_iterable(map(attrgetter("tags"), memories)))
+    counters = {name: Counter(memories.column(field)) for name, field in fields.items()}
+    counters["tag"] = Counter(chain.from_iterable(memories.column("tags")))
     counters["band"] = Counter(bands_of(warmth).tolist())
     for counter in counters.values():
         counter.pop("", None)
