@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
+import threading
 
 import numpy as np
 import pytest
@@ -188,3 +190,31 @@ def test_columns_of_records_equal_columns_of_the_objects() -> None:
     fast, slow = Columns.of(records, 20), Columns.of(expected, 20)
     for name, _, _ in _FIELDS:
         np.testing.assert_array_equal(getattr(fast, name), getattr(slow, name), err_msg=name)
+
+
+def test_a_record_read_while_it_is_rewritten_is_never_missing() -> None:
+    """`get` takes no lock: a recall reading a memory while another call
+    counts an access on it (moving it out of the columns) reads one version
+    or the other, never none."""
+    missing: list[str] = []
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads switch as often as they can
+    try:
+        for _ in range(100):
+            index, memories, _ = _restored(64)
+            stop = threading.Event()
+
+            def read(index: MemoryIndex = index, memories: list[Memory] = memories,
+                     stop: threading.Event = stop) -> None:
+                while not stop.is_set():
+                    missing.extend(m.id for m in memories if index.get(m.id) is None)
+
+            reader = threading.Thread(target=read)
+            reader.start()
+            for memory in memories:
+                index.update(memory.copy(access_count=1))
+            stop.set()
+            reader.join()
+    finally:
+        sys.setswitchinterval(switch)
+    assert not missing

@@ -129,16 +129,18 @@ class MemoryIndex:
 
     def get(self, memory_id: str) -> Memory | None:
         # Lock-free: a writer sets `_records` before it moves a record out
-        # of `_rows.records`, and takes a row out of `_rows.of` first.
+        # of `_rows.records` (`_held`), and takes a row out of `_rows.of`
+        # first. A record moved out between the two reads here is in
+        # `_records` once its place reads -1: read again.
         memory = self._records.get(memory_id)
         if memory is not None:
             return memory
         rows = self._rows
         row = rows.of.get(memory_id)
         if row is None or row >= len(rows.at):
-            return None
+            return self._records.get(memory_id)
         at = rows.at.item(row)
-        return None if at < 0 else rows.records[at]
+        return self._records.get(memory_id) if at < 0 else rows.records[at]
 
     def ids(self) -> list[str]:
         """The ids of the memories held, in no order."""
