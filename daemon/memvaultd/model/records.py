@@ -3,10 +3,11 @@
 A snapshot's memories are read into a `Table`, one array a field, and an
 index holds the table instead of a `Memory` object a memory. The object,
 its strings, floats and dict were ~680 bytes a memory at 1M benchmark
-memories, against ~200 here (the text's UTF-8 bytes and offset, a code or
-a number a field); docs/architecture.md has the measured table. A recall
-makes the objects of the ~10 memories it returns (~5 us each), a sweep or
-a listing those of every memory, one at a time as it walks them.
+memories, against ~290 here, ids and topics included (the text's UTF-8
+bytes and offset, a code or a number a field); docs/architecture.md has
+the measured table. A recall makes the objects of the ~10 memories it
+returns (~1.8 us each), a sweep those of every memory, one at a time as it
+walks them; a listing reads its keys from the columns.
 
 `Records` is the sequence a vault passes around: the table's entries in
 some order, and `Memory` objects among them (a delta's, or written since
@@ -75,10 +76,6 @@ class Column:
         at = self.at
         return [at(i) for i in positions.tolist()]
 
-    def size(self) -> int:
-        """Bytes held beyond the objects it shares."""
-        return 0
-
 
 class Constant(Column):
     """A field every entry holds the same value of (or the default of a
@@ -121,9 +118,6 @@ class Coded(Column):
         values: npt.NDArray[Any] = table[self.codes[positions]]
         return values
 
-    def size(self) -> int:
-        return int(self.codes.nbytes) + 8 * len(self.words)
-
 
 # A text a put accepted may hold a lone surrogate (`check_text`'s count).
 _UTF8 = ("utf-8", "surrogatepass")
@@ -150,9 +144,6 @@ class Texts(Column):
         starts, ends = offsets[positions].tolist(), offsets[positions + 1].tolist()
         for start, end in zip(starts, ends, strict=True):
             yield data[start:end].decode(*_UTF8)
-
-    def size(self) -> int:
-        return len(self.data) + int(self.offsets.nbytes)
 
 
 class Payloads(Texts):
@@ -188,9 +179,6 @@ class Numbers(Column):
     def values(self, positions: Positions) -> list[Any]:
         values: list[Any] = self.array[positions].tolist()
         return values
-
-    def size(self) -> int:
-        return int(self.array.nbytes)
 
 
 class Table:
@@ -231,10 +219,6 @@ class Table:
         return Table([*self.ids, *other.ids], _times_shared({
             name: _joined(name, column, len(self), other.columns[name], len(other))
             for name, column in self.columns.items()}))
-
-    def size(self) -> int:
-        """Bytes its columns hold beyond the id strings and shared values."""
-        return 8 * len(self.ids) + sum(column.size() for column in self.columns.values())
 
 
 _NO_TABLE = Table([], {name: Constant(None) for name in FIELD_NAMES})
