@@ -33,8 +33,8 @@ the whole decrypted body is never held, nor a float32 copy of a float16
 matrix (154 MB at 100k memories, 1.5 GB at 1M). The memories are read
 into columns (`model/records.py`), not objects: a text column is kept as
 its UTF-8 bytes, a dictionary column as codes and one Python string per
-distinct value. A writer encodes a batch
-at a time and is asked between batches whether to give up (`cancelled`).
+distinct value. A writer encodes a batch at a time and is asked between
+batches whether to give up (`cancelled`).
 
 A column a memory field lacks takes the field's default (an older writer);
 one naming no field is refused (a newer writer's field is not dropped).
