@@ -218,3 +218,13 @@ def test_a_record_read_while_it_is_rewritten_is_never_missing() -> None:
     finally:
         sys.setswitchinterval(switch)
     assert not missing
+
+
+def test_a_record_made_once_is_read_again_until_it_changes() -> None:
+    index, memories, _ = _restored(8)
+    first = index.get(memories[0].id)
+    assert index.get(memories[0].id) is first  # made once, kept
+    index.update(first.copy(text="changed"))
+    assert index.get(memories[0].id).text == "changed"
+    index.remove(memories[0].id)
+    assert index.get(memories[0].id) is None
