@@ -510,14 +510,10 @@ class MemoryIndex:
         """The records of those of `memory_ids` held, in order, as
         `live_rows` gives them: the restored ones read from their columns."""
         with self._lock:
-            held, records, ids = self._rows, self._records, self._ids
-            places = np.fromiter((row for row in map(held.of.get, memory_ids)
-                                  if row is not None), dtype=np.int64)
-            at = np.full(len(places), -1, dtype=np.int64)
-            restored = places < len(held.at)
-            at[restored] = held.at[places[restored]]
-            objects = [records[ids[row]] for row in places[at < 0].tolist()]
-            return held.records.picked(at, objects)
+            held = self._rows
+            return self._records_at(np.fromiter(
+                (row for row in map(held.of.get, memory_ids) if row is not None),
+                dtype=np.int64))
 
     def live_rows(self) -> tuple[Records, Vector | half.Half, Rows]:
         """Every live memory, the matrix, and each memory's row in it, in
@@ -527,13 +523,17 @@ class MemoryIndex:
         with self._lock:
             # Live rows only: a memory given a new vector left a dead row behind.
             rows = np.flatnonzero(self._alive[: len(self._ids)]).astype(np.int64)
-            held = self._rows
-            at = np.full(len(rows), -1, dtype=np.int64)
-            restored = rows < len(held.at)
-            at[restored] = held.at[rows[restored]]
-            ids, records = self._ids, self._records
-            objects = [records[ids[row]] for row in rows[at < 0].tolist()]
-            return held.records.picked(at, objects), self._matrix, rows
+            return self._records_at(rows), self._matrix, rows
+
+    def _records_at(self, rows: Rows) -> Records:
+        """The records of `rows` (under `_lock`): a restored one unchanged
+        since from its place in the columns, any other its object."""
+        held, records, ids = self._rows, self._records, self._ids
+        at = np.full(len(rows), -1, dtype=np.int64)
+        restored = rows < len(held.at)
+        at[restored] = held.at[rows[restored]]
+        objects = [records[ids[row]] for row in rows[at < 0].tolist()]
+        return held.records.picked(at, objects)
 
 
 def _scan(matrix: Vector | half.Half, start: int, end: int, query: Vector) -> Vector:

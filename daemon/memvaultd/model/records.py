@@ -309,8 +309,18 @@ class Records(Sequence[Memory]):
 
     def column(self, name: str) -> list[Any]:
         """Field `name` of every entry, in order, without making the memories."""
+        own = self.at >= 0
+        positions = self.at[own]
+        found = (list(map(self.table.ids.__getitem__, positions.tolist())) if name == "id"
+                 else self.table.columns[name].values(positions))
+        if own.all():
+            return found
         values: list[Any] = [None] * len(self.at)
-        self._fill(name, values, lambda column, positions: column.values(positions))
+        for i, value in zip(np.flatnonzero(own).tolist(), found, strict=True):
+            values[i] = value
+        for i, value in zip(np.flatnonzero(~own).tolist(), self._of_objects(name, own),
+                            strict=True):
+            values[i] = value
         return values
 
     def each(self, name: str) -> Iterator[Any]:
@@ -340,7 +350,8 @@ class Records(Sequence[Memory]):
                 out[own] = column.array[positions]
             else:
                 out[own] = np.array(column.values(positions) if column else [], dtype=dtype)
-        self._objects(name, out, own)
+        if not own.all():
+            out[~own] = self._of_objects(name, own)
         return out
 
     def mapped(self, name: str, how: Callable[[Any], Any], dtype: Any) -> npt.NDArray[Any]:
@@ -357,39 +368,14 @@ class Records(Sequence[Memory]):
             else:
                 out[own] = how(column.at(0))
         if not own.all():
-            objects = [self.extra[-a - 1] for a in self.at[~own].tolist()]
-            out[~own] = np.fromiter((how(getattr(m, name)) for m in objects), dtype=dtype,
-                                    count=len(objects))
+            out[~own] = np.fromiter(map(how, self._of_objects(name, own)), dtype=dtype,
+                                    count=int((~own).sum()))
         return out
 
-    def _fill(self, name: str, values: list[Any],
-              read: Callable[[Column, Positions], list[Any]]) -> None:
-        own = self.at >= 0
-        if own.all():
-            if name == "id":
-                ids = self.table.ids
-                values[:] = map(ids.__getitem__, self.at.tolist())
-            else:
-                values[:] = read(self.table.columns[name], self.at)
-            return
-        where = np.flatnonzero(own).tolist()
-        if where:
-            positions = self.at[own]
-            if name == "id":
-                ids = self.table.ids
-                found = list(map(ids.__getitem__, positions.tolist()))
-            else:
-                found = read(self.table.columns[name], positions)
-            for i, value in zip(where, found, strict=True):
-                values[i] = value
+    def _of_objects(self, name: str, own: npt.NDArray[np.bool_]) -> list[Any]:
+        """Field `name` of the entries that are objects (`own` False), in order."""
         extra = self.extra
-        for i in np.flatnonzero(~own).tolist():
-            values[i] = getattr(extra[-self.at.item(i) - 1], name)
-
-    def _objects(self, name: str, out: npt.NDArray[Any], own: npt.NDArray[np.bool_]) -> None:
-        if not own.all():
-            extra = self.extra
-            out[~own] = [getattr(extra[-a - 1], name) for a in self.at[~own].tolist()]
+        return [getattr(extra[-a - 1], name) for a in self.at[~own].tolist()]
 
 
 def columns_of(memories: Sequence[Memory]) -> Table:
