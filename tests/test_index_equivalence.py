@@ -102,7 +102,7 @@ def test_ivf_path_matches_the_exact_path() -> None:
 
 
 def test_a_search_reads_exactly_the_nearest_lists() -> None:
-    """The compiled loop (`ann.probed_lists`) returns the rows of the probed
+    """The compiled loop (`loops.probed_lists`) returns the rows of the probed
     lists, in list order, with their products within the codes' rounding of
     NumPy's; `ann.exact` scores rows as NumPy does."""
     vectors = _clustered(3000, np.random.default_rng(11))
@@ -226,8 +226,7 @@ def test_keyword_scores_match_plain_bm25(compiled: bool, merge_min: int,
     and removals (`merge_min` 40), and not at all at 3,000 documents."""
     monkeypatch.setattr(keyword, "MERGE_MIN", merge_min)
     index, docs = _keyword_docs()
-    if compiled:
-        index._compile()  # what a vault of keyword.COMPILED_FROM documents does on a thread
+    index._compiled = compiled  # False: the sums in NumPy only
     for query in _KEYWORD_QUERIES:
         expected = _reference_bm25(docs, query)
         hits = index.search(query)
@@ -277,13 +276,14 @@ def test_terms_that_lose_every_document_are_merged_away_and_can_come_back(
 def test_compiled_keyword_sums_are_numpys_to_the_bit(merge_min: int,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """Both ways of summing (dense and merged, one term and many) give the
-    same documents and the same float64 scores, so a vault's answers do not
-    change when it grows past keyword.COMPILED_FROM; also with the postings
-    merged into the arrays every few writes (`merge_min` 40)."""
+    same documents and the same float64 scores, so a long query summed in
+    NumPy (past keyword.MERGED_TERMS_MAX terms) ranks as a short one summed
+    by the compiled loop; also with the postings merged into the arrays every
+    few writes (`merge_min` 40)."""
     monkeypatch.setattr(keyword, "MERGE_MIN", merge_min)
     plain, _ = _keyword_docs()
+    plain._compiled = False
     fast, _ = _keyword_docs()
-    fast._compile()
     # Three rare words in the same 60 documents, repeated 1-4 times: the
     # merged sum then adds three scores of different sizes per document.
     rng = np.random.default_rng(9)

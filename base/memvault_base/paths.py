@@ -17,9 +17,9 @@ The state directory holds a client's small bookkeeping that is neither user
 data nor derived from public inputs: how far the Claude Code hooks have read
 each session's transcript (`memvault.hooks.offsets`), never any text of it.
 
-The cache holds only files derived from public inputs (numba's compiled IVF
-loop in `numba/`), never user data, so it is plaintext and may be deleted at
-any time. `MEMVAULT_CACHE_DIR` moves it, under either rule.
+The cache holds only files derived from public inputs, never user data, so
+it is plaintext and may be deleted at any time. `MEMVAULT_CACHE_DIR` moves
+it, under either rule.
 
 The embedding model exported to ONNX (~90 MB, 8 s to make) is the same for
 every home of a user, so it has one cache per user under neither rule:

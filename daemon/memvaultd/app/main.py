@@ -80,15 +80,11 @@ def main(ctx: click.Context, home: str | None, socket_path: str | None,
     # inherits the passphrase.
     take_passphrase_from_env()
     try:
-        # The daemon loads what it finds in the cache (numba's compiled loop).
+        # The daemon loads what it finds in the cache (the exported model,
+        # under `models/` when MEMVAULT_CACHE_DIR moves it here).
         private_directory(paths.cache_dir, "the cache")
     except (OSError, MemvaultError) as exc:
         _cannot_start(f"{exc}")
-    # numba (imported once a vault has an IVF) keeps its compiled loop here:
-    # under the systemd unit's ProtectSystem=strict neither the package's
-    # __pycache__ nor ~/.cache/numba can be written, and it would compile
-    # again at every start (~1 s).
-    os.environ.setdefault("NUMBA_CACHE_DIR", str(paths.cache_dir / "numba"))
     try:
         config = load(paths.config_file)
     except MemvaultError as exc:

@@ -5,5 +5,6 @@
 a column each), `ivf.py` (the inverted file over the matrix, above 20k
 memories), `keyword.py` (incremental BM25),
 `layer.py` (vectors, keywords, topics and session order kept in step) and
-`compiled.py` (numba loops). It may import model only.
+`loops.pyx` (the search's loops in C, built at install: `kernels.h`). It
+may import model only.
 """

@@ -39,14 +39,12 @@ its codes and 1.38-1.56 ms with no tail (docs/benchmarks.md).
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
-from memvaultd.index import half
+from memvaultd.index import half, loops
 from memvaultd.index.half import Half
 
 Matrix = npt.NDArray[np.float32]
@@ -82,7 +80,7 @@ def scores(rows: Matrix, query: Matrix) -> Matrix:
     ~500 rows; `dot` hands every one to BLAS without it. With `@` two threads
     doing 150 x 384 float32 products (20 us each) ran at 1.0x one thread,
     with `dot` at 1.9x. (The probed lists themselves, ~26 such products a
-    search at 100k, are one compiled call: `probed_lists`.)
+    search at 100k, are one compiled call: `loops.probed_lists`.)
     """
     product: Matrix = np.dot(rows, query)
     return product
@@ -91,84 +89,14 @@ def scores(rows: Matrix, query: Matrix) -> Matrix:
 Codes = npt.NDArray[np.int8]
 
 
-def _probed_lists(codes: Codes, order: Rows, starts: Rows, ends: Rows, query: Matrix
-                  ) -> tuple[Rows, Matrix]:
-    """The rows of `codes[starts[i]:ends[i]]` for every i, as matrix row
-    numbers (`order`), and their inner products with `query` (already divided
-    by the codes' scale): every probed list of a search in one compiled call
-    that holds no interpreter lock (`probed_lists`).
-
-    Why compiled: with one `np.dot` per list (26 at 100k, ~150 rows each) a
-    search took and released the lock 26 times and spent ~0.7 ms, a third of
-    it in Python between the products. This loop, which LLVM turns into SIMD
-    multiply-adds (`fastmath` lets it reorder the float32 sum, as BLAS does),
-    read the same rows in float32, 5.8 MB, in ~0.3 ms; their 1.4 MB of codes
-    take ~0.13 ms (docs/benchmarks.md).
-    """
-    total = 0
-    for i in range(len(starts)):
-        total += ends[i] - starts[i]
-    rows = np.empty(total, np.int64)
-    products = np.empty(total, np.float32)
-    k = 0
-    for i in range(len(starts)):
-        for r in range(starts[i], ends[i]):
-            acc = np.float32(0.0)
-            for j in range(query.shape[0]):
-                acc += np.float32(codes[r, j]) * query[j]
-            products[k] = acc
-            rows[k] = order[r]
-            k += 1
-    return rows, products
-
-
-def _exact(matrix: Matrix, rows: Rows, query: Matrix) -> Matrix:
-    """`matrix[rows] @ query` without the copy of the rows or the lock: the
-    candidates an IVF search refines, scored from the matrix itself."""
-    products = np.empty(len(rows), np.float32)
-    for k in range(len(rows)):
-        acc = np.float32(0.0)
-        for j in range(query.shape[0]):
-            acc += matrix[rows[k], j] * query[j]
-        products[k] = acc
-    return products
-
-
-@functools.cache
-def probed_lists() -> Callable[[Codes, Rows, Rows, Rows, Matrix], tuple[Rows, Matrix]]:
-    """`_probed_lists` compiled. Compiled only once a vault has an IVF (20k
-    memories and more): numba and LLVM add ~100 MB to the daemon's resident
-    memory, which a small vault, scanned exactly, has no use for."""
-    from memvaultd.index.compiled import nogil
-
-    return nogil(fastmath=True)(_probed_lists)
-
-
-@functools.cache
-def _exact_compiled() -> Callable[[Matrix, Rows, Matrix], Matrix]:
-    from memvaultd.index.compiled import nogil
-
-    return nogil(fastmath=True)(_exact)
-
-
 def exact(matrix: Matrix | Half, rows: Rows, query: Matrix) -> Matrix:
-    """The exact products of `matrix[rows]` with `query` (`_exact`, or
-    `half.products` for a float16 matrix)."""
+    """The exact products of `matrix[rows]` with `query`, without the copy of
+    the rows or the interpreter lock: the candidates an IVF search refines,
+    scored from the matrix itself (`loops.exact`, or `half.products` for a
+    float16 matrix)."""
     if half.single(matrix):
-        return _exact_compiled()(matrix, rows, np.ascontiguousarray(query, np.float32))
+        return loops.exact(matrix, rows, np.ascontiguousarray(query, np.float32))
     return half.products(matrix, rows, query)
-
-
-def warm() -> None:
-    """Compile `probed_lists` and `exact` (for both matrices) now (the IVF
-    thread, before its first index is used): ~0.3 s each from numba's
-    on-disk cache, ~1 s without it."""
-    rows = np.ones((2, 384), dtype=np.float32)
-    probed_lists()(np.ones((2, 384), dtype=np.int8), np.arange(2, dtype=np.int64),
-                   np.zeros(1, dtype=np.int64), np.ones(1, dtype=np.int64), rows[0])
-    exact(rows, np.arange(2, dtype=np.int64), rows[0])
-    exact(rows.astype(np.float16), np.arange(2, dtype=np.int64), rows[0])
-    half.widened(rows.astype(np.float16), np.arange(2, dtype=np.int64))
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,14 +127,14 @@ class InvertedLists:
             lists = np.arange(self.nlist)
         else:
             lists = np.sort(np.argpartition(-scores(self.centroids, query), probe - 1)[:probe])
-        return probed_lists()(self.codes, self.order, self.offsets[lists],
-                              self.offsets[lists + 1], self._scaled(query))
+        return loops.probed_lists(self.codes, self.order, self.offsets[lists],
+                                  self.offsets[lists + 1], self._scaled(query))
 
     def search_tail(self, codes: Codes, rows: Rows, query: Matrix) -> tuple[Rows, Matrix]:
         """`rows` (tail rows, `codes` theirs, from `TailCodes`) and their
         approximate inner products with `query`, as `search` gives a list's."""
-        return probed_lists()(codes, rows, np.zeros(1, np.int64),
-                              np.full(1, len(rows), np.int64), self._scaled(query))
+        return loops.probed_lists(codes, rows, np.zeros(1, np.int64),
+                                  np.full(1, len(rows), np.int64), self._scaled(query))
 
     def _scaled(self, query: Matrix) -> Matrix:
         """`query` divided by the codes' scale: products with codes are then

@@ -30,12 +30,11 @@ in 1.5 s in rows and slices; the resident size grew by 238 MB against 65.
 from __future__ import annotations
 
 import functools
-import logging
 import math
 import re
 import threading
 from array import array
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from itertools import chain, compress, count, islice, repeat
 from typing import Any
 
@@ -43,9 +42,8 @@ import numpy as np
 import numpy.typing as npt
 import Stemmer  # type: ignore[import-not-found]  # PyStemmer, a C extension, ships no stubs
 
+from memvaultd.index import loops
 from memvaultd.model import ints
-
-log = logging.getLogger("memvaultd.keyword")
 
 K1 = 1.2
 B = 0.75
@@ -232,8 +230,7 @@ class KeywordIndex:
         self._lengths = np.zeros(1024, dtype=np.float64)
         self._alive = np.zeros(1024, dtype=bool)
         self._total = 0
-        self._compiled: _Sums | None = None  # `_bm25_sums`, once a thread has compiled it
-        self._compiling = False
+        self._compiled: bool = True  # the sums in `loops.bm25_sums`; False: in NumPy
         # Documents `restore_later` took and no one has indexed yet, and the
         # lock under which one caller indexes them while the others wait.
         self._pending: tuple[Sequence[str], Iterable[Iterable[str]]] | None = None
@@ -281,7 +278,6 @@ class KeywordIndex:
             self._alive[ordinal] = True
             self._total += length
             self._merge_when_large()
-            self._compile_when_large()
 
     def restore(self, doc_ids: Sequence[str], fields: Iterable[Iterable[str]]) -> None:
         """Index many documents (distinct ids) into an empty index at once:
@@ -342,7 +338,6 @@ class KeywordIndex:
             self._alive = np.zeros(capacity, dtype=bool)
             self._alive[:n] = True
             self._total = int(lengths.sum())
-            self._compile_when_large()
 
     def remove(self, doc_id: str) -> None:
         self.finish_restore()
@@ -493,20 +488,20 @@ class KeywordIndex:
               idfs: list[float], average: float, ordinal_count: int
               ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
         """Each posting's BM25 score, summed per document: in the compiled
-        loop once there is one, unless a long query's sum is a merge
+        loop (`loops.bm25_sums`), unless a long query's sum is a merge
         (MERGED_TERMS_MAX), else in NumPy. The caller holds the lock.
 
         The counts are read as float64 and the ordinals as int64: the same
         numbers, so the same scores to the bit, whatever types hold them."""
         counts = [len(ords) for ords, _ in postings]
-        if self._compiled is not None and (len(postings) <= MERGED_TERMS_MAX
-                                           or _dense(sum(counts), ordinal_count)):
+        if self._compiled and (len(postings) <= MERGED_TERMS_MAX
+                               or _dense(sum(counts), ordinal_count)):
             bounds = np.zeros(len(postings) + 1, dtype=np.int64)
             np.cumsum(counts, out=bounds[1:])
-            return self._compiled(np.concatenate([o for o, _ in postings], dtype=np.int64),
-                                  np.concatenate([tf for _, tf in postings], dtype=np.float64),
-                                  bounds, np.array(idfs), self._lengths, self._alive, average,
-                                  ordinal_count)
+            return loops.bm25_sums(np.concatenate([o for o, _ in postings], dtype=np.int64),
+                                   np.concatenate([tf for _, tf in postings], dtype=np.float64),
+                                   bounds, np.array(idfs), self._lengths,
+                                   self._alive.view(np.uint8), average, ordinal_count, K1, B)
         ords, scores = [], []
         for (o, counted), idf in zip(postings, idfs, strict=True):
             tf = counted.astype(np.float64)
@@ -515,26 +510,6 @@ class KeywordIndex:
             scores.append(idf * tf * (K1 + 1) / (tf + norm) * self._alive[o])
         return _summed(np.concatenate(ords, dtype=np.int64), np.concatenate(scores),
                        ordinal_count)
-
-    def _compile_when_large(self) -> None:
-        """From COMPILED_FROM documents on, have a thread compile
-        `_bm25_sums`, which searches then use; the caller holds the lock."""
-        if self._compiling or len(self._ordinals) < COMPILED_FROM:
-            return
-        self._compiling = True
-        threading.Thread(target=self._compile, name="bm25-compile", daemon=True).start()
-
-    def _compile(self) -> None:
-        try:
-            sums = compiled_sums()
-            one = np.ones(1)
-            sums(np.zeros(1, dtype=np.int64), one, np.array([0, 1], dtype=np.int64), one, one,
-                 np.ones(1, dtype=bool), 1.0, 1)  # the first call compiles or loads it
-        except Exception as exc:  # NumPy's sums stay: the same answers, slower
-            log.warning("keyword sums not compiled (%s); searches use NumPy", exc)
-            return
-        with self._lock:
-            self._compiled = sums
 
 
 def _capacity(count: int) -> int:
@@ -579,11 +554,6 @@ def _summed(ords: npt.NDArray[np.int64], scores: npt.NDArray[np.float64], ordina
     return merged[first][live], total[live]
 
 
-_Sums = Callable[..., tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]]
-# Vaults of this many documents and more sum their postings in one compiled
-# loop (`_bm25_sums`); the IVF loads numba from the same size on
-# (`ann.IVF_THRESHOLD`), so a small vault still never loads it (+~120 MB).
-COMPILED_FROM = 20_000
 # The compiled merge reads every term's head for each document it emits:
 # O(postings x terms), where NumPy's stable sort of the runs is O(postings x
 # log terms). At 1M ordinals, 20k postings a term (random ordinals): 8 terms
@@ -592,67 +562,6 @@ COMPILED_FROM = 20_000
 # sum is dense, where the compiled pass stays ~3 x faster (12 terms at 140k
 # ordinals: 3.0 against 9.1 ms).
 MERGED_TERMS_MAX = 8
-
-
-def _bm25_sums(ords: npt.NDArray[np.int64], tfs: npt.NDArray[np.float64],
-               bounds: npt.NDArray[np.int64], idfs: npt.NDArray[np.float64],
-               lengths: npt.NDArray[np.float64], alive: npt.NDArray[np.bool_], average: float,
-               ordinal_count: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
-    """`KeywordIndex._sums` in one loop without the interpreter lock: term t's
-    postings are ords[bounds[t]:bounds[t + 1]]; each posting's score is the
-    same float64 operations in the same order, and each document's sum adds
-    its terms' scores in term order, as `np.bincount` does.
-
-    Why: NumPy's version makes ~8 array passes and temporaries per query
-    term, all of them holding the interpreter lock. On the benchmark's
-    queries a search took 0.15 ms at 100k memories and 1.6 ms at 1M, against
-    0.10 and 1.1 ms here (docs/benchmarks.md)."""
-    count = len(ords)
-    scores = np.empty(count, np.float64)
-    for t in range(len(idfs)):
-        idf = idfs[t]
-        for i in range(bounds[t], bounds[t + 1]):
-            o = ords[i]
-            tf = tfs[i]
-            norm = K1 * (1 - B + B * lengths[o] / average)
-            scores[i] = idf * tf * (K1 + 1) / (tf + norm) * alive[o]
-    if count * 3 > ordinal_count:  # `_dense`, as `_summed` decides
-        total = np.zeros(ordinal_count, np.float64)
-        for i in range(count):
-            total[ords[i]] += scores[i]
-        dense = np.flatnonzero(total)
-        return dense.astype(np.int64), total[dense]
-    # Merge the terms' ascending runs: the smallest head ordinal, summed
-    # over the terms holding it in term order. (numba's stable sort, O(n log
-    # n), took longer than NumPy's whole version.)
-    heads = bounds[:-1].copy()
-    found = np.empty(count, np.int64)
-    sums = np.empty(count, np.float64)
-    m = 0
-    while True:
-        low = -1
-        for t in range(len(idfs)):
-            if heads[t] < bounds[t + 1] and (low < 0 or ords[heads[t]] < low):
-                low = ords[heads[t]]
-        if low < 0:
-            return found[:m], sums[:m]
-        acc = 0.0
-        for t in range(len(idfs)):
-            if heads[t] < bounds[t + 1] and ords[heads[t]] == low:
-                acc += scores[heads[t]]
-                heads[t] += 1
-        if acc != 0:
-            found[m], sums[m] = low, acc
-            m += 1
-
-
-@functools.cache
-def compiled_sums() -> _Sums:
-    """`_bm25_sums` compiled (numba: `compiled.py`), without `fastmath`: the
-    scores must stay the NumPy version's, bit for bit."""
-    from memvaultd.index.compiled import nogil
-
-    return nogil()(_bm25_sums)
 
 
 class _Slices:

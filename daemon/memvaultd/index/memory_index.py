@@ -9,7 +9,7 @@ Above `ann.IVF_THRESHOLD` rows an inverted-file index (`ivf.py`), built and
 extended on a background thread, picks which rows to score; the scores
 themselves are products with the rows, in float32. A matrix allocated once
 it holds that many rows is float16 (`half.py`: half the bytes, read by
-compiled loops); a smaller one stays float32, scanned by BLAS without numba.
+compiled loops); a smaller one stays float32, scanned by BLAS.
 
 Concurrency: writers hold `_lock`. Readers never lock for the scan: they take
 a consistent view (matrix, ids, row count) under the lock, which is cheap, and
@@ -418,8 +418,6 @@ class MemoryIndex:
                 with self._lock:
                     epoch = self._epoch
                 view = self.view()
-                if view.ivf is None:
-                    ann.warm()  # compile its search before the first one needs it
                 started = time.monotonic()
                 ivf = view.ivf
                 if ivf is None or view.count >= 2 * ivf.trained_on:
@@ -447,8 +445,7 @@ class MemoryIndex:
     def _dtype(self, rows: int) -> type[np.floating]:
         """The type of a new matrix that holds `rows` rows: float16 from IVF
         size (`half.py`), float32 below. By rows held, not room: a matrix
-        growing past 16k rows stays float32 until the IVF is due, whose
-        thread loads numba first (`ann.warm`), so no recall waits for it."""
+        growing past 16k rows stays float32 until the IVF is due."""
         return np.float16 if rows >= self.half_from else np.float32
 
     def _grow(self) -> None:
@@ -538,7 +535,7 @@ class MemoryIndex:
 
 def _scan(matrix: Vector | half.Half, start: int, end: int, query: Vector) -> Vector:
     """The products of rows [start, end) of `matrix` with `query`."""
-    if half.single(matrix):  # one BLAS product, without numba
+    if half.single(matrix):  # one BLAS product
         return ann.scores(matrix[start:end], query)
     return half.products(matrix, np.arange(start, end, dtype=np.int64), query)
 

@@ -51,7 +51,7 @@ Floats = npt.NDArray[np.float64]
 _LN2 = math.log(2.0)
 # A hybrid recall over this many rows scores its keywords on another thread
 # while it searches the vectors: both are compiled loops that let go of the
-# interpreter lock (`keyword._bm25_sums`, `ivf.probed_lists`), and what that
+# interpreter lock (`loops.bm25_sums`, `loops.probed_lists`), and what that
 # saves grows with the vault. Over the socket (scripts/bench_recall_ab.py and
 # bench_recall.py, docs/benchmarks.md): at 1M hybrid p50 4.63 -> 3.71 ms,
 # one client's mixed calls 226-238 -> 308 /s, 8 clients' unchanged; at 100k

@@ -1,0 +1,172 @@
+/* The vector loops of a search, in C: `loops.pyx` checks their arguments and
+ * calls them without the interpreter lock.
+ *
+ * Each product keeps 64 partial sums in eight vectors and adds them in a
+ * fixed tree: vectorised without licence to reorder sums (-ffast-math), and
+ * the same bits on every run of a machine. On x86-64 Linux each loop is
+ * built twice, for x86-64-v3 (AVX2 and FMA: a multiply and add rounded
+ * once, so its products can differ from the baseline's in the last bit)
+ * and for the baseline, and the loader picks the one the CPU runs (GCC's
+ * target_clones); elsewhere the baseline only (NEON on arm64).
+ * docs/decisions/0015-search-loops-compiled-at-install.md has the figures.
+ */
+#ifndef MEMVAULT_KERNELS_H
+#define MEMVAULT_KERNELS_H
+
+#include <stdint.h>
+#include <string.h>
+
+/* fp-contract=fast: a multiply-add where the clone has FMA (the 100k search
+ * 51 against 63 us); setup.py turns contraction off for everything else,
+ * the BM25 sums that must stay NumPy's to the bit among it. */
+#if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__) && !defined(__clang__)
+#define MEMVAULT_CLONES __attribute__((target_clones("arch=x86-64-v3", "default"), optimize("fp-contract=fast")))
+#else
+#define MEMVAULT_CLONES
+#endif
+
+/* 64 lanes as eight vectors of eight (GCC and clang vector extensions): one
+ * AVX2 register each, two SSE2 registers each on the baseline. Eight, so
+ * that eight additions are in flight at once: with two, each row waited
+ * on a chain of 24 dependent additions, and a search of 3,900 rows (the
+ * IVF's probed lists at 100k memories) took 72 us against 41 for numba. */
+#define MEMVAULT_LANES 64
+typedef float memvault_f8 __attribute__((vector_size(32)));
+typedef uint32_t memvault_u8 __attribute__((vector_size(32)));
+typedef int32_t memvault_i8 __attribute__((vector_size(32)));
+typedef int8_t memvault_b8 __attribute__((vector_size(8)));
+typedef uint16_t memvault_h8 __attribute__((vector_size(16)));
+
+static inline __attribute__((always_inline)) memvault_f8 memvault_load_f(const float *at) {
+    memvault_f8 v;
+    memcpy(&v, at, sizeof v);
+    return v;
+}
+
+static inline __attribute__((always_inline)) memvault_f8 memvault_load_b(const int8_t *at) {
+    /* Value by value through int32: GCC 12 widens a whole int8 vector at once
+     * one value at a time (5 x slower). */
+    memvault_i8 w;
+    for (int l = 0; l < 8; l++) w[l] = at[l];
+    return __builtin_convertvector(w, memvault_f8);
+}
+
+/* Float16 bits widened to float32: sign kept, exponent rebased from 15 to
+ * 127, mantissa moved up 13 places. A subnormal (exponent 0) is rebased as if
+ * its exponent were 1, 2^-14 x (1 + m/1024), and the bias (2^-14 with the
+ * value's sign, 0x38800000 as float32 bits) takes the 2^-14 off again:
+ * m x 2^-24, exactly, as NumPy widens it (but -0.0, read as +0.0). */
+static inline __attribute__((always_inline)) memvault_f8 memvault_load_h(const uint16_t *at) {
+    memvault_h8 raw;
+    memcpy(&raw, at, sizeof raw);
+    memvault_u8 h = __builtin_convertvector(raw, memvault_u8);
+    memvault_u8 normal = (memvault_u8)((h & 0x7C00u) != 0);  /* all ones where normal */
+    memvault_u8 sign = (h & 0x8000u) << 16;
+    memvault_u8 wide = sign | (((h & 0x7FFFu) << 13) + (0x38800000u - (normal & 0x800000u)));
+    memvault_u8 bias = ~normal & (sign | 0x38800000u);
+    memvault_f8 value, taken;
+    memcpy(&value, &wide, sizeof value);
+    memcpy(&taken, &bias, sizeof taken);
+    return value - taken;
+}
+
+static inline __attribute__((always_inline)) float memvault_widen(uint16_t half) {
+    uint16_t eight[8] = {half};
+    memvault_f8 v = memvault_load_h(eight);
+    return v[0];
+}
+
+/* A row's product with the query, `LOAD` reading eight of its values as
+ * float32: eight vectors of partial sums, named so that they stay in
+ * registers (GCC 12 kept an array of them in memory: 138 against 63 us for
+ * the 100k search), lane l of vector v summing the positions p with
+ * p % 64 == 8 v + l. They are added in a fixed tree, then the positions
+ * past the last whole 64 one by one. */
+#define MEMVAULT_DOT(LOAD, row, query, dims, result)                                    \
+    do {                                                                                \
+        memvault_f8 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};                             \
+        memvault_f8 a4 = {0}, a5 = {0}, a6 = {0}, a7 = {0};                             \
+        int64_t j = 0;                                                                  \
+        for (; j + MEMVAULT_LANES <= (dims); j += MEMVAULT_LANES) {                      \
+            a0 += LOAD((row) + j) * memvault_load_f((query) + j);                       \
+            a1 += LOAD((row) + j + 8) * memvault_load_f((query) + j + 8);               \
+            a2 += LOAD((row) + j + 16) * memvault_load_f((query) + j + 16);             \
+            a3 += LOAD((row) + j + 24) * memvault_load_f((query) + j + 24);             \
+            a4 += LOAD((row) + j + 32) * memvault_load_f((query) + j + 32);             \
+            a5 += LOAD((row) + j + 40) * memvault_load_f((query) + j + 40);             \
+            a6 += LOAD((row) + j + 48) * memvault_load_f((query) + j + 48);             \
+            a7 += LOAD((row) + j + 56) * memvault_load_f((query) + j + 56);             \
+        }                                                                               \
+        memvault_f8 folded = ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7));         \
+        float total = ((folded[0] + folded[4]) + (folded[2] + folded[6]))               \
+                      + ((folded[1] + folded[5]) + (folded[3] + folded[7]));            \
+        for (; j < (dims); j++) total += memvault_scalar_##LOAD((row) + j) * (query)[j]; \
+        (result) = total;                                                               \
+    } while (0)
+
+static inline __attribute__((always_inline)) float memvault_scalar_memvault_load_f(const float *at) {
+    return *at;
+}
+
+static inline __attribute__((always_inline)) float memvault_scalar_memvault_load_b(const int8_t *at) {
+    return (float)*at;
+}
+
+static inline __attribute__((always_inline)) float memvault_scalar_memvault_load_h(const uint16_t *at) {
+    return memvault_widen(*at);
+}
+
+/* Every probed list's rows: codes[starts[i]:ends[i]] for each i, their matrix
+ * row numbers (order) into rows_out and their products with query (already
+ * divided by the codes' scale) into products_out, in that order. */
+MEMVAULT_CLONES
+static void memvault_probed_lists(const int8_t *codes, int64_t dims, const int64_t *order,
+                                  const int64_t *starts, const int64_t *ends, int64_t lists,
+                                  const float *query, int64_t *rows_out, float *products_out) {
+    int64_t k = 0;
+    for (int64_t i = 0; i < lists; i++) {
+        for (int64_t r = starts[i]; r < ends[i]; r++, k++) {
+            const int8_t *row = codes + r * dims;
+            MEMVAULT_DOT(memvault_load_b, row, query, dims, products_out[k]);
+            rows_out[k] = order[r];
+        }
+    }
+}
+
+/* matrix[rows] @ query, matrix float32 (n x dims). */
+MEMVAULT_CLONES
+static void memvault_exact(const float *matrix, int64_t dims, const int64_t *rows, int64_t count,
+                           const float *query, float *out) {
+    for (int64_t k = 0; k < count; k++) {
+        const float *row = matrix + rows[k] * dims;
+        MEMVAULT_DOT(memvault_load_f, row, query, dims, out[k]);
+    }
+}
+
+/* bits[rows] @ query, bits float16 values (n x dims), each widened as read. */
+MEMVAULT_CLONES
+static void memvault_half_products(const uint16_t *bits, int64_t dims, const int64_t *rows,
+                                   int64_t count, const float *query, float *out) {
+    for (int64_t k = 0; k < count; k++) {
+        const uint16_t *row = bits + rows[k] * dims;
+        MEMVAULT_DOT(memvault_load_h, row, query, dims, out[k]);
+    }
+}
+
+/* out[k] = bits[rows[k]] widened to float32. */
+MEMVAULT_CLONES
+static void memvault_half_widen(const uint16_t *bits, int64_t dims, const int64_t *rows,
+                                int64_t count, float *out) {
+    for (int64_t k = 0; k < count; k++) {
+        const uint16_t *row = bits + rows[k] * dims;
+        float *into = out + k * dims;
+        int64_t j = 0;
+        for (; j + 8 <= dims; j += 8) {
+            memvault_f8 v = memvault_load_h(row + j);
+            memcpy(into + j, &v, sizeof v);
+        }
+        for (; j < dims; j++) into[j] = memvault_widen(row[j]);
+    }
+}
+
+#endif

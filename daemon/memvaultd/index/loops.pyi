@@ -1,0 +1,16 @@
+# Types of the compiled module built from loops.pyx (which documents it).
+import numpy as np
+import numpy.typing as npt
+
+Rows = npt.NDArray[np.int64]
+Matrix = npt.NDArray[np.float32]
+
+def probed_lists(codes: npt.NDArray[np.int8], order: Rows, starts: Rows, ends: Rows,
+                 query: Matrix) -> tuple[Rows, Matrix]: ...
+def exact(matrix: Matrix, rows: Rows, query: Matrix) -> Matrix: ...
+def half_products(bits: npt.NDArray[np.uint16], rows: Rows, query: Matrix) -> Matrix: ...
+def half_widen(bits: npt.NDArray[np.uint16], rows: Rows, out: Matrix) -> None: ...
+def bm25_sums(ords: Rows, tfs: npt.NDArray[np.float64], bounds: Rows,
+              idfs: npt.NDArray[np.float64], lengths: npt.NDArray[np.float64],
+              alive: npt.NDArray[np.uint8], average: float, ordinal_count: int,
+              k1: float, b: float              ) -> tuple[Rows, npt.NDArray[np.float64]]: ...

@@ -1,0 +1,194 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""The numeric loops of a search, compiled ahead of time, run without the
+interpreter lock.
+
+The daemon serves recalls on a pool of threads that share one interpreter
+lock: whatever a recall computes in Python, it computes alone. NumPy releases
+the lock inside each large call, but a recall's arrays are small (the ~26
+probed IVF lists at 100k memories are ~150 rows each), so a search spent a
+third of its time in Python between NumPy calls and took the lock back 26
+times. Each loop here does such work in one call with the lock released
+(docs/decisions/0015-compiled-loops-ahead-of-time.md).
+
+Built when the package is installed (setup.py: Cython, then the C compiler);
+the vector loops themselves are C (`kernels.h`). Loading this module costs
+under 1 MB of resident memory.
+
+Every array argument is checked for its type, shape and contiguity as it is
+passed, and every row number or ordinal against what it indexes (a pass over
+the rows, ~1% of a product's time): a wrong one raises ValueError, never
+reads outside an array.
+"""
+
+import numpy as np
+
+from libc.stdint cimport int8_t, int64_t, uint16_t
+
+
+cdef extern from "kernels.h" nogil:
+    void memvault_probed_lists(const int8_t *codes, int64_t dims, const int64_t *order,
+                               const int64_t *starts, const int64_t *ends, int64_t lists,
+                               const float *query, int64_t *rows_out, float *products_out)
+    void memvault_exact(const float *matrix, int64_t dims, const int64_t *rows, int64_t count,
+                        const float *query, float *out)
+    void memvault_half_products(const uint16_t *bits, int64_t dims, const int64_t *rows,
+                                int64_t count, const float *query, float *out)
+    void memvault_half_widen(const uint16_t *bits, int64_t dims, const int64_t *rows,
+                             int64_t count, float *out)
+
+
+cdef inline void _fits(Py_ssize_t dims, Py_ssize_t query) except *:
+    if dims != query:
+        raise ValueError(f"the query has {query} dimensions, the rows {dims}")
+
+
+cdef inline void _within(const int64_t[::1] rows, Py_ssize_t n) except *:
+    cdef Py_ssize_t k
+    for k in range(rows.shape[0]):
+        if not 0 <= rows[k] < n:
+            raise ValueError(f"row {rows[k]} is outside a matrix of {n} rows")
+
+
+def probed_lists(const int8_t[:, ::1] codes, const int64_t[::1] order,
+                 const int64_t[::1] starts, const int64_t[::1] ends,
+                 const float[::1] query):
+    """The rows of `codes[starts[i]:ends[i]]` for every i, as matrix row
+    numbers (`order`), and their inner products with `query` (already divided
+    by the codes' scale), in list order."""
+    _fits(codes.shape[1], query.shape[0])
+    if starts.shape[0] != ends.shape[0]:
+        raise ValueError(f"{starts.shape[0]} list starts against {ends.shape[0]} ends")
+    cdef Py_ssize_t i, total = 0
+    for i in range(starts.shape[0]):
+        if not 0 <= starts[i] <= ends[i] <= codes.shape[0] or ends[i] > order.shape[0]:
+            raise ValueError(f"list {i} [{starts[i]}, {ends[i]}) is outside "
+                             f"{codes.shape[0]} codes")
+        total += ends[i] - starts[i]
+    rows = np.empty(total, np.int64)
+    products = np.empty(total, np.float32)
+    cdef int64_t[::1] rows_out = rows
+    cdef float[::1] products_out = products
+    if total:
+        with nogil:
+            memvault_probed_lists(&codes[0, 0], codes.shape[1], &order[0], &starts[0],
+                                  &ends[0], starts.shape[0], &query[0], &rows_out[0],
+                                  &products_out[0])
+    return rows, products
+
+
+def exact(const float[:, ::1] matrix, const int64_t[::1] rows, const float[::1] query):
+    """`matrix[rows] @ query` without the copy of the rows."""
+    _fits(matrix.shape[1], query.shape[0])
+    _within(rows, matrix.shape[0])
+    products = np.empty(rows.shape[0], np.float32)
+    cdef float[::1] out = products
+    if rows.shape[0] and matrix.shape[1]:
+        with nogil:
+            memvault_exact(&matrix[0, 0], matrix.shape[1], &rows[0], rows.shape[0],
+                           &query[0], &out[0])
+    return products
+
+
+def half_products(const uint16_t[:, ::1] bits, const int64_t[::1] rows,
+                  const float[::1] query):
+    """`bits[rows] @ query`, `bits` being float16 values, widened as read."""
+    _fits(bits.shape[1], query.shape[0])
+    _within(rows, bits.shape[0])
+    products = np.empty(rows.shape[0], np.float32)
+    cdef float[::1] out = products
+    if rows.shape[0] and bits.shape[1]:
+        with nogil:
+            memvault_half_products(&bits[0, 0], bits.shape[1], &rows[0], rows.shape[0],
+                                   &query[0], &out[0])
+    return products
+
+
+def half_widen(const uint16_t[:, ::1] bits, const int64_t[::1] rows, float[:, ::1] out):
+    """`out[k] = bits[rows[k]]` widened to float32."""
+    if out.shape[0] != rows.shape[0] or out.shape[1] != bits.shape[1]:
+        raise ValueError(f"out is {out.shape[0]} x {out.shape[1]}, "
+                         f"the rows {rows.shape[0]} x {bits.shape[1]}")
+    _within(rows, bits.shape[0])
+    if rows.shape[0] and bits.shape[1]:
+        with nogil:
+            memvault_half_widen(&bits[0, 0], bits.shape[1], &rows[0], rows.shape[0],
+                                &out[0, 0])
+
+
+def bm25_sums(const int64_t[::1] ords, const double[::1] tfs, const int64_t[::1] bounds,
+              const double[::1] idfs, const double[::1] lengths, const unsigned char[::1] alive,
+              double average, Py_ssize_t ordinal_count, double k1, double b):
+    """Each posting's BM25 score, summed per document: term t's postings are
+    ords[bounds[t]:bounds[t + 1]]; `k1` and `b` are BM25's. Each score is the same float64 operations
+    in the same order as keyword.py's NumPy version, and each document's sum
+    adds its terms' scores in term order, as `np.bincount` does: the same
+    bits (setup.py compiles without contracting a multiply and an add)."""
+    cdef Py_ssize_t count = ords.shape[0], terms = idfs.shape[0]
+    cdef Py_ssize_t t, i, m = 0, wrong = -1
+    if tfs.shape[0] != count or bounds.shape[0] != terms + 1 or bounds[0] != 0 \
+            or bounds[terms] != count:
+        raise ValueError(f"{count} postings, {tfs.shape[0]} counts, {terms} terms "
+                         f"and {bounds.shape[0]} bounds do not agree")
+    for t in range(terms):
+        if bounds[t] > bounds[t + 1]:
+            raise ValueError(f"term {t}'s postings end before they start")
+    # An ordinal indexes lengths, alive and the sums: one unsigned comparison
+    # each (a negative one wraps past the limit).
+    cdef size_t limit = min(ordinal_count, lengths.shape[0], alive.shape[0])
+    scores_array = np.empty(count, np.float64)
+    cdef double[::1] scores = scores_array
+    cdef double idf, tf, norm, acc
+    # Once, as NumPy's version computes them once for a whole array.
+    cdef double k1_plus_1 = k1 + 1, one_minus_b = 1 - b
+    cdef int64_t o, low
+    cdef double[::1] total
+    cdef int64_t[::1] found
+    cdef double[::1] sums
+    cdef int64_t[::1] heads
+    with nogil:
+        for t in range(terms):
+            idf = idfs[t]
+            for i in range(bounds[t], bounds[t + 1]):
+                o = ords[i]
+                if <size_t>o >= limit:
+                    wrong = i
+                    break
+                tf = tfs[i]
+                norm = k1 * (one_minus_b + b * lengths[o] / average)
+                scores[i] = idf * tf * k1_plus_1 / (tf + norm) * (alive[o] != 0)
+            if wrong >= 0:
+                break
+    if wrong >= 0:
+        raise ValueError(f"posting {wrong} names document {ords[wrong]} of {limit}")
+    if count * 3 > ordinal_count:  # `_dense`, as keyword.py's `_summed` decides
+        total_array = np.zeros(ordinal_count, np.float64)
+        total = total_array
+        with nogil:
+            for i in range(count):
+                total[ords[i]] += scores[i]
+        dense = np.flatnonzero(total_array)
+        return dense.astype(np.int64), total_array[dense]
+    # Merge the terms' ascending runs: the smallest head ordinal, summed over
+    # the terms holding it in term order.
+    heads_array = np.array(bounds[:terms], np.int64)
+    found_array = np.empty(count, np.int64)
+    sums_array = np.empty(count, np.float64)
+    heads, found, sums = heads_array, found_array, sums_array
+    with nogil:
+        while True:
+            low = -1
+            for t in range(terms):
+                if heads[t] < bounds[t + 1] and (low < 0 or ords[heads[t]] < low):
+                    low = ords[heads[t]]
+            if low < 0:
+                break
+            acc = 0.0
+            for t in range(terms):
+                if heads[t] < bounds[t + 1] and ords[heads[t]] == low:
+                    acc += scores[heads[t]]
+                    heads[t] += 1
+            if acc != 0:
+                found[m] = low
+                sums[m] = acc
+                m += 1
+    return found_array[:m], sums_array[:m]

@@ -1,0 +1,177 @@
+"""The compiled search loops (`memvaultd.index.loops`): the same products
+NumPy gives, arguments checked before any byte is read or written, and a
+daemon whose vault is past the IVF threshold serving with them and without a
+JIT compiler in its memory."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from memvault import Client
+from memvaultd.index import ivf as ann
+from memvaultd.index import keyword, loops
+
+from .daemon_process import DaemonProcess
+
+# Dimensions: the model's, one under a vector, and some that leave a tail
+# past the last whole 64 lanes (the loops' scalar end).
+DIMS = [384, 7, 70, 130]
+
+
+def _unit(rng: np.random.Generator, rows: int, dims: int) -> np.ndarray:
+    matrix = rng.normal(size=(rows, dims)).astype(np.float32)
+    unit: np.ndarray = matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
+    return unit
+
+
+@pytest.mark.parametrize("dims", DIMS)
+def test_products_are_numpys_within_float32_rounding(dims: int) -> None:
+    rng = np.random.default_rng(dims)
+    matrix = _unit(rng, 500, dims)
+    query = _unit(rng, 1, dims)[0]
+    rows = rng.integers(0, 500, 97).astype(np.int64)
+    expected = matrix[rows].astype(np.float64) @ query.astype(np.float64)
+    assert np.allclose(loops.exact(matrix, rows, query), expected, atol=2e-6)
+
+    half = matrix.astype(np.float16)
+    widened = half[rows].astype(np.float32)
+    bits = half.view(np.uint16)
+    assert np.allclose(loops.half_products(bits, rows, query),
+                       widened.astype(np.float64) @ query, atol=2e-6)
+    out = np.empty((len(rows), dims), np.float32)
+    loops.half_widen(bits, rows, out)
+    assert np.array_equal(out, widened)
+
+    codes = rng.integers(-127, 128, size=(500, dims), dtype=np.int8)
+    order = rng.permutation(500).astype(np.int64)
+    starts, ends = np.array([0, 40, 300], np.int64), np.array([10, 40, 380], np.int64)
+    got_rows, products = loops.probed_lists(codes, order, starts, ends, query)
+    spans = np.concatenate([np.arange(s, e) for s, e in zip(starts, ends, strict=True)])
+    assert np.array_equal(got_rows, order[spans])
+    assert np.allclose(products, codes[spans].astype(np.float64) @ query, rtol=1e-5, atol=1e-4)
+
+
+def test_float16_is_widened_exactly_as_numpy_does() -> None:
+    """Every finite float16, subnormals included, to the bit; -0.0 is read as
+    +0.0 (its subnormal rebasing subtracts 2^-14 from -2^-14), which no
+    product can tell apart."""
+    every = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)
+    finite = every[np.isfinite(every.view(np.float16))]
+    bits = finite[: len(finite) // 16 * 16].reshape(-1, 16)
+    out = np.empty(bits.shape, np.float32)
+    loops.half_widen(bits, np.arange(len(bits), dtype=np.int64), out)
+    expected = bits.view(np.float16).astype(np.float32)
+    negative_zero = bits == 0x8000
+    assert out[~negative_zero].tobytes() == expected[~negative_zero].tobytes()
+    assert np.all(out[negative_zero] == 0.0)
+
+
+def test_a_product_is_the_same_bits_every_time() -> None:
+    rng = np.random.default_rng(5)
+    matrix = _unit(rng, 300, 384)
+    rows = np.arange(300, dtype=np.int64)
+    first = loops.exact(matrix, rows, matrix[0])
+    assert all(loops.exact(matrix, rows, matrix[0]).tobytes() == first.tobytes()
+               for _ in range(5))
+
+
+def _bm25_args(rng: np.random.Generator, ordinals: int, terms: int, per: int) -> list[Any]:
+    posts = [np.sort(rng.choice(ordinals, per, replace=False)) for _ in range(terms)]
+    bounds = np.zeros(terms + 1, np.int64)
+    np.cumsum([per] * terms, out=bounds[1:])
+    return [np.concatenate(posts).astype(np.int64),
+            rng.integers(1, 5, terms * per).astype(np.float64), bounds,
+            rng.random(terms) * 4, rng.integers(3, 40, ordinals).astype(np.float64),
+            (rng.random(ordinals) > 0.2).view(np.uint8), 17.5, ordinals, keyword.K1, keyword.B]
+
+
+@pytest.mark.parametrize(("name", "call"), [
+    ("a query of the wrong size", lambda m, c, r, q: loops.exact(m, r, q[:-1])),
+    ("a row past the matrix", lambda m, c, r, q: loops.exact(m, np.array([0, 300]), q)),
+    ("a negative row", lambda m, c, r, q: loops.half_products(
+        m.astype(np.float16).view(np.uint16), np.array([-1]), q)),
+    ("float64 rows", lambda m, c, r, q: loops.exact(m.astype(np.float64), r, q)),
+    ("a list past the codes", lambda m, c, r, q: loops.probed_lists(
+        c, r, np.array([250]), np.array([301]), q)),
+    ("a list that ends before it starts", lambda m, c, r, q: loops.probed_lists(
+        c, r, np.array([20]), np.array([10]), q)),
+    ("an output of the wrong shape", lambda m, c, r, q: loops.half_widen(
+        m.astype(np.float16).view(np.uint16), r, np.empty((len(r), 3), np.float32))),
+])
+def test_bad_arguments_raise_and_read_nothing_outside(name: str, call: Any) -> None:
+    rng = np.random.default_rng(1)
+    matrix = _unit(rng, 300, 384)
+    codes = rng.integers(-127, 128, size=(300, 384), dtype=np.int8)
+    rows = np.arange(300, dtype=np.int64)
+    with pytest.raises(ValueError):
+        call(matrix, codes, rows, matrix[0])
+
+
+def test_bm25_sums_refuse_an_ordinal_outside_the_documents() -> None:
+    args = _bm25_args(np.random.default_rng(2), 1000, 3, 50)
+    args[0] = args[0].copy()
+    args[0][70] = 1000  # one past the last document
+    with pytest.raises(ValueError, match="posting 70 names document 1000"):
+        loops.bm25_sums(*args)
+    args[0][70] = -3
+    with pytest.raises(ValueError, match="posting 70"):
+        loops.bm25_sums(*args)
+
+
+@pytest.mark.parametrize(("ordinals", "per"), [(1000, 50), (300, 200)])  # merged, dense
+def test_bm25_sums_are_numpys_to_the_bit(ordinals: int, per: int) -> None:
+    """Both ways of summing against keyword.py's NumPy version (which
+    `test_index_equivalence.py` checks against a plain BM25)."""
+    rng = np.random.default_rng(ordinals)
+    args = _bm25_args(rng, ordinals, 4, per)
+    ords, tfs, bounds, idfs, lengths, alive, average = args[:7]
+    index = keyword.KeywordIndex()
+    index._compiled = False
+    index._lengths, index._alive = lengths, alive.view(bool)
+    postings = [(ords[bounds[t]:bounds[t + 1]], tfs[bounds[t]:bounds[t + 1]])
+                for t in range(len(idfs))]
+    expected = index._sums(postings, list(idfs), average, ordinals)
+    found, sums = loops.bm25_sums(*args)
+    assert np.array_equal(found, expected[0])
+    assert sums.tobytes() == expected[1].tobytes()
+
+
+def _maps(pid: int, pattern: str) -> bool:
+    return re.search(pattern, Path(f"/proc/{pid}/maps").read_text()) is not None
+
+
+def test_a_vault_past_the_ivf_threshold_serves_without_a_jit_compiler(home: Path) -> None:
+    """Past 20k memories the daemon builds its IVF and searches it with the
+    compiled loops: recall finds the same memory before and after, and the
+    process never maps LLVM or numba (they cost ~120 MB of resident memory)."""
+    rng = np.random.default_rng(3)
+    vectors = _unit(rng, ann.IVF_THRESHOLD + 500, 384)
+
+    def batch(start: int, stop: int) -> list[dict[str, Any]]:
+        return [{"text": f"note {i} about deploys", "topic": f"t.{i}",
+                 "vector": vectors[i].tolist()} for i in range(start, stop)]
+
+    daemon = DaemonProcess(home)
+    with daemon.start(), Client(daemon.socket, timeout=60.0) as client:
+        assert daemon.proc is not None
+        client.remember_batch(batch(0, 1000))
+        hits = client.recall("deploys", query_vector=vectors[7].tolist(), top_k=1)
+        assert hits[0].memory.text == "note 7 about deploys"
+        for start in range(1000, len(vectors), 5000):
+            client.remember_batch(batch(start, min(start + 5000, len(vectors))))
+        deadline = time.monotonic() + 90
+        while "ivf ready" not in daemon.log and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert "ivf ready" in daemon.log
+        for i in (7, 12_345, ann.IVF_THRESHOLD + 400):
+            hits = client.recall("deploys", query_vector=vectors[i].tolist(), top_k=1)
+            assert hits[0].memory.text == f"note {i} about deploys"
+        assert _maps(daemon.proc.pid, r"/memvaultd/index/loops\.")
+        assert not _maps(daemon.proc.pid, r"llvmlite|/numba/")
+        assert daemon.stop() == 0
