@@ -20,10 +20,16 @@
  * 51 against 63 us); setup.py turns contraction off for everything else,
  * the BM25 sums that must stay NumPy's to the bit among it. */
 #if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__) && !defined(__clang__)
-#define MEMVAULT_CLONES __attribute__((target_clones("arch=x86-64-v3", "default"), optimize("fp-contract=fast")))
+#define MEMVAULT_CLONES \
+    __attribute__((target_clones("arch=x86-64-v3", "default"), optimize("fp-contract=fast")))
 #else
 #define MEMVAULT_CLONES
 #endif
+
+/* Helpers are always inlined: one GCC lowers by itself, built for the
+ * baseline, splits its 32-byte vectors into 16-byte halves, and the AVX2
+ * clone that calls it ran at half width. */
+#define MEMVAULT_INLINE static inline __attribute__((always_inline))
 
 /* 64 lanes as eight vectors of eight (GCC and clang vector extensions): one
  * AVX2 register each, two SSE2 registers each on the baseline. Eight, so
@@ -37,13 +43,13 @@ typedef int32_t memvault_i8 __attribute__((vector_size(32)));
 typedef int8_t memvault_b8 __attribute__((vector_size(8)));
 typedef uint16_t memvault_h8 __attribute__((vector_size(16)));
 
-static inline __attribute__((always_inline)) memvault_f8 memvault_load_f(const float *at) {
+MEMVAULT_INLINE memvault_f8 memvault_load_f(const float *at) {
     memvault_f8 v;
     memcpy(&v, at, sizeof v);
     return v;
 }
 
-static inline __attribute__((always_inline)) memvault_f8 memvault_load_b(const int8_t *at) {
+MEMVAULT_INLINE memvault_f8 memvault_load_b(const int8_t *at) {
     /* Value by value through int32: GCC 12 widens a whole int8 vector at once
      * one value at a time (5 x slower). */
     memvault_i8 w;
@@ -56,7 +62,7 @@ static inline __attribute__((always_inline)) memvault_f8 memvault_load_b(const i
  * its exponent were 1, 2^-14 x (1 + m/1024), and the bias (2^-14 with the
  * value's sign, 0x38800000 as float32 bits) takes the 2^-14 off again:
  * m x 2^-24, exactly, as NumPy widens it (but -0.0, read as +0.0). */
-static inline __attribute__((always_inline)) memvault_f8 memvault_load_h(const uint16_t *at) {
+MEMVAULT_INLINE memvault_f8 memvault_load_h(const uint16_t *at) {
     memvault_h8 raw;
     memcpy(&raw, at, sizeof raw);
     memvault_u8 h = __builtin_convertvector(raw, memvault_u8);
@@ -70,7 +76,7 @@ static inline __attribute__((always_inline)) memvault_f8 memvault_load_h(const u
     return value - taken;
 }
 
-static inline __attribute__((always_inline)) float memvault_widen(uint16_t half) {
+MEMVAULT_INLINE float memvault_widen(uint16_t half) {
     uint16_t eight[8] = {half};
     memvault_f8 v = memvault_load_h(eight);
     return v[0];
@@ -104,15 +110,11 @@ static inline __attribute__((always_inline)) float memvault_widen(uint16_t half)
         (result) = total;                                                               \
     } while (0)
 
-static inline __attribute__((always_inline)) float memvault_scalar_memvault_load_f(const float *at) {
-    return *at;
-}
+MEMVAULT_INLINE float memvault_scalar_memvault_load_f(const float *at) { return *at; }
 
-static inline __attribute__((always_inline)) float memvault_scalar_memvault_load_b(const int8_t *at) {
-    return (float)*at;
-}
+MEMVAULT_INLINE float memvault_scalar_memvault_load_b(const int8_t *at) { return (float)*at; }
 
-static inline __attribute__((always_inline)) float memvault_scalar_memvault_load_h(const uint16_t *at) {
+MEMVAULT_INLINE float memvault_scalar_memvault_load_h(const uint16_t *at) {
     return memvault_widen(*at);
 }
 
