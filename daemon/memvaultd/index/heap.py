@@ -7,6 +7,9 @@ stays at the peak: at 100k memories, 65 MB of the ~840 MB a loaded state
 held in process were such free pages, returned by one `malloc_trim(0)`
 (~10 ms). Elsewhere than glibc (musl, macOS) there is no such call and
 nothing is done.
+
+glibc also gives threads that allocate at once arenas of their own, up to
+8 a core, and each keeps its own free pages: `limit_arenas` caps them.
 """
 
 from __future__ import annotations
@@ -20,21 +23,38 @@ from collections.abc import Callable
 log = logging.getLogger("memvaultd.index")
 
 
+# mallopt's parameter for the most arenas (glibc's malloc.h).
+_M_ARENA_MAX = -8
+# Two: a 100k daemon serving held 536 against 561 MB resident (medians of
+# three alternating rounds, scripts/bench_recall_ab.py), recall latency the
+# same; see docs/benchmarks.md for calls per second.
+ARENAS = 2
+
+
 @functools.cache
-def _malloc_trim() -> Callable[[int], int] | None:
+def _glibc(function: str) -> Callable[..., int] | None:
+    """The C library's `function`, if it is glibc's (which has it)."""
     name = ctypes.util.find_library("c")
     if name is None:
         return None
     try:
-        trim: Callable[[int], int] = ctypes.CDLL(name).malloc_trim
+        found: Callable[..., int] = getattr(ctypes.CDLL(name), function)
     except (OSError, AttributeError):  # not glibc
         return None
-    return trim
+    return found
+
+
+def limit_arenas() -> None:
+    """Cap glibc's malloc arenas at ARENAS, where the C library has them.
+    Before the process starts its threads: arenas made already stay."""
+    mallopt = _glibc("mallopt")
+    if mallopt is not None and not mallopt(_M_ARENA_MAX, ARENAS):
+        log.warning("could not cap the malloc arenas at %d", ARENAS)
 
 
 def trim_heap() -> None:
     """Return the heap's free pages to the operating system, where the C
     library can."""
-    trim = _malloc_trim()
+    trim = _glibc("malloc_trim")
     if trim is not None:
         trim(0)
