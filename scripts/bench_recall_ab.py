@@ -12,8 +12,11 @@ one's format). Every round starts each side's daemon in turn, with that
 checkout's `daemon/`, `base/` and `client/` first on PYTHONPATH and this
 interpreter, waits until its IVF and keyword index are built, times cached
 recalls over its socket (hybrid, hybrid with a filter keeping half,
-`mode="vector"`, one of each per query in turn), reads its resident memory
-and stops it.
+`mode="vector"`, one of each per query in turn), with `--mixed` runs
+bench_recall.py's mixed load (a remember every 10th call, cached recalls
+otherwise) from 1 client and then 8, reads its resident memory and stops it.
+The mixed load's remembers add 320 memories a round to each side's vault,
+alike.
 
 Why alternate: two `bench_recall.py` runs one after the other differ by
 more than a change does. On 28 Nov two runs of one build at 100k gave
@@ -23,7 +26,8 @@ homes gave 1.79 against 1.84 ms (docs/benchmarks.md). Drift in the
 machine's load then falls on both sides alike.
 
 Output: a table, then one JSON line: per side, p50 / p99 of each kind over
-all rounds, spawn to SERVING, stop and resident memory per round.
+all rounds, spawn to SERVING, stop, resident memory and the mixed calls per
+second of 1 and 8 clients per round.
 """
 
 from __future__ import annotations
@@ -39,11 +43,15 @@ from typing import Any
 
 import numpy as np
 from bench_recall import (
+    CLIENTS,
     FILTER,
     IVF_MEMORIES,
+    MIXED_OPS,
     TIMED_RECALLS,
     Daemon,
+    Inputs,
     drawn_texts,
+    mixed_load,
     percentiles,
     phase,
     settle,
@@ -62,6 +70,8 @@ class Side:
     start_s: list[float] = field(default_factory=list)
     stop_s: list[float] = field(default_factory=list)
     rss_mb: list[float] = field(default_factory=list)
+    calls_per_s: dict[int, list[float]] = field(default_factory=lambda: {1: [], CLIENTS: []})
+    written: int = 0  # memories the mixed load has remembered so far
 
     def daemon(self) -> Daemon:
         daemon = Daemon(self.home)
@@ -77,10 +87,13 @@ class Side:
         out["start_s"] = [round(s, 3) for s in self.start_s]
         out["stop_s"] = [round(s, 3) for s in self.stop_s]
         out["rss_mb"] = [round(s, 1) for s in self.rss_mb]
+        for clients, rates in self.calls_per_s.items():
+            if rates:
+                out[f"mixed_{clients}_per_s"] = [round(r, 1) for r in rates]
         return out
 
 
-def one_round(side: Side, texts: list[str], timed: int) -> None:
+def one_round(side: Side, texts: list[str], timed: int, mixed: Inputs | None) -> None:
     daemon = side.daemon()
     offset = daemon.log_path.stat().st_size if daemon.log_path.exists() else 0
     try:
@@ -100,9 +113,24 @@ def one_round(side: Side, texts: list[str], timed: int) -> None:
                 text = texts[i % len(texts)]
                 for kind, call in calls.items():
                     side.samples[kind].append(timed_ms(partial(call, text)))
+            if mixed is not None:
+                for clients, ops in ((1, CLIENTS * MIXED_OPS), (CLIENTS, MIXED_OPS)):
+                    load = mixed_load(daemon, clients, texts, mixed, 10**9 + side.written, ops)
+                    side.calls_per_s[clients].append(load.calls_per_s)
+                    side.written += clients * ops // 10
             side.rss_mb.append(daemon.rss_mb())
     finally:
         side.stop_s.append(daemon.stop())
+
+
+def _mixed_inputs(texts: list[str]) -> Inputs:
+    """What the mixed load reads: the remembered memories' vectors (random
+    unit vectors: a new memory's vector only has to be one) and the cached
+    queries."""
+    vectors = np.random.default_rng(1).normal(size=(4096, 384)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    return Inputs(vectors=vectors, assignment=np.zeros(0, np.intp), centre_texts=[],
+                  cached=texts, uncached=[], query_vectors=vectors[:0], model=None)
 
 
 def table(sides: list[Side]) -> str:
@@ -110,8 +138,10 @@ def table(sides: list[Side]) -> str:
     figures = [side.figures() for side in sides]
     rows = [(f"{kind} {stat} ms", [f[f"{kind}_{stat}_ms"] for f in figures])
             for kind in KINDS for stat in ("p50", "p99")]
-    rows += [(f"{key} (median)", [float(np.median(f[key])) for f in figures])
-             for key in ("start_s", "stop_s", "rss_mb")]
+    keys = ["start_s", "stop_s", "rss_mb"]
+    keys += [key for key in ("mixed_1_per_s", f"mixed_{CLIENTS}_per_s")
+             if all(key in f for f in figures)]
+    rows += [(f"{key} (median)", [float(np.median(f[key])) for f in figures]) for key in keys]
     two = len(sides) == 2
     lines = [f"{'':28}" + "".join(f"{side.name:>16}" for side in sides)
              + (f"{'ratio':>8}" if two else "")]
@@ -128,6 +158,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=5, help="rounds of every side (5)")
     parser.add_argument("--queries", type=int, default=TIMED_RECALLS,
                         help=f"timed recalls of each kind per side and round ({TIMED_RECALLS})")
+    parser.add_argument("--mixed", action="store_true",
+                        help=f"also the mixed load's calls/s, 1 client then {CLIENTS}")
     parser.add_argument("--json-only", action="store_true", help="print only the JSON line")
     args = parser.parse_args(argv)
     if len(args.side) < 2:
@@ -143,10 +175,11 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"{side.home}: no vault here (no data/); keep one with "
                          "bench_recall.py --keep")
     texts = drawn_texts(0)[1]  # bench_recall.py's cached queries
+    mixed = _mixed_inputs(texts) if args.mixed else None
     for number in range(args.rounds):
         for side in sides:
             phase(f"round {number + 1} of {args.rounds}: {side.name}")
-            one_round(side, texts, args.queries)
+            one_round(side, texts, args.queries, mixed)
     if not args.json_only:
         print(table(sides))
     print(json.dumps({"rounds": args.rounds, "queries": args.queries,
