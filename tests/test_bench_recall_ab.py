@@ -1,5 +1,6 @@
 """scripts/bench_recall_ab.py runs end to end on two small kept vaults, real
-daemons over their sockets, and refuses a home that holds no vault."""
+daemons over their sockets, with the mixed load, and refuses a home that
+holds no vault."""
 
 from __future__ import annotations
 
@@ -59,7 +60,7 @@ def test_two_sides_are_timed_in_alternation(workdir: Path) -> None:
     other = workdir / "two" / "home"
     shutil.copytree(home, other, symlinks=True)
     done = _run("--side", "a", str(ROOT), str(home), "--side", "b", str(ROOT), str(other),
-                "--rounds", "2", "--queries", "4")
+                "--rounds", "2", "--queries", "4", "--mixed")
     assert done.returncode == 0, done.stderr
     figures = json.loads(done.stdout.splitlines()[-1])
     assert figures["rounds"] == 2 and set(figures["sides"]) == {"a", "b"}
@@ -68,8 +69,19 @@ def test_two_sides_are_timed_in_alternation(workdir: Path) -> None:
             assert 0 < side[f"{kind}_p50_ms"] <= side[f"{kind}_p99_ms"], kind
         assert len(side["start_s"]) == len(side["stop_s"]) == len(side["rss_mb"]) == 2
         assert all(mb > 50 for mb in side["rss_mb"])
+        assert len(side["mixed_1_per_s"]) == len(side["mixed_8_per_s"]) == 2
+        assert all(rate > 0 for rate in side["mixed_1_per_s"] + side["mixed_8_per_s"])
+    for path in (home, other):  # each round's mixed load remembered 320 memories
+        daemon = Daemon(path)
+        try:
+            daemon.start()
+            with daemon.client() as client:
+                assert client.status().memory_count == 60 + 2 * 320
+        finally:
+            daemon.stop()
     assert "round 2 of 2: b" in done.stderr
     assert "filtered p50 ms" in done.stdout
+    assert "mixed_8_per_s (median)" in done.stdout
 
 
 def test_a_home_without_a_vault_is_refused(workdir: Path) -> None:

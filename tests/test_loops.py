@@ -96,7 +96,7 @@ def _bm25_args(rng: np.random.Generator, ordinals: int, terms: int, per: int) ->
     ("a row past the matrix", lambda m, c, r, q: loops.exact(m, np.array([0, 300]), q)),
     ("a negative row", lambda m, c, r, q: loops.half_products(
         m.astype(np.float16).view(np.uint16), np.array([-1]), q)),
-    ("float64 rows", lambda m, c, r, q: loops.exact(m.astype(np.float64), r, q)),
+    ("a float64 matrix", lambda m, c, r, q: loops.exact(m.astype(np.float64), r, q)),
     ("a list past the codes", lambda m, c, r, q: loops.probed_lists(
         c, r, np.array([250]), np.array([301]), q)),
     ("a list that ends before it starts", lambda m, c, r, q: loops.probed_lists(
@@ -104,7 +104,7 @@ def _bm25_args(rng: np.random.Generator, ordinals: int, terms: int, per: int) ->
     ("an output of the wrong shape", lambda m, c, r, q: loops.half_widen(
         m.astype(np.float16).view(np.uint16), r, np.empty((len(r), 3), np.float32))),
 ])
-def test_bad_arguments_raise_and_read_nothing_outside(name: str, call: Any) -> None:
+def test_bad_arguments_raise_before_the_loop_runs(name: str, call: Any) -> None:
     rng = np.random.default_rng(1)
     matrix = _unit(rng, 300, 384)
     codes = rng.integers(-127, 128, size=(300, 384), dtype=np.int8)
