@@ -79,11 +79,18 @@ def probed_lists(const int8_t[:, ::1] codes, const int64_t[::1] order,
     return rows, products
 
 
+cdef _products_of(Py_ssize_t n, Py_ssize_t dims, const int64_t[::1] rows,
+                  Py_ssize_t query):
+    """The array for the products of `rows` of an n x dims matrix with a
+    query of `query` values, once the rows and the query fit the matrix."""
+    _fits(dims, query)
+    _within(rows, n)
+    return np.empty(rows.shape[0], np.float32)
+
+
 def exact(const float[:, ::1] matrix, const int64_t[::1] rows, const float[::1] query):
     """`matrix[rows] @ query` without the copy of the rows."""
-    _fits(matrix.shape[1], query.shape[0])
-    _within(rows, matrix.shape[0])
-    products = np.empty(rows.shape[0], np.float32)
+    products = _products_of(matrix.shape[0], matrix.shape[1], rows, query.shape[0])
     cdef float[::1] out = products
     if rows.shape[0]:
         with nogil:
@@ -95,9 +102,7 @@ def exact(const float[:, ::1] matrix, const int64_t[::1] rows, const float[::1] 
 def half_products(const uint16_t[:, ::1] bits, const int64_t[::1] rows,
                   const float[::1] query):
     """`bits[rows] @ query`, `bits` being float16 values, widened as read."""
-    _fits(bits.shape[1], query.shape[0])
-    _within(rows, bits.shape[0])
-    products = np.empty(rows.shape[0], np.float32)
+    products = _products_of(bits.shape[0], bits.shape[1], rows, query.shape[0])
     cdef float[::1] out = products
     if rows.shape[0]:
         with nogil:
