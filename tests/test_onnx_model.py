@@ -219,6 +219,14 @@ def _truncate(path: Path) -> None:
     path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
 
 
+def _truncate_weights(path: Path) -> None:
+    _truncate(onnx_cache.weights_file(path))
+
+
+def _lose_weights(path: Path) -> None:
+    onnx_cache.weights_file(path).unlink()
+
+
 def _another_probe(path: Path) -> None:
     # A file that parses and runs but no longer gives its recorded vector, as
     # after a flipped bit in a weight.
@@ -232,12 +240,13 @@ def _another_probe(path: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("damage", [_truncate, _another_probe])
+@pytest.mark.parametrize("damage", [_truncate, _another_probe, _truncate_weights, _lose_weights])
 def test_a_damaged_cached_file_is_exported_again(
         damage: Any, exported: OnnxModel, reference: Any, tmp_path: Path,
         caplog: pytest.LogCaptureFixture) -> None:
     cached = tmp_path / exported.path.name
     shutil.copyfile(exported.path, cached)
+    shutil.copyfile(onnx_cache.weights_file(exported.path), onnx_cache.weights_file(cached))
     damage(cached)
     with caplog.at_level(logging.INFO, logger="memvaultd"):
         healed = onnx_cache.load(MODEL_DIR, DEFAULT_MODEL, tmp_path)
@@ -245,8 +254,8 @@ def test_a_damaged_cached_file_is_exported_again(
     assert healed.path == cached
     assert np.abs(healed.encode(TEXTS) - st_encode(reference, TEXTS)).max() <= TOLERANCE
     onnx_cache.check(OnnxModel(cached, read_layout(MODEL_DIR)))  # the file itself is whole
-    assert sorted(p.name for p in tmp_path.iterdir()) == [cached.name, f"{cached.name}.lock",
-                                                          onnx_cache.DIGESTS]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        cached.name, f"{cached.name}.data", f"{cached.name}.lock", onnx_cache.DIGESTS]
 
 
 @pytest.mark.slow
@@ -275,6 +284,10 @@ def test_two_loads_at_once_export_once(tmp_path: Path, reference: Any,
 def _rss_mb(pid: int) -> float:
     status = Path(f"/proc/{pid}/status").read_text()
     return int(re.search(r"VmRSS:\s+(\d+) kB", status).group(1)) / 1024  # type: ignore[union-attr]
+
+
+def _mapped(pid: int) -> set[str]:
+    return {line.split()[-1] for line in Path(f"/proc/{pid}/maps").read_text().splitlines()}
 
 
 def _maps_torch(pid: int) -> list[str]:
@@ -306,6 +319,8 @@ def test_the_daemon_never_holds_torch_and_two_homes_share_one_export(tmp_path: P
         assert "exported the model" not in second.log  # the first home's export
         assert second.proc is not None
         assert _maps_torch(second.proc.pid) == []
+        # The weights mapped from their file, not copied into the heap.
+        assert str(onnx_cache.weights_file(export)) in _mapped(second.proc.pid)
         warm = _rss_mb(second.proc.pid)
     finally:
         second.stop()
@@ -568,3 +583,16 @@ def test_model_runtime_in_config_toml_reaches_the_daemon(tmp_path: Path) -> None
                 "prefers vitest over jest"
     finally:
         daemon.stop()
+
+
+def test_an_export_drops_older_exports_and_what_killed_exports_left(tmp_path: Path) -> None:
+    current = tmp_path / "m-0123456789abcdef.onnx"
+    kept = [current, onnx_cache.weights_file(current), tmp_path / f"{current.name}.lock",
+            tmp_path / "other-fedcba9876543210.onnx", tmp_path / onnx_cache.DIGESTS]
+    dropped = [tmp_path / "m-fedcba9876543210.onnx", tmp_path / "m-fedcba9876543210.onnx.data",
+               tmp_path / "m-fedcba9876543210.onnx.lock", tmp_path / f"{current.name}.4711.tmp",
+               tmp_path / f"{current.name}.data.4711.tmp"]
+    for path in kept + dropped:
+        path.write_bytes(b"")
+    onnx_cache._prune(current)
+    assert sorted(tmp_path.iterdir()) == sorted(kept)

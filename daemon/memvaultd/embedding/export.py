@@ -3,7 +3,8 @@
     python -m memvaultd.embedding.export MODEL_DIR FILE
 
 It imports torch, sentence-transformers and onnx (~800 MB resident; the
-daemon that starts it stays at ~217 MB), writes FILE whole or not at all, and
+daemon that starts it stays at ~217 MB), writes FILE (the graph) and
+FILE.data (the weights, `onnx_cache.weights_file`) whole or not at all, and
 exits: 0 done; UNSUPPORTED_EXIT when the export does not give the model's own
 vectors (the daemon then runs that model on torch); 2 for a wrong command
 line; 1 on any other failure, its cause on the last line of stderr.
@@ -22,6 +23,7 @@ from typing import Any
 
 import onnx
 import torch
+from onnx.external_data_helper import convert_model_to_external_data, write_external_data_tensors
 
 from memvault_base.durable import sync_dir
 from memvaultd.embedding.onnx_cache import (
@@ -30,6 +32,7 @@ from memvaultd.embedding.onnx_cache import (
     PROBES,
     UNSUPPORTED_EXIT,
     compare,
+    weights_file,
 )
 from memvaultd.embedding.onnx_model import (
     INPUTS,
@@ -43,8 +46,9 @@ from memvaultd.embedding.torch_model import sentence_transformer
 
 
 def export(model_dir: Path, layout: Layout, path: Path) -> None:
-    """Write `path`: the model's transformer as ONNX, checked against
-    sentence-transformers on PROBES, renamed into place, its directory fsynced."""
+    """Write `path` and its weights file: the model's transformer as ONNX,
+    checked against sentence-transformers on PROBES, renamed into place (the
+    weights first), their directory fsynced."""
     model = sentence_transformer(str(model_dir))
     transformer: Any = model[0].auto_model
     transformer.eval()
@@ -66,7 +70,9 @@ def export(model_dir: Path, layout: Layout, path: Path) -> None:
     inputs = tuple(torch.tensor([getattr(e, INPUTS[name]) for e in sample]) for name in names)
     expected = model.encode(list(PROBES), normalize_embeddings=True, convert_to_numpy=True,
                             show_progress_bar=False)
+    weights = weights_file(path)
     temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    temporary_weights = path.with_name(f"{weights.name}.{os.getpid()}.tmp")
     try:
         with warnings.catch_warnings(), torch.no_grad():
             # The legacy exporter's deprecation, and the tracer's notes on Python
@@ -81,16 +87,40 @@ def export(model_dir: Path, layout: Layout, path: Path) -> None:
         for key, value in (("memvault.format", str(FORMAT_VERSION)),
                            ("memvault.probe", json.dumps(expected[0].tolist()))):
             graph.metadata_props.add(key=key, value=value)
-        with open(temporary, "wb") as out:
-            out.write(graph.SerializeToString())
-            out.flush()
-            os.fsync(out.fileno())
+        # The weights in a file of their own, which ONNX Runtime maps rather
+        # than copies (`onnx_cache.py` says what that saves).
+        temporary_weights.unlink(missing_ok=True)  # written by appending
+        convert_model_to_external_data(graph, all_tensors_to_one_file=True,
+                                       location=temporary_weights.name, size_threshold=1024)
+        write_external_data_tensors(graph, str(path.parent))
+        _fsync(temporary_weights)
+        _write(temporary, graph)
         exported = OnnxModel(temporary, layout).encode(list(PROBES))
         compare(exported, expected, "sentence-transformers")
+        for tensor in graph.graph.initializer:  # the weights under their final name
+            for entry in tensor.external_data:
+                if entry.key == "location":
+                    entry.value = weights.name
+        _write(temporary, graph)
+        # The weights first: a graph in place always finds its weights.
+        os.replace(temporary_weights, weights)
         os.replace(temporary, path)
     finally:
         temporary.unlink(missing_ok=True)
+        temporary_weights.unlink(missing_ok=True)
     sync_dir(path.parent)
+
+
+def _write(path: Path, graph: onnx.ModelProto) -> None:
+    with open(path, "wb") as out:
+        out.write(graph.SerializeToString())
+        out.flush()
+        os.fsync(out.fileno())
+
+
+def _fsync(path: Path) -> None:
+    with open(path, "rb+") as handle:
+        os.fsync(handle.fileno())
 
 
 def main(argv: list[str]) -> int:
