@@ -42,7 +42,7 @@ from memvaultd.app.notify import notify
 from memvaultd.app.sweep_schedule import SweepSchedule
 from memvaultd.config.settings import Config, load
 from memvaultd.embedding.embedder import Embedder
-from memvaultd.index.heap import limit_arenas
+from memvaultd.index.heap import arrow_from_malloc, limit_arenas
 from memvaultd.notes.watcher import NoteWatcher
 from memvaultd.serve.endpoint import Endpoint
 from memvaultd.serve.front.socket_guard import claim_socket, prepare_socket_dir
@@ -107,6 +107,7 @@ def main(ctx: click.Context, home: str | None, socket_path: str | None,
 def run(config: Config, data_dir: Path, socket: Path, *, config_file: Path | None = None,
         cache_dir: Path | None = None) -> int:
     limit_arenas()  # before the model's thread, the first the daemon starts
+    arrow_from_malloc()  # before the vault's first Arrow buffer
     one_blas_thread()
     events = EventBus()
     embedder = Embedder(config.model, cache_size=config.cache_size, events=events,
