@@ -16,7 +16,10 @@ recalls over its socket (hybrid, hybrid with a filter keeping half,
 bench_recall.py's mixed load (a remember every 10th call, cached recalls
 otherwise) from 1 client and then 8, reads its resident memory and stops it.
 The mixed load's remembers add 320 memories a round to each side's vault,
-alike.
+alike. With `--own-model-cache` each side has a model cache of its own
+beside its home (`model-cache/`): two builds whose model exports differ in
+format would otherwise remove each other's export at every start. A side
+whose cache is empty then starts once, untimed, to export the model into it.
 
 Why alternate: two `bench_recall.py` runs one after the other differ by
 more than a change does. On 28 Nov two runs of one build at 100k gave
@@ -66,6 +69,7 @@ class Side:
     name: str
     tree: Path
     home: Path
+    own_model_cache: bool = False
     samples: dict[str, list[float]] = field(default_factory=lambda: {k: [] for k in KINDS})
     start_s: list[float] = field(default_factory=list)
     stop_s: list[float] = field(default_factory=list)
@@ -77,7 +81,20 @@ class Side:
         daemon = Daemon(self.home)
         daemon.env["PYTHONPATH"] = ":".join(
             str(self.tree / part) for part in ("daemon", "base", "client"))
+        if self.own_model_cache:
+            daemon.env["MEMVAULT_CACHE_DIR"] = str(self.model_cache)
         return daemon
+
+    @property
+    def model_cache(self) -> Path:
+        return self.home.parent / "model-cache"
+
+    def export_model(self) -> None:
+        """Start once, untimed, if this side's own model cache holds no export."""
+        if self.own_model_cache and not any(self.model_cache.glob("models/*.onnx")):
+            daemon = self.daemon()
+            daemon.start()
+            daemon.stop()
 
     def figures(self) -> dict[str, Any]:
         out: dict[str, Any] = {"tree": str(self.tree), "home": str(self.home)}
@@ -160,13 +177,16 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"timed recalls of each kind per side and round ({TIMED_RECALLS})")
     parser.add_argument("--mixed", action="store_true",
                         help=f"also the mixed load's calls/s, 1 client then {CLIENTS}")
+    parser.add_argument("--own-model-cache", action="store_true",
+                        help="a model cache for each side beside its home (builds whose "
+                             "model exports differ in format)")
     parser.add_argument("--json-only", action="store_true", help="print only the JSON line")
     args = parser.parse_args(argv)
     if len(args.side) < 2:
         parser.error("give --side at least twice")
     if args.rounds < 1 or args.queries < 1:
         parser.error("--rounds and --queries must be at least 1")
-    sides = [Side(name, Path(tree).resolve(), Path(home).resolve())
+    sides = [Side(name, Path(tree).resolve(), Path(home).resolve(), args.own_model_cache)
              for name, tree, home in args.side]
     for side in sides:
         if not (side.tree / "daemon" / "memvaultd").is_dir():
@@ -176,6 +196,8 @@ def main(argv: list[str] | None = None) -> int:
                          "bench_recall.py --keep")
     texts = drawn_texts(0)[1]  # bench_recall.py's cached queries
     mixed = _mixed_inputs(texts) if args.mixed else None
+    for side in sides:
+        side.export_model()
     for number in range(args.rounds):
         for side in sides:
             phase(f"round {number + 1} of {args.rounds}: {side.name}")
