@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import random
 import time
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -15,9 +16,12 @@ from hypothesis import strategies as st
 from memvault_base.errors import InvalidArgument
 from memvaultd.index.layer import Layer
 from memvaultd.model.commands import ListQuery
-from memvaultd.model.heat import HeatSettings, band, bands_of, heat, heats
+from memvaultd.model.heat import BANDS, HeatSettings, band, bands_of, heat, heats
 from memvaultd.model.memory import Memory
+from memvaultd.model.scopes import FULL, Access
+from memvaultd.recall.filter.parse import parse_filter
 from memvaultd.vault import listing
+from memvaultd.vault.core import visible
 
 from .daemon_process import DaemonProcess
 from .test_cli import memvault as run_cli
@@ -230,3 +234,51 @@ def test_client_and_cli_list_through_the_daemon(daemon: DaemonProcess) -> None:
     assert "0.70" in lines[1] and marker in lines[1]
     assert f"topic: {marker}.build 7" in done.stdout
     assert "1-7 of 7 memories" in done.stderr
+
+
+def _varied(count: int, seed: int) -> Layer:
+    """_vault's memories, some archived, expired, superseded or of another scope."""
+    layer, r = _vault(count, seed), random.Random(seed)
+    for memory in list(layer.memories()):
+        kind = r.randrange(6)
+        if kind == 0:
+            memory.tier = "archived"
+        elif kind == 1:
+            memory.expires_at = NOW - DAY
+        elif kind == 2:
+            memory.superseded_by = "0" * 32
+        elif kind == 3:
+            memory.scope = "project:work"
+        if r.random() < 0.3:
+            memory.reinforce_count, memory.last_reinforced_at = 1, NOW - DAY * r.randrange(5)
+        layer.put(memory, layer.index.vector(memory.id))
+    return layer
+
+
+def _reference_activity(layer: Layer, field: str, access: Access,
+                        filter_json: str) -> list[tuple[str, int, float]]:
+    matches = parse_filter(filter_json or None)
+    found: dict[str, list[float]] = {}
+    for memory in layer.memories():
+        name = getattr(memory, field)
+        if name and visible(memory, NOW) and matches.matches(memory) and access.sees(memory):
+            entry = found.setdefault(name, [0, 0.0])
+            entry[0] += 1
+            entry[1] = max(entry[1], memory.created_at, memory.last_reinforced_at)
+    return sorted(((n, int(c), t) for n, (c, t) in found.items()), key=lambda f: (-f[1], f[0]))
+
+
+@settings(max_examples=40, deadline=None)
+@given(count=st.integers(0, 120), seed=st.integers(0, 2**16),
+       field=st.sampled_from(("topic_key", "entity")),
+       access=st.sampled_from((FULL, Access.declared(["project:work"]), Access.declared(topics=["work"]))),
+       filter_json=st.sampled_from(("", json.dumps({"type": "episodic"}))))
+def test_topics_entities_and_bands_are_counted_from_the_columns_as_one_by_one(
+        count: int, seed: int, field: str, access: Access, filter_json: str) -> None:
+    layer = _varied(count, seed)
+    query = ListQuery(filter_json=filter_json, access=access)
+    assert listing.activity(layer, field, query, NOW, HEAT) == \
+        _reference_activity(layer, field, access, filter_json)
+    one_by_one = Counter(band(heat(memory, NOW)) for memory in layer.memories()
+                         if visible(memory, NOW))
+    assert listing.band_counts(layer, NOW, HEAT) == {name: one_by_one[name] for name in BANDS}

@@ -17,17 +17,15 @@ from memvault_base.errors import InvalidArgument, NotFound
 from memvaultd.model import drafts, id_prefix
 from memvaultd.model import memory as m
 from memvaultd.model.commands import ListQuery, RecallQuery
-from memvaultd.model.heat import BANDS, band, heat
 from memvaultd.model.memory import Memory
 from memvaultd.model.operations import TURNS
 from memvaultd.model.scopes import FULL, Access
 from memvaultd.model.vector import Vector
 from memvaultd.recall import engine
-from memvaultd.recall.filter.parse import parse_filter
 from memvaultd.upkeep import trash as trashing
 from memvaultd.vault import listing
 from memvaultd.vault.access import AccessMarks
-from memvaultd.vault.core import VaultCore, visible
+from memvaultd.vault.core import VaultCore
 from memvaultd.vault.events import MEMORY_EVENTS, Event
 
 # `recall_at_once` answers only in a vault of up to this many memories. A
@@ -232,18 +230,9 @@ class Reads:
         """Counts and last activity per topic_key or entity (non-empty), of
         the memories `access` may see."""
         self.core.await_loaded()
-        matches = parse_filter(filter_json or None)
-        now = time.time()
-        counts: dict[str, list[float]] = {}
-        for memory in self.core.memories.memories():
-            name = getattr(memory, field)
-            if (name and visible(memory, now) and matches.matches(memory)
-                    and access.sees(memory)):
-                entry = counts.setdefault(name, [0, 0.0])
-                entry[0] += 1
-                entry[1] = max(entry[1], memory.created_at, memory.last_reinforced_at)
-        return sorted((Facet(n, int(c), t) for n, (c, t) in counts.items()),
-                      key=lambda f: (-f.count, f.name))
+        query = ListQuery(filter_json=filter_json, access=access)
+        return [Facet(*found) for found in listing.activity(
+            self.core.memories, field, query, time.time(), self.core.config.heat)]
 
     def list_memories(self, query: ListQuery) -> listing.ListPage:
         """A page of the memories `query` matches, in its order (`listing.py`)."""
@@ -261,12 +250,7 @@ class Reads:
     def band_counts(self) -> dict[str, int]:
         """Visible memories per heat band."""
         self.core.await_loaded()
-        now, half_life = time.time(), self.core.config.heat.half_life_days
-        counts = dict.fromkeys(BANDS, 0)
-        for memory in self.core.memories.memories():
-            if visible(memory, now):
-                counts[band(heat(memory, now, half_life))] += 1
-        return counts
+        return listing.band_counts(self.core.memories, time.time(), self.core.config.heat)
 
     def trash(self, access: Access = FULL) -> list[tuple[Memory, float]]:
         """What the trash holds that `access` may see, the most recently
