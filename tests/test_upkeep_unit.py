@@ -28,6 +28,7 @@ from memvaultd.model.heat import (
 from memvaultd.model.hlc import Stamp
 from memvaultd.model.memory import Memory
 from memvaultd.model.operations import PUT, UPDATE, Operation
+from memvaultd.model.records import Records, columns_of
 from memvaultd.upkeep import consolidation, summariser
 from memvaultd.upkeep import sweep as sweeping
 from memvaultd.upkeep import trash as trashing
@@ -129,6 +130,31 @@ def test_a_sweep_never_takes_a_protected_memory(memories: list[Memory], threshol
         assert memory.tier != m.ARCHIVED  # no consolidated memory here to take it along
         assert swept.risk > threshold or memory.is_expired(NOW)
     assert plan.considered == len(memories)
+
+
+def _decided(plan: sweeping.SweepPlan) -> tuple[object, ...]:
+    return ([(s.memory.id, s.risk, s.heat, s.reason) for s in plan.swept], plan.considered,
+            plan.exempt)
+
+
+@settings(max_examples=300, deadline=None)
+@given(vaults, st.floats(0, 1), st.floats(0, 90), st.integers(0, 3), st.randoms())
+def test_a_sweep_over_the_columns_decides_as_one_memory_at_a_time(
+        memories: list[Memory], threshold: float, min_age: float, summaries: int,
+        draw: random.Random) -> None:
+    # Consolidated memories over some of the archived ones, to take them along.
+    archived = [memory.id for memory in memories if memory.tier == m.ARCHIVED]
+    memories += [_memory(days_old=draw.uniform(0, 400), importance=draw.uniform(0, 0.5),
+                         consolidated_from=tuple(draw.sample(archived, min(2, len(archived)))))
+                 for _ in range(summaries)]
+    settings_ = sweeping.SweepSettings(min_age_days=min_age)
+    one_by_one = _decided(sweeping.plan(memories, NOW, settings_, HeatSettings(), threshold))
+    columns = Records.whole(columns_of(memories))
+    assert _decided(sweeping.plan(columns, NOW, settings_, HeatSettings(), threshold)) == \
+        one_by_one
+    by_id = {memory.id: memory for memory in memories}
+    assert _decided(sweeping.plan(columns, NOW, settings_, HeatSettings(), threshold,
+                                  get=by_id.get)) == one_by_one
 
 
 def test_sweeping_a_consolidated_memory_takes_its_archived_sources() -> None:

@@ -196,6 +196,10 @@ class Layer:
     def memories(self) -> Iterator[Memory]:
         return self.index.memories()
 
+    def records(self) -> Records:
+        """Every live memory as `Records`: read as columns, made only as read."""
+        return self.index.live_rows()[0]
+
     def ids(self) -> list[str]:
         return self.index.ids()
 

@@ -33,8 +33,8 @@ class Upkeep:
         self.core.await_loaded()
         with self.core.write_lock:
             now = time.time()
-            plan = sweeping.plan(self.core.memories.memories(), now, self.core.config.sweep,
-                                 self.core.config.heat, threshold)
+            plan = sweeping.plan(self.core.memories.records(), now, self.core.config.sweep,
+                                 self.core.config.heat, threshold, get=self.core.memories.get)
             if dry_run:
                 return 0, plan
             ops = [Operation(new_id(), TRASH, self.core.clock.now(), target=s.memory.id,
