@@ -7,7 +7,10 @@ Fills a fresh vault with N memories that bring their own vectors (random unit
 vectors: RememberBatch with vectors, no model call), spread over 40 topics
 with sub-topics, 12 entities, 30 tags, 5 sources and 200 sessions, then
 times each kind of page the memory browser (`memvault ui`) and `memvault
-list` ask for: the median and the worst of REPEATS calls, client side.
+list` ask for, and the whole vault's counts (its topics, its entities, its
+heat bands: `memvault topics`, `memvault status --bands`) and a dry run of
+the sweep (`memvault sweep --dry-run`): the median and the worst of REPEATS
+calls, client side.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_recall import DEFAULT_BATCH, DIMENSION, Daemon
 
 from memvault import Client, MemoryPage
+from memvault.upkeep import SweepResult
 
 REPEATS = 7
 SEED = 20261127
@@ -52,7 +56,7 @@ def batches(count: int, rng: np.random.Generator) -> Any:
         } for i in range(size)]
 
 
-def timed(call: Callable[[], MemoryPage]) -> tuple[float, float, MemoryPage]:
+def timed(call: Callable[[], Any]) -> tuple[float, float, Any]:
     call()  # warm: first-call allocations
     times, page = [], None
     for _ in range(REPEATS):
@@ -82,7 +86,7 @@ def main() -> None:
                 token = ""
                 for limit in [500] * 9 + [50] * 9:
                     token = client.list_memories(limit=limit, page_token=token).next_page_token
-                cases: dict[str, Callable[[], MemoryPage]] = {
+                cases: dict[str, Callable[[], Any]] = {
                     "first page, newest first": lambda: client.list_memories(),
                     "first page + facets": lambda: client.list_memories(facets=True),
                     "by heat + facets": lambda: client.list_memories(sort="heat", facets=True),
@@ -91,20 +95,35 @@ def main() -> None:
                     "page 100 by token": lambda: client.list_memories(page_token=token),
                     "page 100 by offset": lambda: client.list_memories(offset=50 * 99),
                     "500 a page + facets": lambda: client.list_memories(limit=500, facets=True),
+                    "topics (ListTopics)": client.list_topics,
+                    "entities (ListEntities)": client.list_entities,
+                    "heat bands (Status)": lambda: client.status(bands=True),
+                    "sweep, dry run (Sweep)": lambda: client.sweep(dry_run=True),
                 }
                 _report(client, cases)
         finally:
             daemon.stop()
 
 
-def _report(client: Client, cases: dict[str, Callable[[], MemoryPage]]) -> None:
+def _matched(result: Any) -> int:
+    """Memories a page matched, a whole-vault count counted or a sweep weighed."""
+    if isinstance(result, MemoryPage):
+        return result.total
+    if isinstance(result, list):  # facets
+        return sum(facet.count for facet in result)
+    if isinstance(result, SweepResult):
+        return result.considered
+    return sum(result.bands.values())
+
+
+def _report(client: Client, cases: dict[str, Callable[[], Any]]) -> None:
     # On 2 shared cores the load moves every figure: say what it was.
     figures: dict[str, Any] = {"load_start": os.getloadavg()[0]}
     print(f"{'page':28} {'median ms':>10} {'worst ms':>9} {'matched':>8}")
     for name, call in cases.items():
-        median, worst, page = timed(call)
-        print(f"{name:28} {median:10.1f} {worst:9.1f} {page.total:8d}")
-        figures[name] = {"median_ms": median, "worst_ms": worst, "matched": page.total}
+        median, worst, result = timed(call)
+        print(f"{name:28} {median:10.1f} {worst:9.1f} {_matched(result):8d}")
+        figures[name] = {"median_ms": median, "worst_ms": worst, "matched": _matched(result)}
     figures["load_end"] = os.getloadavg()[0]
     print(json.dumps(figures))
 
