@@ -155,6 +155,12 @@ def test_a_sweep_over_the_columns_decides_as_one_memory_at_a_time(
     by_id = {memory.id: memory for memory in memories}
     assert _decided(sweeping.plan(columns, NOW, settings_, HeatSettings(), threshold,
                                   get=by_id.get)) == one_by_one
+    # Some restored (in the table), the rest written since (objects).
+    cut = draw.randrange(len(memories) + 1)
+    mixed = Records(columns_of(memories[:cut]), np.concatenate(
+        [np.arange(cut), -1 - np.arange(len(memories) - cut)]), memories[cut:])
+    assert _decided(sweeping.plan(mixed, NOW, settings_, HeatSettings(), threshold)) == \
+        one_by_one
 
 
 def test_sweeping_a_consolidated_memory_takes_its_archived_sources() -> None:
