@@ -271,7 +271,8 @@ def _reference_activity(layer: Layer, field: str, access: Access,
 @settings(max_examples=40, deadline=None)
 @given(count=st.integers(0, 120), seed=st.integers(0, 2**16),
        field=st.sampled_from(("topic_key", "entity")),
-       access=st.sampled_from((FULL, Access.declared(["project:work"]), Access.declared(topics=["work"]))),
+       access=st.sampled_from((FULL, Access.declared(["project:work"]),
+                               Access.declared(topics=["work"]))),
        filter_json=st.sampled_from(("", json.dumps({"type": "episodic"}))))
 def test_topics_entities_and_bands_are_counted_from_the_columns_as_one_by_one(
         count: int, seed: int, field: str, access: Access, filter_json: str) -> None:

@@ -177,10 +177,13 @@ def band_counts(layer: Layer, now: float, heat_settings: HeatSettings) -> dict[s
 def _matching(layer: Layer, query: ListQuery, now: float,
               heat_settings: HeatSettings) -> Records:
     """The memories recall's visibility rule lets through (over the index's
-    columns), then those of the asked entity and tag."""
+    columns), then those of the asked topic, session, source, entity and tag."""
+    # The topic, session and source narrowed below, over the records'
+    # columns: in the rule, each would make every memory the columns let
+    # through (at 100k restored, a topic's page took 315-361 ms, 58 ms when
+    # the memories were objects already).
     seen = Visibility.of(RecallQuery(
-        types=query.types, topic_key=query.topic_key, session_id=query.session_id,
-        source=query.source, tiers=query.tiers, include_superseded=query.include_superseded,
+        types=query.types, tiers=query.tiers, include_superseded=query.include_superseded,
         filter_json=query.filter_json, access=query.access), now, heat_settings)
     index = layer.index
     view = index.view()
@@ -189,6 +192,13 @@ def _matching(layer: Layer, query: ListQuery, now: float,
     # A memory removed since the view was taken is left out. Read as
     # columns: only the page's memories are made (`model/records.py`).
     memories = index.records_of([ids[row] for row in np.flatnonzero(ok).tolist()])
+    if query.topic_key:
+        memories = memories.taken(np.flatnonzero(
+            memories.mapped("topic_key", partial(_within, query.topic_key), np.bool_)))
+    for name, value in (("session_id", query.session_id), ("source", query.source)):
+        if value:
+            memories = memories.taken(np.flatnonzero(
+                memories.mapped(name, value.__eq__, np.bool_)))
     if query.entity:
         memories = memories.taken(np.flatnonzero(
             memories.mapped("entity", query.entity.__eq__, np.bool_)))
@@ -196,6 +206,11 @@ def _matching(layer: Layer, query: ListQuery, now: float,
         memories = memories.taken(np.flatnonzero(
             memories.mapped("tags", partial(_holds, query.tag), np.bool_)))
     return memories
+
+
+def _within(topic: str, topic_key: str) -> bool:
+    """`topic_key` is `topic` or below it, as recall's rule reads it."""
+    return topic_key == topic or topic_key.startswith(topic + ".")
 
 
 def _holds(tag: str, tags: tuple[str, ...]) -> bool:
