@@ -13,8 +13,9 @@ clock and every later page computes heat at that moment.
 What a memory must be to match is recall's rule (`recall/visibility.py`:
 expiry, supersession, tiers, types, topic and the topics below it, session,
 source, a filter), plus an entity, a tag and a heat band. One call reads
-every matching memory once: at 100k a page took 39 ms, 334 ms with the
-facet counts, over the socket on a loaded machine (docs/benchmarks.md,
+every matching memory once: at 100k a page took 14-22 ms, 60-68 ms with
+the facet counts, over the socket, the memories restored from a snapshot
+(60-67 and 343-352 ms when held as objects; docs/benchmarks.md,
 "Listing"); a page holds at most MAX_PAGE of them.
 
 The vault's topics and entities with their last activity (`activity`) and
