@@ -206,7 +206,7 @@ class Layer:
     def memories_where(self, field: str, keep: Callable[[Any], bool]) -> list[Memory]:
         """The memories whose `field` `keep` accepts. Only those are made:
         the field is read from its column, `keep` once a distinct value."""
-        records = self.index.live_rows()[0]
+        records = self.records()
         return list(records.taken(np.flatnonzero(records.mapped(field, keep, np.bool_))))
 
     def put(self, memory: Memory, vector: Vector) -> None:

@@ -77,12 +77,16 @@ def check_topic_pattern(value: str, field_name: str = "topics") -> str:
     return value
 
 
+def within(topic: str, topic_key: str) -> bool:
+    """`topic_key` is `topic` or a topic below it."""
+    return topic_key == topic or topic_key.startswith(topic + ".")
+
+
 def topic_matches(pattern: str, topic_key: str) -> bool:
     if pattern == ANY_TOPIC:
         return True
     if pattern.endswith(_BELOW):
-        key = pattern[: -len(_BELOW)]
-        return topic_key == key or topic_key.startswith(key + ".")
+        return within(pattern[: -len(_BELOW)], topic_key)
     return topic_key == pattern
 
 

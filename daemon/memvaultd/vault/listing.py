@@ -53,6 +53,7 @@ from memvaultd.model.heat import (
 )
 from memvaultd.model.memory import Memory
 from memvaultd.model.records import Records
+from memvaultd.model.scopes import within
 from memvaultd.recall.visibility import Visibility, check_kinds
 
 # 500 rows: a screenful many times over, and a reply of ~0.5 MB at most
@@ -195,7 +196,7 @@ def _matching(layer: Layer, query: ListQuery, now: float,
     memories = index.records_of([ids[row] for row in np.flatnonzero(ok).tolist()])
     if query.topic_key:
         memories = memories.taken(np.flatnonzero(
-            memories.mapped("topic_key", partial(_within, query.topic_key), np.bool_)))
+            memories.mapped("topic_key", partial(within, query.topic_key), np.bool_)))
     for name, value in (("session_id", query.session_id), ("source", query.source)):
         if value:
             memories = memories.taken(np.flatnonzero(
@@ -207,11 +208,6 @@ def _matching(layer: Layer, query: ListQuery, now: float,
         memories = memories.taken(np.flatnonzero(
             memories.mapped("tags", partial(_holds, query.tag), np.bool_)))
     return memories
-
-
-def _within(topic: str, topic_key: str) -> bool:
-    """`topic_key` is `topic` or below it, as recall's rule reads it."""
-    return topic_key == topic or topic_key.startswith(topic + ".")
 
 
 def _holds(tag: str, tags: tuple[str, ...]) -> bool:
