@@ -2,7 +2,7 @@
 
 Everything else is declared in pyproject.toml. `memvaultd.index.loops` is
 Cython (`loops.pyx`) over C loops (`kernels.h`), built when the package is
-installed; docs/decisions/0015-compiled-loops-ahead-of-time.md says why.
+installed; docs/decisions/0015-search-loops-compiled-at-install.md says why.
 
 -ffp-contract=off: a product and a sum stay two roundings, as NumPy's are, so
 the BM25 sums match keyword.py's NumPy version to the bit (GCC otherwise
