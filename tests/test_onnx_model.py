@@ -26,7 +26,8 @@ from memvault_base.paths import resolve
 from memvaultd.config.settings import load
 from memvaultd.embedding import onnx_cache
 from memvaultd.embedding.embedder import DEFAULT_MODEL, Embedder, model_path
-from memvaultd.embedding.onnx_model import OnnxModel, Unsupported, read_layout
+from memvaultd.embedding.onnx_model import OnnxModel, Unsupported, read_layout, words_file
+from memvaultd.embedding.word_table import WordTable
 from memvaultd.vault.events import EventBus
 
 from .daemon_process import DaemonProcess
@@ -227,6 +228,25 @@ def _lose_weights(path: Path) -> None:
     onnx_cache.weights_file(path).unlink()
 
 
+def _truncate_words(path: Path) -> None:
+    _truncate(words_file(path))
+
+
+def _lose_words(path: Path) -> None:
+    words_file(path).unlink()
+
+
+def _change_a_word(path: Path) -> None:
+    # One value of a token's row that the probe sentence reads ("memvault" is
+    # not one word to the tokenizer, "checks" is), as a flipped bit would.
+    import tokenizers
+
+    token = tokenizers.Tokenizer.from_file(str(MODEL_DIR / "tokenizer.json")).token_to_id("checks")
+    with open(words_file(path), "r+b") as table:
+        table.seek(token * 384 * 4)
+        table.write(np.float32(3.0).tobytes())
+
+
 def _another_probe(path: Path) -> None:
     # A file that parses and runs but no longer gives its recorded vector, as
     # after a flipped bit in a weight.
@@ -240,13 +260,15 @@ def _another_probe(path: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("damage", [_truncate, _another_probe, _truncate_weights, _lose_weights])
+@pytest.mark.parametrize("damage", [_truncate, _another_probe, _truncate_weights, _lose_weights,
+                                    _truncate_words, _lose_words, _change_a_word])
 def test_a_damaged_cached_file_is_exported_again(
         damage: Any, exported: OnnxModel, reference: Any, tmp_path: Path,
         caplog: pytest.LogCaptureFixture) -> None:
     cached = tmp_path / exported.path.name
     shutil.copyfile(exported.path, cached)
     shutil.copyfile(onnx_cache.weights_file(exported.path), onnx_cache.weights_file(cached))
+    shutil.copyfile(words_file(exported.path), words_file(cached))
     damage(cached)
     with caplog.at_level(logging.INFO, logger="memvaultd"):
         healed = onnx_cache.load(MODEL_DIR, DEFAULT_MODEL, tmp_path)
@@ -255,7 +277,8 @@ def test_a_damaged_cached_file_is_exported_again(
     assert np.abs(healed.encode(TEXTS) - st_encode(reference, TEXTS)).max() <= TOLERANCE
     onnx_cache.check(OnnxModel(cached, read_layout(MODEL_DIR)))  # the file itself is whole
     assert sorted(p.name for p in tmp_path.iterdir()) == [
-        cached.name, f"{cached.name}.data", f"{cached.name}.lock", onnx_cache.DIGESTS]
+        cached.name, f"{cached.name}.data", f"{cached.name}.lock", f"{cached.name}.words",
+        onnx_cache.DIGESTS]
 
 
 @pytest.mark.slow
@@ -319,8 +342,11 @@ def test_the_daemon_never_holds_torch_and_two_homes_share_one_export(tmp_path: P
         assert "exported the model" not in second.log  # the first home's export
         assert second.proc is not None
         assert _maps_torch(second.proc.pid) == []
-        # The weights mapped from their file, not copied into the heap.
-        assert str(onnx_cache.weights_file(export)) in _mapped(second.proc.pid)
+        # The weights mapped from their file, not copied into the heap; the
+        # word table read a row at a time, never mapped (word_table.py).
+        mapped = _mapped(second.proc.pid)
+        assert str(onnx_cache.weights_file(export)) in mapped
+        assert str(words_file(export)) not in mapped
         warm = _rss_mb(second.proc.pid)
     finally:
         second.stop()
@@ -587,12 +613,45 @@ def test_model_runtime_in_config_toml_reaches_the_daemon(tmp_path: Path) -> None
 
 def test_an_export_drops_older_exports_and_what_killed_exports_left(tmp_path: Path) -> None:
     current = tmp_path / "m-0123456789abcdef.onnx"
-    kept = [current, onnx_cache.weights_file(current), tmp_path / f"{current.name}.lock",
-            tmp_path / "other-fedcba9876543210.onnx", tmp_path / onnx_cache.DIGESTS]
+    kept = [current, onnx_cache.weights_file(current), words_file(current),
+            tmp_path / f"{current.name}.lock", tmp_path / "other-fedcba9876543210.onnx",
+            tmp_path / onnx_cache.DIGESTS]
     dropped = [tmp_path / "m-fedcba9876543210.onnx", tmp_path / "m-fedcba9876543210.onnx.data",
+               tmp_path / "m-fedcba9876543210.onnx.words",
                tmp_path / "m-fedcba9876543210.onnx.lock", tmp_path / f"{current.name}.4711.tmp",
-               tmp_path / f"{current.name}.data.4711.tmp"]
+               tmp_path / f"{current.name}.data.4711.tmp",
+               tmp_path / f"{current.name}.words.4711.tmp"]
     for path in kept + dropped:
         path.write_bytes(b"")
     onnx_cache._prune(current)
     assert sorted(tmp_path.iterdir()) == sorted(kept)
+
+
+# -- the word table ----------------------------------------------------------------------
+
+
+def test_the_word_table_reads_each_tokens_row(tmp_path: Path) -> None:
+    table = np.random.default_rng(7).standard_normal((50, 6)).astype("<f4")
+    path = tmp_path / "words"
+    table.tofile(path)
+    ids = np.array([[3, 49, 0, 3], [7, 7, 0, 0]], dtype=np.int64)
+    words = WordTable(path, 50, 6)
+    got = words.gather(ids)
+    assert got.shape == (2, 4, 6) and got.dtype == np.float32
+    assert np.array_equal(got, table[ids])
+    words.close()
+
+
+def test_a_word_table_of_the_wrong_size_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "words"
+    path.write_bytes(b"\0" * (50 * 6 * 4 - 4))
+    with pytest.raises(ValueError, match="holds 1196 bytes; 50 x 6 float32 rows are 1200"):
+        WordTable(path, 50, 6)
+
+
+@pytest.mark.parametrize("token", [-1, 50])
+def test_a_token_outside_the_word_table_is_refused(token: int, tmp_path: Path) -> None:
+    path = tmp_path / "words"
+    np.zeros((50, 6), "<f4").tofile(path)
+    with pytest.raises(ValueError, match="outside the table's 50 rows"):
+        WordTable(path, 50, 6).gather(np.array([[1, token]], dtype=np.int64))

@@ -3,8 +3,9 @@
     python -m memvaultd.embedding.export MODEL_DIR FILE
 
 It imports torch, sentence-transformers and onnx (~800 MB resident; the
-daemon that starts it stays at ~217 MB), writes FILE (the graph) and
-FILE.data (the weights, `onnx_cache.weights_file`) whole or not at all, and
+daemon that starts it stays at ~217 MB), writes FILE (the graph), FILE.data
+(the weights, `onnx_cache.weights_file`) and FILE.words (the word table,
+`onnx_model.words_file`) whole or not at all, and
 exits: 0 done; UNSUPPORTED_EXIT when the export does not give the model's own
 vectors (the daemon then runs that model on torch); 2 for a wrong command
 line; 1 on any other failure, its cause on the last line of stderr.
@@ -21,6 +22,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import onnx
 import torch
 from onnx.external_data_helper import convert_model_to_external_data, write_external_data_tensors
@@ -35,24 +37,31 @@ from memvaultd.embedding.onnx_cache import (
     weights_file,
 )
 from memvaultd.embedding.onnx_model import (
+    EMBEDS,
     INPUTS,
     Layout,
     OnnxModel,
     Unsupported,
     read_layout,
     tokenizer,
+    words_file,
 )
 from memvaultd.embedding.torch_model import sentence_transformer
+from memvaultd.embedding.word_table import VALUE
 
 
 def export(model_dir: Path, layout: Layout, path: Path) -> None:
-    """Write `path` and its weights file: the model's transformer as ONNX,
+    """Write `path`, its weights file and its word table: the model's
+    transformer as ONNX, from its word embeddings on (`word_table.py`),
     checked against sentence-transformers on PROBES, renamed into place (the
-    weights first), their directory fsynced."""
+    graph last), their directory fsynced."""
     model = sentence_transformer(str(model_dir))
     transformer: Any = model[0].auto_model
     transformer.eval()
-    names = [name for name in INPUTS if name in model.tokenizer.model_input_names]
+    if "input_ids" not in model.tokenizer.model_input_names:
+        raise Unsupported(f"tokenizer inputs {model.tokenizer.model_input_names}")
+    names = [EMBEDS, *(name for name in INPUTS if name in model.tokenizer.model_input_names)]
+    table = transformer.get_input_embeddings().weight.detach().numpy().astype(VALUE)
 
     class Hidden(torch.nn.Module):
         def __init__(self) -> None:
@@ -67,13 +76,19 @@ def export(model_dir: Path, layout: Layout, path: Path) -> None:
 
     # Traced on two texts of unequal length, so the graph keeps the padding mask.
     sample = tokenizer(layout).encode_batch(list(PROBES[:2]))
-    inputs = tuple(torch.tensor([getattr(e, INPUTS[name]) for e in sample]) for name in names)
+    inputs = (torch.from_numpy(table[np.array([e.ids for e in sample])].astype(np.float32)),
+              *(torch.tensor([getattr(e, INPUTS[name]) for e in sample]) for name in names[1:]))
     expected = model.encode(list(PROBES), normalize_embeddings=True, convert_to_numpy=True,
                             show_progress_bar=False)
-    weights = weights_file(path)
+    weights, words = weights_file(path), words_file(path)
     temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     temporary_weights = path.with_name(f"{weights.name}.{os.getpid()}.tmp")
+    temporary_words = path.with_name(f"{words.name}.{os.getpid()}.tmp")
     try:
+        with open(temporary_words, "wb") as out:
+            table.tofile(out)
+            out.flush()
+            os.fsync(out.fileno())
         with warnings.catch_warnings(), torch.no_grad():
             # The legacy exporter's deprecation, and the tracer's notes on Python
             # branches over shapes: what the graph computes is checked below.
@@ -85,7 +100,8 @@ def export(model_dir: Path, layout: Layout, path: Path) -> None:
                               dynamo=False)
         graph = onnx.load(str(temporary))
         for key, value in (("memvault.format", str(FORMAT_VERSION)),
-                           ("memvault.probe", json.dumps(expected[0].tolist()))):
+                           ("memvault.probe", json.dumps(expected[0].tolist())),
+                           ("memvault.words", json.dumps(list(table.shape)))):
             graph.metadata_props.add(key=key, value=value)
         # The weights in a file of their own, which ONNX Runtime maps rather
         # than copies (`onnx_cache.py` says what that saves).
@@ -95,19 +111,21 @@ def export(model_dir: Path, layout: Layout, path: Path) -> None:
         write_external_data_tensors(graph, str(path.parent))
         _fsync(temporary_weights)
         _write(temporary, graph)
-        exported = OnnxModel(temporary, layout).encode(list(PROBES))
+        exported = OnnxModel(temporary, layout, temporary_words).encode(list(PROBES))
         compare(exported, expected, "sentence-transformers")
         for tensor in graph.graph.initializer:  # the weights under their final name
             for entry in tensor.external_data:
                 if entry.key == "location":
                     entry.value = weights.name
         _write(temporary, graph)
-        # The weights first: a graph in place always finds its weights.
+        # The graph last: a graph in place always finds its weights and words.
         os.replace(temporary_weights, weights)
+        os.replace(temporary_words, words)
         os.replace(temporary, path)
     finally:
         temporary.unlink(missing_ok=True)
         temporary_weights.unlink(missing_ok=True)
+        temporary_words.unlink(missing_ok=True)
     sync_dir(path.parent)
 
 

@@ -3,33 +3,32 @@
 One cache serves every daemon of a user (`memvault_base.paths`: `model_cache`,
 ~/.cache/memvault/models), whatever its MEMVAULT_HOME or its install. The
 export is `<cache dir>/<model name>-<key>.onnx`, the graph, and beside it
-`<...>.onnx.data`, the weights; key = the first 16 hex digits of
-SHA-256 over (FORMAT_VERSION, OPSET, and the relative path and SHA-256 of each
-of the model's files): the same weights installed twice share one export, and a
-changed model, or a changed exporter, gets a new file. Hashing MiniLM's 90 MB
-took 240-320 ms, a third of a warm start, so each file's digest is kept in
+`<...>.onnx.data`, the weights, and `<...>.onnx.words`, the word table;
+key = the first 16 hex digits of SHA-256 over (FORMAT_VERSION, OPSET, and
+the relative path and SHA-256 of each of the model's files): the same
+weights installed twice share one export, and a changed model, or a changed
+exporter, gets a new file. Hashing MiniLM's 90 MB took 240-320 ms, a
+third of a warm start, so each file's digest is kept in
 `digests.json` beside the exports, keyed by the file's path, size, mtime_ns,
 ctime_ns and inode (any rewrite of a file changes its ctime), and computed
 again only when one of them changes.
 
 The weights are a file of their own because ONNX Runtime maps such a file
-instead of copying it into the heap. The word embeddings (30,522 x 384
-floats, 45 MB) are then file pages: the kernel can drop them under memory
-pressure and read them again, where the heap's copy stays (there may be no
-swap), and the daemons of two homes share them. It is not a smaller
-resident size once the daemon serves: the page cache maps the table in
-large pieces, and a few hundred texts map all of it (a 100k daemon after
-300 recalls: 540 MB resident as against 537-543 MB, 364 against 405 MB of
-it anonymous; alone, a process holding the model was 102 against 174 MB
-before its first text). A query took the same time (4.2 against 4.6 ms,
-one thread). The export renames files into place and never writes one in
-place, so a daemon mapping the weights keeps reading the file it opened.
+instead of copying it into the heap, and then packs the matrices it
+multiplies by into buffers of its own (~45 MB for MiniLM). The word
+embeddings (30,522 x 384 floats, 45 MB) are not in the graph at all: they
+are a third file, `<...>.onnx.words`, which the daemon reads a row at a time
+(`word_table.py`): mapped, they grew with every new word the daemon saw, to
+18 MB of the process after ~120 texts and towards all 45 MB over a day.
+The export renames files into place and never writes one in place, so a
+daemon reading them keeps the files it opened.
 
 The graph is a plain ONNX model (protobuf: data, no code runs when it loads),
 derived from public weights only. Its metadata_props hold
 
     memvault.format = FORMAT_VERSION
     memvault.probe  = sentence-transformers' own vector for PROBES[0], a JSON list
+    memvault.words  = the word table's [rows, dimensions], a JSON list
 
 and every load checks the file still gives that vector (within TOLERANCE): a
 damaged file is deleted and exported again rather than serving wrong vectors.
@@ -38,12 +37,12 @@ The export imports torch (~800 MB resident, ~4 s), so it runs in a child
 process (`python -m memvaultd.embedding.export`, `export.py`) and the daemon
 never holds torch. The child writes temporary files in the cache directory,
 fsyncs them, checks them against sentence-transformers on all of PROBES,
-renames the weights, then the graph, over the final names and fsyncs the
-directory. Daemons starting together take
+renames the weights and the word table, then the graph, over the final
+names and fsyncs the directory. Daemons starting together take
 `<file>.lock` (flock) in turn: one starts the export, the others load its file.
 Should one stop waiting (LOCK_WAIT_S), two exports each rename complete files
-over the other's, and a reader opens one whole file or the other; a graph
-and weights of two exports of one key are the same bytes, and the check
+over the other's, and a reader opens one whole file or the other; the
+files of two exports of one key are the same bytes, and the check
 below would find any mix that is not.
 
 A child that fails raises `ExportFailed` with its last line of error (the
@@ -75,13 +74,19 @@ import memvault_base
 import memvaultd
 from memvault_base.errors import MemvaultError
 from memvault_base.secrecy import private_directory
-from memvaultd.embedding.onnx_model import Layout, OnnxModel, Unsupported, read_layout
+from memvaultd.embedding.onnx_model import (
+    Layout,
+    OnnxModel,
+    Unsupported,
+    read_layout,
+    words_file,
+)
 from memvaultd.model.vector import Vector
 
 log = logging.getLogger("memvaultd.onnx_cache")
 
-# 2: the weights in a file beside the graph.
-FORMAT_VERSION = 2
+# 3: the weights in a file beside the graph, the word embeddings in another.
+FORMAT_VERSION = 3
 OPSET = 17  # the opset of the measured export
 # Largest difference allowed in any component of a unit vector, against
 # sentence-transformers: MiniLM measured 2e-7, so 1e-5 leaves a 50 x margin for
@@ -137,8 +142,8 @@ def _open_cached(path: Path, layout: Layout) -> OnnxModel | None:
         return model
     except Exception as exc:  # truncated, damaged, or from another exporter version
         log.warning("cached model %s is unusable (%s); exporting it again", path, exc)
-        path.unlink(missing_ok=True)
-        weights_file(path).unlink(missing_ok=True)
+        for part in (path, weights_file(path), words_file(path)):
+            part.unlink(missing_ok=True)
         return None
 
 
@@ -177,8 +182,9 @@ def _prune(path: Path) -> None:
     """Drop exports of older versions of this model (~90 MB each for MiniLM), and
     what exports killed midway left (called holding the lock, after an export)."""
     stem = path.name.rsplit("-", 1)[0]
-    pattern = re.compile(re.escape(stem) + r"-[0-9a-f]{16}\.onnx(\.data)?(\.lock|\.\d+\.tmp)?")
-    keep = (path.name, f"{path.name}.lock", weights_file(path).name)
+    pattern = re.compile(re.escape(stem)
+                         + r"-[0-9a-f]{16}\.onnx(\.data|\.words)?(\.lock|\.\d+\.tmp)?")
+    keep = (path.name, f"{path.name}.lock", weights_file(path).name, words_file(path).name)
     for old in path.parent.iterdir():
         if pattern.fullmatch(old.name) and old.name not in keep:
             old.unlink(missing_ok=True)

@@ -15,6 +15,8 @@ as the model's own files describe it, and nothing more: anything else raises
 - the Transformer's `tokenizer.json`, read by `tokenizers`, cut at
   `max_seq_length` (sentence_bert_config.json), padded on the right to the
   longest text of the batch;
+- each token's row of the word embeddings, read from the export's table
+  (`word_table.py`), fed to the graph as `inputs_embeds`;
 - the Pooling's config.json: the mean over the attention mask, or the CLS token;
 - L2 normalisation.
 """
@@ -31,11 +33,14 @@ import numpy.typing as npt
 import onnxruntime as ort  # type: ignore[import-untyped]  # ships no type stubs or py.typed
 from tokenizers import Tokenizer
 
+from memvaultd.embedding.word_table import WordTable
 from memvaultd.index.heap import trim_heap
 from memvaultd.model.vector import Vector
 
-# Model input -> the `tokenizers.Encoding` field that feeds it.
-INPUTS = {"input_ids": "ids", "attention_mask": "attention_mask", "token_type_ids": "type_ids"}
+# Model input -> the `tokenizers.Encoding` field that feeds it; the token ids
+# themselves reach the graph as their rows of the word table, `EMBEDS`.
+INPUTS = {"attention_mask": "attention_mask", "token_type_ids": "type_ids"}
+EMBEDS = "inputs_embeds"
 # Chunks padded to more tokens than this (rows x longest text) give their
 # buffers back after running (`OnnxModel`). Below it the arena keeps what such
 # a chunk needs, 22 MB after 32 texts of 31 tokens, for the next chunk to
@@ -102,10 +107,16 @@ def _pooling(config: dict[str, Any]) -> str:
     return str(modes[0])
 
 
-class OnnxModel:
-    """An exported model in an InferenceSession, encoding as sentence-transformers does."""
+def words_file(path: Path) -> Path:
+    """The word table of the graph at `path` (`word_table.py`)."""
+    return path.with_name(f"{path.name}.words")
 
-    def __init__(self, path: Path, layout: Layout) -> None:
+
+class OnnxModel:
+    """An exported model in an InferenceSession, encoding as sentence-transformers does.
+    `words`: its word table, when not beside the graph (`words_file`)."""
+
+    def __init__(self, path: Path, layout: Layout, words: Path | None = None) -> None:
         options = ort.SessionOptions()
         # One thread each, as torch in embedder.py, for the reason given there.
         options.intra_op_num_threads = 1
@@ -126,17 +137,25 @@ class OnnxModel:
         self._chunk_run = ort.RunOptions()
         self._chunk_run.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
         self._inputs = [node.name for node in self._session.get_inputs()]
-        if not set(self._inputs) <= set(INPUTS):
+        if EMBEDS not in self._inputs or not set(self._inputs) <= {EMBEDS, *INPUTS}:
             raise Unsupported(f"model inputs {self._inputs}")
         self.metadata: dict[str, str] = dict(self._session.get_modelmeta().custom_metadata_map)
+        try:
+            rows, dims = json.loads(self.metadata["memvault.words"])
+        except (KeyError, ValueError, TypeError) as exc:
+            raise Unsupported(f"no word table recorded in {path.name}") from exc
+        self._words = WordTable(words or words_file(path), int(rows), int(dims))
         self._pooling = layout.pooling
         self._tokenizer = tokenizer(layout)
 
     def encode(self, texts: list[str]) -> Vector:
         encodings = self._tokenizer.encode_batch(texts)
-        feeds = {name: np.array([getattr(e, INPUTS[name]) for e in encodings], dtype=np.int64)
-                 for name in self._inputs}
-        large = next(iter(feeds.values())).size > GIVE_BACK_TOKENS
+        ids = np.array([e.ids for e in encodings], dtype=np.int64)
+        feeds: dict[str, npt.NDArray[Any]] = {
+            name: np.array([getattr(e, INPUTS[name]) for e in encodings], dtype=np.int64)
+            for name in self._inputs if name != EMBEDS}
+        feeds[EMBEDS] = self._words.gather(ids)
+        large = ids.size > GIVE_BACK_TOKENS
         hidden: npt.NDArray[np.float32] = self._session.run(
             None, feeds, self._chunk_run if large else None)[0]
         if large:
