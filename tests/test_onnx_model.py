@@ -150,24 +150,57 @@ def test_a_large_chunk_shrinks_the_arena_and_trims_the_heap_and_a_small_one_does
     assert (shrinks, trims) == ([None, None], [])
     exported.encode(TEXTS)  # 5 x 256 tokens
     assert (shrinks, trims) == ([None, None, "cpu:0"], [1])
+    # The last chunk of a burst gives back from over one longest text on.
+    exported.encode([TEXTS[3]], idle=True)  # a query
+    exported.encode([TEXTS[3]] * 16, idle=True)  # 16 x ~25 tokens
+    assert (shrinks[3:], trims) == ([None, "cpu:0"], [1, 1])
 
 
-RESIDENT_AFTER_A_CHUNK = textwrap.dedent("""
+def test_only_the_last_chunk_queued_is_told_the_model_is_idle(models: Path) -> None:
+    made = embedder(models.parent)
+    told: list[tuple[int, bool]] = []
+    model = made._model
+    assert model is not None
+
+    def recording(texts: list[str], idle: bool = False) -> Any:
+        told.append((len(texts), idle))
+        return model(texts, idle)
+
+    made._model = recording
+    made.embed_documents([f"note {i} about the staging database" for i in range(70)])
+    made.embed_query("where is the staging database")
+    assert told == [(32, False), (32, False), (6, True), (1, True)]
+    made.close()
+
+
+# A process's resident size before and after some texts, printed as JSON;
+# `load()` gives it something to encode with (`encode(texts)`), and argv[1]
+# is the model cache.
+RESIDENT = textwrap.dedent("""
     import json, sys
     from pathlib import Path
-    from memvaultd.embedding import onnx_cache
-    from memvaultd.embedding.embedder import DEFAULT_MODEL, model_path
 
     def resident_mb():
         for line in Path("/proc/self/status").read_text().splitlines():
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) / 1024
 
-    model = onnx_cache.load(Path(model_path(DEFAULT_MODEL)), DEFAULT_MODEL, Path(sys.argv[1]))
+    encode, texts = load(Path(sys.argv[1]))
     loaded = resident_mb()
-    model.encode([sys.argv[2] + str(i) for i in range(32)])
+    encode(texts)
     print(json.dumps({"loaded": loaded, "after": resident_mb()}))
 """)
+
+
+def _resident(load: str, *args: str) -> tuple[float, float]:
+    """MB resident before and after, in a process of its own (`RESIDENT`)."""
+    script = textwrap.dedent(load) + RESIDENT
+    done = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True,
+                          timeout=120,
+                          env=dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1"))
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    return report["loaded"], report["after"]
 
 
 @pytest.mark.slow
@@ -176,14 +209,41 @@ def test_a_chunk_of_long_texts_leaves_the_daemon_no_larger(models: Path) -> None
     # 32 texts cut at 256 tokens, the largest chunk the embedder sends: with
     # ORT's arena left as it grew the process stayed ~520 MB larger afterwards,
     # shrunk and trimmed it is no larger.
-    done = subprocess.run([sys.executable, "-c", RESIDENT_AFTER_A_CHUNK, str(models), LONG],
-                          capture_output=True, text=True, timeout=120,
-                          env=dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1"))
-    assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout)
-    print(f"resident after loading {report['loaded']:.0f} MB, "
-          f"after 32 texts of 256 tokens {report['after']:.0f} MB")
-    assert report["after"] - report["loaded"] < 100
+    loaded, after = _resident("""
+        import sys
+        from memvaultd.embedding import onnx_cache
+        from memvaultd.embedding.embedder import DEFAULT_MODEL, model_path
+
+        def load(cache):
+            model = onnx_cache.load(Path(model_path(DEFAULT_MODEL)), DEFAULT_MODEL, cache)
+            return model.encode, [sys.argv[2] + str(i) for i in range(32)]
+    """, str(models), LONG)
+    print(f"resident after loading {loaded:.0f} MB, after 32 texts of 256 tokens {after:.0f} MB")
+    assert after - loaded < 100
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc")
+def test_a_burst_of_short_texts_leaves_the_daemon_no_larger(models: Path) -> None:
+    # 256 texts of ~25 tokens: each chunk is under GIVE_BACK_TOKENS, and with
+    # the arena kept as the chunks grew it the process stayed ~27 MB larger;
+    # the burst's last chunk gives it back.
+    loaded, after = _resident("""
+        from memvaultd.embedding.embedder import DEFAULT_MODEL, Embedder
+        from memvaultd.vault.events import EventBus
+
+        def load(cache):
+            embedder = Embedder(DEFAULT_MODEL, cache_size=8, events=EventBus(), cache_dir=cache)
+            embedder.start()
+            embedder.wait_ready()
+            for i in range(50):
+                embedder.embed_query(f"what did we decide about topic {i}")
+            return embedder.embed_documents, [
+                f"note {i}: the staging database lives in eu-west-{i % 3} and is backed up "
+                f"at {i % 24:02d}:00" for i in range(256)]
+    """, str(models))
+    print(f"resident after 50 queries {loaded:.0f} MB, after 256 short texts {after:.0f} MB")
+    assert after - loaded < 12
 
 
 # -- the cache -------------------------------------------------------------------------

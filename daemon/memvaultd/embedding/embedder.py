@@ -19,7 +19,9 @@ model runs single-threaded (see `_load_torch`; `onnx_model.py` does the
 same), leaving a core to the serving threads. Serving threads only wait
 on futures, so a recall whose query is cached never waits behind a large
 batch, and a batch is fed to the model in chunks of 32 so an uncached query
-waits at most one chunk (about 130 ms at ~250 documents/s).
+waits at most one chunk (about 130 ms at ~250 documents/s). The model is
+told when a chunk is the last one queued (`idle`), so that it can give
+back what the burst made it hold (`onnx_model.IDLE_GIVE_BACK_TOKENS`).
 
 Query embeddings are kept in an LRU cache (256 entries by default: an agent
 session repeats a few dozen distinct queries). Every lookup publishes a
@@ -32,7 +34,7 @@ import logging
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Protocol
@@ -52,6 +54,13 @@ DEFAULT_MODEL = "all-MiniLM-L6-v2"
 KNOWN_DIMENSIONS = {DEFAULT_MODEL: 384, "sentence-transformers/all-MiniLM-L6-v2": 384}
 _CHUNK = 32
 RUNTIMES = ("auto", "onnx", "torch")
+
+class Encode(Protocol):
+    """A loaded model: the vectors of some texts; `idle` says nothing else
+    waits for it, so it may give back the buffers they needed."""
+
+    def __call__(self, texts: list[str], idle: bool = False) -> Vector: ...
+
 
 class Publisher(Protocol):
     """Where each cache lookup is told: "hit" or "miss" with the query (the
@@ -84,11 +93,15 @@ class Embedder:
         # None: the user's model cache (`memvault_base.paths`, ~/.cache/memvault/models).
         self._cache_dir = cache_dir
         self._dimension = KNOWN_DIMENSIONS.get(model)
-        self._model: Callable[[list[str]], Vector] | None = None
+        self._model: Encode | None = None
         self._ready = threading.Event()
         self._cache: OrderedDict[str, Vector] = OrderedDict()
         self._cache_lock = threading.Lock()
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embedder")
+        # Texts queued for the model thread and not begun: none left means
+        # the one it begins is the last of its burst (`Encode`'s `idle`).
+        self._queued = 0
+        self._queue_lock = threading.Lock()
 
     def start(self) -> None:
         """Begin loading the model on the model thread."""
@@ -116,7 +129,7 @@ class Embedder:
         finally:
             self._ready.set()
 
-    def _load_onnx(self) -> Callable[[list[str]], Vector] | None:
+    def _load_onnx(self) -> Encode | None:
         """The model on ONNX Runtime, or None (logged) to stay on torch."""
         if self.runtime_setting == "torch":
             return None
@@ -140,12 +153,12 @@ class Embedder:
                     _first_line(exc))
             return None
 
-    def _load_torch(self) -> Callable[[list[str]], Vector]:
+    def _load_torch(self) -> Encode:
         from memvaultd.embedding.torch_model import sentence_transformer
 
         model = sentence_transformer(model_path(self.model_name))
 
-        def encode(texts: list[str]) -> Vector:
+        def encode(texts: list[str], idle: bool = False) -> Vector:
             vectors = model.encode(texts, batch_size=_CHUNK, normalize_embeddings=True,
                                    convert_to_numpy=True, show_progress_bar=False)
             return np.asarray(vectors, dtype=np.float32)
@@ -191,7 +204,8 @@ class Embedder:
         if cached is not None:
             return cached
         self.events.publish("miss", query=text)
-        vector: Vector = self._run(self._encode, [text])[0]
+        self.wait_ready()
+        vector: Vector = self._queue([text]).result()[0]
         with self._cache_lock:
             self.misses += 1
             self._cache[text] = vector
@@ -207,8 +221,7 @@ class Embedder:
         # pad little. Conversation turns (40 tokens on average, up to 100)
         # embedded 46 /s in their own order and 88 /s sorted, on either runtime.
         order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
-        chunks = [self._executor.submit(self._encode_when_ready,
-                                        [texts[i] for i in order[start : start + _CHUNK]])
+        chunks = [self._queue([texts[i] for i in order[start : start + _CHUNK]])
                   for start in range(0, len(texts), _CHUNK)]
         vectors = np.empty((len(texts), self.dimension()), dtype=np.float32)
         vectors[order] = np.concatenate([chunk.result() for chunk in chunks])
@@ -220,20 +233,22 @@ class Embedder:
             while len(self._cache) > size:
                 self._cache.popitem(last=False)
 
-    def _run(self, fn: Callable[[list[str]], Vector], arg: list[str]) -> Vector:
-        self.wait_ready()
-        future: Future[Vector] = self._executor.submit(fn, arg)
-        return future.result()
+    def _queue(self, texts: list[str]) -> Future[Vector]:
+        """`texts`' vectors, computed on the model thread after what is
+        queued there already."""
+        with self._queue_lock:
+            self._queued += 1
+        return self._executor.submit(self._encode_when_ready, texts)
 
     def _encode_when_ready(self, texts: list[str]) -> Vector:
         # Runs on the model thread, after _load (the executor is FIFO).
+        with self._queue_lock:
+            self._queued -= 1
+            idle = self._queued == 0
         if self.state != "ready":
             raise Unavailable(f"the embedding model failed to load: {self.error}")
-        return self._encode(texts)
-
-    def _encode(self, texts: list[str]) -> Vector:
-        assert self._model is not None  # callers wait for the load
-        return self._model(texts)
+        assert self._model is not None
+        return self._model(texts, idle)
 
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
