@@ -55,12 +55,12 @@ class WordTable:
         if len(unique) and not (unique[0] >= 0 and unique[-1] < self.rows):
             raise ValueError(f"token ids {int(unique[0])}..{int(unique[-1])} are outside "
                              f"the table's {self.rows} rows")
-        found = np.empty((len(unique), self.dims), VALUE)
-        into = memoryview(found.data).cast("B")
         size = self._row_bytes
-        for at, token in enumerate(unique.tolist()):
-            if os.preadv(self._fd, [into[at * size : (at + 1) * size]], token * size) != size:
-                raise OSError(f"{self.path.name} ended before row {token}")
+        read = [os.pread(self._fd, size, token * size) for token in unique.tolist()]
+        for token, row in zip(unique.tolist(), read, strict=True):
+            if len(row) != size:
+                raise OSError(f"{self.path.name} ends before row {token}")
+        found = np.frombuffer(b"".join(read), VALUE).reshape(len(unique), self.dims)
         rows: npt.NDArray[np.float32] = found.astype(np.float32, copy=False)[inverse]
         return rows.reshape(*ids.shape, self.dims)
 
