@@ -501,6 +501,30 @@ def test_a_model_onnx_cannot_reproduce_stays_on_torch(
         fallen.close()
 
 
+@pytest.mark.slow
+def test_a_transformer_without_a_plain_word_table_is_not_exported(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The graph starts after the word lookup (word_table.py): a model whose
+    # input embeddings are anything but a plain table stays on torch.
+    import torch
+
+    from memvaultd.embedding import export
+
+    real = export.sentence_transformer
+
+    def with_other_embeddings(path: str) -> Any:
+        model = real(path)
+        transformer = model[0].auto_model
+        table = transformer.get_input_embeddings()
+        transformer.set_input_embeddings(torch.nn.Sequential(table))
+        return model
+
+    monkeypatch.setattr(export, "sentence_transformer", with_other_embeddings)
+    with pytest.raises(Unsupported, match="takes no inputs_embeds from a word table"):
+        export.export(MODEL_DIR, read_layout(MODEL_DIR), tmp_path / "m.onnx")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_cache_that_cannot_be_written_fails_the_load_naming_it(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     # Not torch in the daemon instead (792 MB resident for good): the cause, said.

@@ -18,8 +18,9 @@ instead of copying it into the heap, and then packs the matrices it
 multiplies by into buffers of its own (~45 MB for MiniLM). The word
 embeddings (30,522 x 384 floats, 45 MB) are not in the graph at all: they
 are a third file, `<...>.onnx.words`, which the daemon reads a row at a time
-(`word_table.py`): mapped, they grew with every new word the daemon saw, to
-18 MB of the process after ~120 texts and towards all 45 MB over a day.
+(`word_table.py`): mapped, they grew with every new word the daemon saw,
+to 18 MB after the benchmark's ~120 texts and to all 45 MB after 300
+conversation turns.
 The export renames files into place and never writes one in place, so a
 daemon reading them keeps the files it opened.
 
