@@ -62,6 +62,9 @@ def test_two_sides_are_timed_in_alternation(workdir: Path) -> None:
     done = _run("--side", "a", str(ROOT), str(home), "--side", "b", str(ROOT), str(other),
                 "--rounds", "2", "--queries", "4", "--mixed")
     assert done.returncode == 0, done.stderr
+    rounds = [line.split("round ", 1)[1] for line in done.stderr.splitlines()
+              if line.startswith("[bench] round ")]
+    assert rounds == ["1 of 2: a", "1 of 2: b", "2 of 2: b", "2 of 2: a"]  # each begins anew
     figures = json.loads(done.stdout.splitlines()[-1])
     assert figures["rounds"] == 2 and set(figures["sides"]) == {"a", "b"}
     for side in figures["sides"].values():
