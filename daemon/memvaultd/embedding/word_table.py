@@ -5,15 +5,16 @@ embedding table (MiniLM: 30,522 x 384 float32, 45 MB). Inside the ONNX
 graph that table is an initializer, which ONNX Runtime maps from the
 weights file; the kernel maps 64 KiB around each page a lookup touches, so
 a serving daemon's mapping of it grew with every new word, to 18 MB after
-the ~120 texts of `scripts/bench_recall.py` and towards the whole 45 MB in a
-day's use. The export therefore leaves the lookup out of the graph (which
-takes `inputs_embeds`) and writes the table to a file of its own
-(`docs/format.md`, "The model cache"); `gather` reads the rows a batch
-needs with one `pread` each, through the page cache, into a buffer the
-batch owns. A query of ~15 tokens costs ~15 reads, a few microseconds
-beside its 4-5 ms in the model, and the process holds no part of the table.
-The graph computes the same vectors to the bit (the lookup moved, not the
-arithmetic).
+the ~120 texts of `scripts/bench_recall.py` and to the whole 45 MB after a
+few hundred texts of conversation. The export therefore leaves the lookup
+out of the graph (which takes `inputs_embeds`) and writes the table to a
+file of its own (`docs/format.md`, "The model cache"); `gather` reads the
+rows a batch needs with one `pread` each into a buffer the batch owns. A
+query of ~15 tokens costs ~15 reads, a few microseconds beside its 4-5 ms
+in the model. The process holds no part of the table: the pages read stay
+in the page cache, unmapped, the first memory the kernel takes back
+(decision 0016). The graph computes the same vectors to the bit (the
+lookup moved, not the arithmetic).
 
 Layout: `rows` x `dims` float32 values, little-endian, row-major, nothing
 else; `rows` and `dims` are recorded in the graph's metadata
