@@ -38,12 +38,12 @@ ROOT = Path(__file__).resolve().parent.parent
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 
 # The dev extra holds tools that are run, not imported by the project's code:
-# pytest with its timeout plugin and Hypothesis run tests/, mypy and ruff are
-# run by tests/test_static.py, grpcio-tools by scripts/gen-protos and
+# pytest with its timeout and xdist plugins and Hypothesis run tests/, mypy
+# and ruff are run by tests/test_static.py, grpcio-tools by scripts/gen-protos and
 # tests/test_layout.py, build by scripts/check_install.py, selenium drives
 # Chromium for tests/test_ui_browser.py, and types-* are stubs for mypy.
-DEV_TOOLS = ("pytest", "pytest-timeout", "hypothesis", "mypy", "ruff", "grpcio-tools", "build",
-             "selenium")
+DEV_TOOLS = ("pytest", "pytest-timeout", "pytest-xdist", "hypothesis", "mypy", "ruff",
+             "grpcio-tools", "build", "selenium")
 DEV_STUBS = "types-"
 
 # Where each package's source is, and the install it is the code of.

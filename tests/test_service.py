@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -58,12 +59,15 @@ def _systemd_analyze() -> str:
 def _verify(unit: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
     tmp_path.mkdir(exist_ok=True)
     (tmp_path / "memvaultd.service").write_text(unit)
-    runtime = tmp_path / "runtime"  # a user manager needs one, even offline
-    runtime.mkdir(mode=0o700)
-    return subprocess.run(
-        [_systemd_analyze(), "verify", "--user", str(tmp_path / "memvaultd.service")],
-        capture_output=True, text=True, env={**os.environ, "XDG_RUNTIME_DIR": str(runtime)},
-        timeout=60)
+    # A user manager needs a runtime directory, even offline, and reads the
+    # sockets of every user unit installed under it: a socket path is at most
+    # 107 bytes, which a pytest-xdist worker's tmp_path and gpg-agent's
+    # "gnupg/S.gpg-agent.extra" passed (110), so the directory is a short one.
+    with tempfile.TemporaryDirectory(prefix="mv-run-") as runtime:
+        return subprocess.run(
+            [_systemd_analyze(), "verify", "--user", str(tmp_path / "memvaultd.service")],
+            capture_output=True, text=True, env={**os.environ, "XDG_RUNTIME_DIR": runtime},
+            timeout=60)
 
 
 # -- the unit ----------------------------------------------------------------------
