@@ -55,6 +55,7 @@ KNOWN_DIMENSIONS = {DEFAULT_MODEL: 384, "sentence-transformers/all-MiniLM-L6-v2"
 _CHUNK = 32
 RUNTIMES = ("auto", "onnx", "torch")
 
+
 class Encode(Protocol):
     """A loaded model: the vectors of some texts; `idle` says nothing else
     waits for it, so it may give back the buffers they needed."""
