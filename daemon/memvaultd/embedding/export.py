@@ -59,11 +59,12 @@ def export(model_dir: Path, layout: Layout, path: Path) -> None:
     model = sentence_transformer(str(model_dir))
     transformer: Any = model[0].auto_model
     transformer.eval()
+    if "input_ids" not in model.tokenizer.model_input_names:
+        raise Unsupported(f"tokenizer inputs {model.tokenizer.model_input_names}")
     # The graph starts after the word lookup (`word_table.py`): the
     # transformer must take its input as embeddings, from a plain table.
     embeddings = transformer.get_input_embeddings()
-    if ("input_ids" not in model.tokenizer.model_input_names
-            or EMBEDS not in inspect.signature(transformer.forward).parameters
+    if (EMBEDS not in inspect.signature(transformer.forward).parameters
             or not isinstance(embeddings, torch.nn.Embedding)):
         raise Unsupported(f"a transformer that takes no {EMBEDS} from a word table "
                           f"({type(transformer).__name__}, {type(embeddings).__name__})")
