@@ -40,6 +40,39 @@ def test_op_ids_answer_as_a_set_does(first: list[str], later: list[str],
     assert 5 not in ids
 
 
+@settings(max_examples=200, deadline=None)
+@given(first=st.lists(_IDS, max_size=30), first_later=st.lists(_IDS, max_size=10),
+       second=st.lists(_IDS, max_size=30), second_later=st.lists(_IDS, max_size=10),
+       shared=st.lists(_IDS, max_size=10))
+def test_a_union_of_two_op_ids_is_the_union_of_their_sets(
+        first: list[str], first_later: list[str], second: list[str], second_later: list[str],
+        shared: list[str]) -> None:
+    # Each side holds ids in its arrays (given at first) and among its recent
+    # ones (added later), some of them on both sides and in both places.
+    one, other = OpIds(first + shared), OpIds(second)
+    for op_id in first_later:
+        one.add(op_id)
+    for op_id in second_later + shared:
+        other.add(op_id)
+    expected = set(first + shared + first_later) | set(second + second_later + shared)
+    union = one | other
+    assert isinstance(union, OpIds)
+    assert len(union) == len(expected) and union == expected
+    assert list(union) == sorted(expected)
+    assert all(op_id in union for op_id in expected)
+    assert one == set(first + shared + first_later)  # neither side is changed
+    assert other == set(second + second_later + shared)
+
+
+def test_a_union_of_large_op_ids_keeps_every_id_once() -> None:
+    everything = [new_id() for _ in range(20_000)]
+    one, other = OpIds(everything[:15_000]), OpIds(everything[10_000:])
+    for op_id in everything[:50]:  # recent on one side, in the arrays on the other
+        other.add(op_id)
+    union = one | other
+    assert len(union) == len(everything) and list(union) == sorted(everything)
+
+
 def test_many_adds_fold_into_the_arrays_and_stay_members(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.setattr(op_ids, "_FOLD_MIN", 8)
     everything = [new_id() for _ in range(3000)]
