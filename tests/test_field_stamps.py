@@ -3,11 +3,13 @@ holds compactly, whatever order its stamps were written in."""
 
 from __future__ import annotations
 
+import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from memvaultd.model.hlc import Stamp
-from memvaultd.model.stamps import BASE, FieldStamps
+from memvaultd.model.stamps import BASE, FieldStamps, StampBatch
 
 _rows = st.lists(st.tuples(st.sampled_from(["a", "b", "c"]),
                            st.sampled_from([BASE, "text", "trashed_by"]),
@@ -32,6 +34,57 @@ def test_reads_as_the_plain_mapping(rows: list[tuple[str, str, Stamp]]) -> None:
     for memory_id, entry in plain.items():
         for name in (BASE, "text", "trashed_by"):
             assert stamps.of(memory_id, name) == (entry.get(name) or entry.get(BASE))
+
+
+def _batch(rows: list[tuple[str, str, Stamp]]) -> StampBatch:
+    """`rows` as a snapshot body's section holds them: a column each, the
+    fields and devices as codes of words (in an order of their own)."""
+    fields = sorted({name for _, name, _ in rows}, reverse=True)
+    devices = sorted({stamp.device for _, _, stamp in rows}, reverse=True)
+    return StampBatch([memory_id for memory_id, _, _ in rows], fields,
+                      np.array([fields.index(name) for _, name, _ in rows], dtype=np.int32),
+                      np.array([stamp.wall_ms for _, _, stamp in rows], dtype=np.int64),
+                      np.array([stamp.counter for _, _, stamp in rows], dtype=np.int64),
+                      devices, np.array([devices.index(stamp.device) for _, _, stamp in rows],
+                                        dtype=np.int32))
+
+
+@given(_rows, st.lists(st.integers(0, 30), max_size=4))
+def test_read_in_batches_reads_as_the_rows_do(rows: list[tuple[str, str, Stamp]],
+                                              cuts: list[int]) -> None:
+    ends = sorted({min(cut, len(rows)) for cut in cuts} | {len(rows)})
+    batches = [_batch(rows[start:end]) for start, end in zip([0, *ends], ends, strict=False)]
+    stamps = FieldStamps.from_batches(batches)
+    assert stamps == FieldStamps.from_rows(rows) == _plain(rows)
+    for memory_id, entry in _plain(rows).items():
+        for name in (BASE, "text", "trashed_by"):
+            assert stamps.of(memory_id, name) == (entry.get(name) or entry.get(BASE))
+
+
+def test_puts_after_field_stamps_in_an_earlier_batch_keep_them() -> None:
+    one, two, three = Stamp(1, 0, "d1"), Stamp(2, 0, "d2"), Stamp(3, 1, "d1")
+    first = [("m", BASE, one), ("m", "text", two)]
+    then = [("m", BASE, three), ("n", BASE, one), ("n", BASE, two)]
+    stamps = FieldStamps.from_batches([_batch(first), _batch(then)])
+    assert stamps == _plain(first + then) == {"m": {BASE: three, "text": two},
+                                               "n": {BASE: two}}
+
+
+def test_a_batch_whose_codes_name_no_word_is_refused() -> None:
+    batch = _batch([("m", BASE, Stamp(1, 0, "d"))])
+    for bad in (np.array([1], dtype=np.int32), np.array([-1], dtype=np.int32)):
+        with pytest.raises(ValueError, match="device"):
+            FieldStamps.from_batches([StampBatch(batch.ids, batch.fields, batch.field_codes,
+                                                 batch.walls, batch.counters, batch.devices,
+                                                 bad)])
+        with pytest.raises(ValueError, match="field"):
+            FieldStamps.from_batches([StampBatch(batch.ids, batch.fields, bad, batch.walls,
+                                                 batch.counters, batch.devices,
+                                                 batch.device_codes)])
+    with pytest.raises(ValueError, match="rows"):
+        FieldStamps.from_batches([StampBatch(["m", "n"], batch.fields, batch.field_codes,
+                                             batch.walls, batch.counters, batch.devices,
+                                             batch.device_codes)])
 
 
 def test_writes_and_copies() -> None:

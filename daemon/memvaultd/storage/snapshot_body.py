@@ -91,7 +91,7 @@ from memvaultd.model.memory import Memory
 from memvaultd.model.op_ids import OpIds
 from memvaultd.model.operations import memory_from_dict
 from memvaultd.model.records import TEXTS, Records, TableBuilder
-from memvaultd.model.stamps import FieldStamps
+from memvaultd.model.stamps import FieldStamps, StampBatch
 from memvaultd.storage.snapshots import Cancel, SnapshotCancelled
 
 FORMAT_VERSION = 3
@@ -361,7 +361,7 @@ def _read_sections(head: dict[str, Any], source: Readable, length: int, allocate
     # The stamps' ids as the same objects as the records' (81 bytes each,
     # 8 MB at 100k): a column decodes to one string per value.
     ids = {memory_id: memory_id for memory_id in chain(memories.ids(), turns.ids())}
-    stamps = FieldStamps.from_rows(_read_stamps(_Section(source, lengths[2]), strings, ids))
+    stamps = FieldStamps.from_batches(_read_stamps(_Section(source, lengths[2]), strings, ids))
     del ids
     tombstones = frozenset(_read_ids(_Section(source, lengths[3])))
     seen = _read_op_ids(_Section(source, lengths[4]))
@@ -475,7 +475,10 @@ def _add_column(table: TableBuilder, spec: Field[Any], column: pa.Array) -> None
     expected = _SCALARS[kind]
     if column.type != expected:
         raise ValueError(f"{name!r} is {column.type}, not {expected}")
-    table.add_numbers(name, column.to_numpy(zero_copy_only=False))
+    # A copy, not a view: a view holds the batch's whole body (its vectors
+    # among it) until the section ends, and each batch then lands in memory
+    # never touched before: at 1M memories ~220k page faults, 2 s of a start.
+    table.add_numbers(name, np.array(column.to_numpy(zero_copy_only=False)))
 
 
 def _defaults(spec: Field[Any], count: int) -> Iterable[Any]:
@@ -508,24 +511,20 @@ _new_stamp = partial(tuple.__new__, Stamp)  # C-level: Stamp(...) costs 3x as mu
 
 
 def _read_stamps(section: _Section, strings: dict[str, str], known_ids: dict[str, str]
-                 ) -> Iterator[tuple[str, str, Stamp]]:
-    # A batch of writes takes one wall time and counters from 0 up (`Clock.
-    # reserve`), so equal times and counters recur across a vault: read as
-    # one int object each, 31 bytes a memory less of the benchmark's 100k
-    # vault (tracemalloc), its 32-byte wall times shared.
-    ints: dict[int, int] = {}
-    one = ints.setdefault
+                 ) -> Iterator[StampBatch]:
+    """The stamps section's record batches as columns (`FieldStamps.from_batches`)."""
     for batch in section.batches():
         if batch.schema != _STAMPS:
             raise ValueError(f"stamps of {batch.schema}")
         if any(column.null_count for column in batch.columns):
             raise ValueError("a stamp holds nulls")
         ids = _strings(batch.column(0), None)
-        walls, counters = batch.column(2).to_pylist(), batch.column(3).to_pylist()
-        yield from zip(map(known_ids.setdefault, ids, ids), _strings(batch.column(1), strings),
-                       map(_new_stamp, zip(map(one, walls, walls), map(one, counters, counters),
-                                           _strings(batch.column(4), strings), strict=True)),
-                       strict=True)
+        field, device = batch.column(1), batch.column(4)
+        yield StampBatch(list(map(known_ids.setdefault, ids, ids)),
+                         _strings(field.dictionary, strings), field.indices.to_numpy(),
+                         np.array(batch.column(2).to_numpy()),  # copies: as a number column's
+                         np.array(batch.column(3).to_numpy()),
+                         _strings(device.dictionary, strings), device.indices.to_numpy())
 
 
 def _read_ids(section: _Section) -> Iterator[str]:
