@@ -41,7 +41,7 @@ def merged(base: SnapshotBody, delta: SnapshotBody, allocate: Allocate | None = 
                                    delta.gone, allocate)
     turns, turn_vectors = _laid_over(base.turns, base.turn_vectors, delta.turns,
                                      delta.turn_vectors, delta.gone, allocate)
-    changed = {memory.id for memory in (*delta.memories, *delta.turns)} | delta.gone
+    changed = {*delta_ids(delta), *delta.gone}
     stamps = base.stamps if isinstance(base.stamps, FieldStamps) else FieldStamps(base.stamps)
     for memory_id in changed:
         stamps.discard(memory_id)
@@ -49,6 +49,12 @@ def merged(base: SnapshotBody, delta: SnapshotBody, allocate: Allocate | None = 
     return SnapshotBody(delta.seq, delta.dimension, delta.stamp, memories, vectors,
                         delta.tombstones, turns, turn_vectors, base.seen | delta.seen, stamps,
                         delta.upkeep)
+
+
+def delta_ids(delta: SnapshotBody) -> list[str]:
+    """The ids of the memories and turns `delta` holds, from its columns:
+    read as objects, a 1M vault's 98k were ~2 s of a start."""
+    return [*Records.of(delta.memories).ids(), *Records.of(delta.turns).ids()]
 
 
 def _laid_over(memories: Sequence[Memory], vectors: Rows, changed: Sequence[Memory],

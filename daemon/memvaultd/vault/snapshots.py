@@ -38,7 +38,7 @@ from memvaultd.model.op_ids import OpIds
 from memvaultd.model.operations import TURNS
 from memvaultd.model.stamps import FieldStamps
 from memvaultd.storage.crash_points import reached
-from memvaultd.storage.delta_body import merged
+from memvaultd.storage.delta_body import delta_ids, merged
 from memvaultd.storage.snapshot_body import (
     Rows,
     SnapshotBody,
@@ -298,6 +298,6 @@ def restore(state: VaultState, body: SnapshotBody, delta: SnapshotBody | None = 
                        set(body.tombstones), OpIds(body.seen), body.stamps)
     state.upkeep = dict(body.upkeep)
     if delta is not None:
-        state.changed = dict.fromkeys(memory.id for memory in (*delta.memories, *delta.turns))
+        state.changed = dict.fromkeys(delta_ids(delta))
         state.changed.update(dict.fromkeys(delta.gone))
         state.seen_since = list(delta.seen)
