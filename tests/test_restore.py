@@ -381,6 +381,26 @@ def test_a_body_of_many_batches_reads_from_a_stream_of_small_reads(
     assert len({id(m.tier) for m in decoded.memories}) == 1  # one string across batches
 
 
+def test_topics_across_batches_read_back_each_as_one_string(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The topics, a plain string column, are coded over the whole section
+    at its end: repeated within a batch, across batches, or held once."""
+    monkeypatch.setattr(snapshot_body, "BATCH_ROWS", 7)
+    state = _state()
+    topics = [f"topic.{i % 4}" if i % 3 else f"own.{i}" for i in range(len(state.memories))]
+    topics[5] = ""
+    state = dataclasses.replace(state, memories=[
+        m.copy(topic_key=topic) for m, topic in zip(state.memories, topics, strict=True)])
+    decoded = decode_body(encode_body(state))
+    _assert_states_equal(decoded, state)
+    read = [m.topic_key for m in decoded.memories]
+    assert read == topics
+    by_value: dict[str, set[int]] = {}
+    for topic in read:
+        by_value.setdefault(topic, set()).add(id(topic))
+    assert all(len(objects) == 1 for objects in by_value.values())
+
+
 def test_a_snapshot_is_given_up_between_batches(monkeypatch: pytest.MonkeyPatch) -> None:
     from memvaultd.storage.snapshots import SnapshotCancelled
 

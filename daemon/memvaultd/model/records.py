@@ -432,6 +432,14 @@ class TableBuilder:
         mine = np.fromiter(map(self._coder(name), words), dtype=np.int64, count=len(words))
         self._code_chunks.setdefault(name, []).append(mine[codes])
 
+    def add_whole(self, name: str, words: list[Any], codes: npt.NDArray[np.int64]) -> None:
+        """Every entry's value of a coded field at once: `words[code]` for
+        each of `codes`, `words` distinct (no other values of the field)."""
+        if name in self._code_chunks:
+            raise ValueError(f"{name!r} was given in parts already")
+        self._words[name] = words
+        self._code_chunks[name] = [codes]
+
     def _coder(self, name: str) -> Callable[[Any], int]:
         codes = self._codes.setdefault(name, {})
         words = self._words.setdefault(name, [])
@@ -491,7 +499,7 @@ class TableBuilder:
                 codes = np.concatenate(self._code_chunks.pop(name))
                 _check_count(name, len(codes), count)
                 words = self._words.pop(name)
-                self._codes.pop(name)
+                self._codes.pop(name, None)
                 columns[name] = (Constant(words[0]) if len(words) == 1
                                  else Coded(words, codes.astype(_code_type(len(words)))))
             else:
