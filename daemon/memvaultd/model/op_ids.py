@@ -126,8 +126,8 @@ class OpIds(Set[str]):
             self._fold()
 
     def __or__(self, other: object) -> OpIds:
-        """These ids and `other`'s, without a string for each of these; of
-        another `OpIds`, without a string for each of its either. A start
+        """These ids and `other`'s, without a string for each of these; with
+        another `OpIds`, without a string for any id of either. A start
         lays a delta's ids over its snapshot's so: 99k ids over 930k took
         0.67 s an id at a time, as strings (`scripts/bench_recall.py`'s 1M
         vault)."""
