@@ -496,9 +496,7 @@ def _add_column(table: TableBuilder, spec: Field[Any], column: pa.Array) -> None
                             column.indices.to_numpy())
         elif name == "id":
             table.add(name, _strings(column, None))
-        elif pa.types.is_string(column.type):  # coded here: its values rarely repeat
-            _add_column(table, spec, column.dictionary_encode())
-        else:
+        else:  # a plain string column is coded at the section's end (`_coded_at_the_end`)
             raise ValueError(f"{name!r} is {column.type}, not {pa.string()}")
         return
     expected = _SCALARS[kind]
