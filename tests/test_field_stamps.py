@@ -104,3 +104,16 @@ def test_writes_and_copies() -> None:
     stamps.discard("m")
     stamps.discard("gone")
     assert "m" not in stamps and len(stamps) == 1
+
+
+@given(_rows, st.lists(st.sampled_from(["a", "b", "c", "z"])))
+def test_only_some_memories_reads_as_their_part_of_the_mapping(
+        rows: list[tuple[str, str, Stamp]], wanted: list[str]) -> None:
+    """A delta's stamps: those of the memories asked for that are held,
+    loaded puts among them, and a copy: a change to one leaves the other."""
+    stamps = FieldStamps.from_batches([_batch(rows)])
+    part = stamps.only(wanted)
+    assert part == {memory_id: stamps[memory_id] for memory_id in wanted if memory_id in stamps}
+    for memory_id in part:
+        part.set(memory_id, "text", Stamp(99, 0, "d3"))
+    assert stamps == _plain(rows)

@@ -225,23 +225,30 @@ def test_a_delta_read_from_a_body_stays_columns_over_its_snapshot() -> None:
     assert all(_same(a, b) for a, b in zip(merged, want, strict=True)) and len(merged) == 10
 
 
-def test_a_delta_laid_over_its_snapshot_at_a_start_makes_no_memory(monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    """A start reads a snapshot and its delta as columns and restores the
-    state from them: no `Memory` is made on the way, not even for the
-    delta's (98k memories of a 1M vault were ~2 s as objects)."""
-    memories = [Memory(id=f"m{i}", text=f"memory {i}", topic_key=f"t.{i % 3}", tags=("a",),
-                       created_at=float(i)) for i in range(9)]
-    changed = [memories[2].copy(text="changed", importance=0.75),
-               Memory(id="new", text="added", created_at=5.0)]
-    stamp = Stamp(1, 0, "d")
+_STAMP = Stamp(1, 0, "d")
+_MEMORIES = [Memory(id=f"m{i}", text=f"memory {i}", topic_key=f"t.{i % 3}", tags=("a",),
+                    created_at=float(i)) for i in range(9)]
+_CHANGED = [_MEMORIES[2].copy(text="changed", importance=0.75),
+            Memory(id="new", text="added", created_at=5.0)]
 
-    def body(seq: int, rows: list[Memory], base: int = -1) -> SnapshotBody:
-        return decode_body(encode_body(SnapshotBody(
-            seq, DIM, stamp, rows, np.ones((len(rows), DIM), np.float32), frozenset(), [],
-            np.zeros((0, DIM), np.float32), frozenset({f"op-{seq}"}),
-            {m.id: {BASE: stamp} for m in rows}, base=base, gone=frozenset({"m4"}))))
 
-    snapshot, delta = body(10, memories), body(12, changed, base=10)
+def _body(seq: int, rows: list[Memory], base: int = -1) -> SnapshotBody:
+    """`rows` sealed and read back as a body at `seq` (a delta over `base`,
+    "m4" gone), each row's vector its own."""
+    return decode_body(encode_body(SnapshotBody(
+        seq, DIM, _STAMP, rows, np.arange(len(rows) * DIM, dtype=np.float32).reshape(-1, DIM),
+        frozenset(), [], np.zeros((0, DIM), np.float32), frozenset({f"op-{seq}"}),
+        {m.id: {BASE: _STAMP} for m in rows}, base=base, gone=frozenset({"m4"}))))
+
+
+def _restored_over_a_delta() -> VaultState:
+    state = VaultState(DIM)
+    restore(state, _body(10, _MEMORIES), _body(12, _CHANGED, base=10))
+    return state
+
+
+def _counting_made(monkeypatch) -> list[str]:  # type: ignore[no-untyped-def]
+    """The ids of the `Memory` objects made from a table from now on."""
     made: list[str] = []
     memory = Table.memory
 
@@ -250,14 +257,72 @@ def test_a_delta_laid_over_its_snapshot_at_a_start_makes_no_memory(monkeypatch) 
         return memory(table, i)
 
     monkeypatch.setattr(Table, "memory", counted)
-    state = VaultState(DIM)
-    restore(state, snapshot, delta)
+    return made
+
+
+def test_a_delta_laid_over_its_snapshot_at_a_start_makes_no_memory(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A start reads a snapshot and its delta as columns and restores the
+    state from them: no `Memory` is made on the way, not even for the
+    delta's (98k memories of a 1M vault were ~2 s as objects)."""
+    made = _counting_made(monkeypatch)
+    state = _restored_over_a_delta()
     monkeypatch.undo()
     assert not made
     assert sorted(state.changed) == ["m2", "m4", "new"]
     assert state.memories.ids() == ["m0", "m1", "m2", "m3", "m5", "m6", "m7", "m8", "new"]
-    assert state.memories.get("m2") == changed[0]
-    assert state.memories.get("new") == changed[1] and state.memories.get("m4") is None
+    assert state.memories.get("m2") == _CHANGED[0]
+    assert state.memories.get("new") == _CHANGED[1] and state.memories.get("m4") is None
+
+
+def test_a_stop_after_a_start_over_a_delta_makes_no_memory(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """After a start over a snapshot and its delta, the delta a stop seals
+    and a full snapshot are cut from the columns: no `Memory` is made for
+    the restored ones (a 1M vault's delta of 98k memories was a `Memory`, a
+    vector and a dict of stamps each at every stop). What they hold reads
+    as the state does, the memory changed since the start included."""
+    from memvaultd.model.operations import UPDATE, Operation
+    from memvaultd.vault.deltas import capture_delta
+    from memvaultd.vault.snapshots import capture_state
+
+    state = _restored_over_a_delta()
+    state.finish_restore()
+    state.apply(Operation("op-13", UPDATE, Stamp(2, 0, "d"), target="m7",
+                          fields={"text": "since the start"}))
+    made = _counting_made(monkeypatch)
+    delta = encode_body(capture_delta(state, 10, 13, DIM, Stamp(2, 0, "d")))
+    whole = encode_body(capture_state(state, 13, DIM, Stamp(2, 0, "d"))())
+    monkeypatch.undo()
+    assert not made
+    delta_read, whole_read = decode_body(delta), decode_body(whole)
+    assert delta_read.base == 10 and delta_read.gone == {"m4"}
+    assert sorted(m.id for m in delta_read.memories) == ["m2", "m7", "new"]
+    for read in (delta_read, whole_read):
+        for m, vector in zip(read.memories, read.vectors, strict=True):
+            assert m == state.memories.get(m.id)
+            np.testing.assert_array_equal(vector, state.memories.index.vector(m.id))
+    assert set(delta_read.stamps) == {"m2", "m7", "new"}
+    assert delta_read.stamps["m7"] == state.stamps["m7"] != {BASE: _STAMP}
+    assert whole_read.stamps == state.stamps
+    assert [m.id for m in whole_read.memories] == state.memories.ids()
+
+
+def test_records_chained_keep_one_table_and_make_objects_of_others() -> None:
+    """Parts of one table stay its entries, with their objects in order; a
+    part of another table reads the same, as objects."""
+    first, other = _memories(6), [m.copy(id=f"o{m.id}") for m in _memories(3)]
+    table = Records.whole(columns_of(first))
+    loose = [Memory(id="x", text="loose"), Memory(id="y", text="also loose")]
+    parts = [table.taken([4, 1]).extended(loose[:1]), Records.of(loose[1:]),
+             table.taken([0]).replaced([0], [first[0].copy(text="replaced")]),
+             Records.whole(columns_of(other)).taken([2, 0]), table.taken([5, 3])]
+    chained = Records.chained(parts)
+    want = [m for part in parts for m in part]
+    assert len(chained) == len(want) and all(_same(a, b) for a, b in zip(chained, want,
+                                                                         strict=True))
+    assert chained.table is table.table
+    assert [m.id for m in chained.extra] == ["x", "y", "m0", "om2", "om0"]
+    assert chained.ids() == [m.id for m in want]
+    assert len(Records.chained([])) == 0 and len(Records.chained([Records.of(())])) == 0
 
 
 def test_tables_joined_read_each_entry_as_its_own_table_did() -> None:

@@ -304,6 +304,25 @@ class Records(Sequence[Memory]):
         added = -1 - np.arange(start, start + len(memories), dtype=np.int64)
         return Records(self.table, np.concatenate([self.at, added]), [*self.extra, *memories])
 
+    @classmethod
+    def chained(cls, parts: Sequence[Records]) -> Records:
+        """`parts` one after the other. Parts of one table (a vault's layers,
+        restored from one snapshot) stay its entries; the entries of any
+        other table become objects, made once here. Iterated into a list, a
+        1M vault's snapshot made a `Memory` for every memory (~1.2 GB)."""
+        tables = [part.table for part in parts if (part.at >= 0).any()]
+        table = max(tables, key=len, default=None)
+        at: list[Positions] = []
+        extra: list[Memory] = []
+        for part in parts:
+            if part.table is not table and (part.at >= 0).any():
+                part = cls.of(list(part))
+            # The k-th object of this part is the (len(extra) + k)-th of the chain.
+            at.append(np.where(part.at >= 0, part.at, part.at - len(extra)))
+            extra.extend(part.extra)
+        joined = np.concatenate(at) if at else np.zeros(0, dtype=np.int64)
+        return cls(table, joined, extra)
+
     def ids(self) -> list[str]:
         return self.column("id")
 

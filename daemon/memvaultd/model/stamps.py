@@ -199,6 +199,17 @@ class FieldStamps(Mapping[str, Mapping[str, Stamp]]):
                 for name, stamp in fields.items():
                     self.set(memory_id, name, stamp)
 
+    def only(self, memory_ids: Iterable[str]) -> FieldStamps:
+        """A copy holding the stamps of those of `memory_ids` it holds (a
+        delta's): the put stamps' arrays shared, no `Stamp` made."""
+        part = FieldStamps()
+        part._loaded = self._loaded
+        entries = self._entries
+        part._entries = {memory_id: entry if not isinstance(entry, dict) else dict(entry)
+                         for memory_id in memory_ids
+                         if (entry := entries.get(memory_id)) is not None}
+        return part
+
     @classmethod
     def from_rows(cls, rows: Iterable[tuple[str, str, Stamp]]) -> FieldStamps:
         """Stamps from (memory id, field or BASE, stamp) rows, as `rows` gives them."""

@@ -7,13 +7,10 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-import numpy as np
-
 from memvault_base.errors import IntegrityError
+from memvaultd.index.memory_index import cut_rows
 from memvaultd.model.hlc import Stamp
-from memvaultd.model.memory import Memory
 from memvaultd.model.operations import TURNS
-from memvaultd.model.vector import Vector
 from memvaultd.storage.snapshot_body import SnapshotBody, read_body
 from memvaultd.storage.snapshots import SnapshotStore
 from memvaultd.vault.state import VaultState
@@ -51,33 +48,16 @@ def newest_delta(store: SnapshotStore, base: int, last_seq: int
 def capture_delta(state: VaultState, base: int, seq: int, dimension: int, stamp: Stamp
                   ) -> SnapshotBody:
     """What changed in `state` since the full snapshot at `base`, as a delta
-    body at `seq` (the caller holds the write lock: a few thousand rows)."""
-    memories: list[Memory] = []
-    turns: list[Memory] = []
-    vectors: list[Vector] = []
-    turn_vectors: list[Vector] = []
-    gone: set[str] = set()
-    for memory_id in state.changed:
-        found = state.find(memory_id)
-        # A memory read from the columns is made at each `get`: made once.
-        layer, memory = found if found is not None else (
-            state.layers[TURNS], state.layers[TURNS].get(memory_id))
-        vector = layer.index.vector(memory_id)
-        if memory is None or vector is None:
-            gone.add(memory_id)
-        elif layer is state.layers[TURNS]:
-            turns.append(memory)
-            turn_vectors.append(vector)
-        else:
-            memories.append(memory)
-            vectors.append(vector)
-    stamps = {memory_id: dict(state.stamps[memory_id]) for memory_id in state.changed
-              if memory_id in state.stamps}
-    return SnapshotBody(seq, dimension, stamp, memories, _rows(vectors, dimension),
-                        frozenset(state.tombstones), turns, _rows(turn_vectors, dimension),
-                        frozenset(state.seen_since), stamps, dict(state.upkeep), base,
-                        frozenset(gone))
-
-
-def _rows(vectors: list[Vector], dimension: int) -> Vector:
-    return np.stack(vectors) if vectors else np.zeros((0, dimension), dtype=np.float32)
+    body at `seq` (the caller holds the write lock). Cut from the indexes'
+    columns like a full snapshot (`capture_state`): a 1M vault restarted
+    over a delta of 98k memories made a `Memory`, a vector and a dict of
+    stamps for each of them at every stop (3.6 s of a stop in process)."""
+    changed = state.changed
+    layers = state.memories, state.trash, state.layers[TURNS]
+    memories, vectors = cut_rows([layer.index.rows_held(changed) for layer in layers[:2]])
+    turns, turn_vectors = cut_rows([layers[2].index.rows_held(changed)])
+    gone = frozenset(memory_id for memory_id in changed
+                     if not any(memory_id in layer.index for layer in layers))
+    return SnapshotBody(seq, dimension, stamp, memories, vectors(), frozenset(state.tombstones),
+                        turns, turn_vectors(), frozenset(state.seen_since),
+                        state.stamps.only(changed), dict(state.upkeep), base, gone)

@@ -25,22 +25,16 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import numpy as np
-
 from memvault_base.errors import IntegrityError
-from memvaultd.index import half
 from memvaultd.index.heap import trim_heap
-from memvaultd.index.layer import Layer
-from memvaultd.index.memory_index import restore_matrix
+from memvaultd.index.memory_index import cut_rows, restore_matrix
 from memvaultd.model.hlc import Stamp
-from memvaultd.model.memory import Memory
 from memvaultd.model.op_ids import OpIds
 from memvaultd.model.operations import TURNS
 from memvaultd.model.stamps import FieldStamps
 from memvaultd.storage.crash_points import reached
 from memvaultd.storage.delta_body import delta_ids, merged
 from memvaultd.storage.snapshot_body import (
-    Rows,
     SnapshotBody,
     collector_paused,
     encode_body_parts,
@@ -250,42 +244,14 @@ def capture_state(state: VaultState, seq: int, dimension: int, stamp: Stamp
                   ) -> Callable[[], SnapshotBody]:
     """`state` as a snapshot body at log seq `seq`: cut now, the vectors
     copied when the returned function is called."""
-    memories, vectors = _cut(state.memories, state.trash)
-    turns, turn_vectors = _cut(state.layers[TURNS])
+    memories, vectors = cut_rows([state.memories.index.live_rows(),
+                                  state.trash.index.live_rows()])
+    turns, turn_vectors = cut_rows([state.layers[TURNS].index.live_rows()])
     tombstones, seen = frozenset(state.tombstones), state.seen.copy()
     stamps = FieldStamps(state.stamps)
     upkeep = dict(state.upkeep)
     return lambda: SnapshotBody(seq, dimension, stamp, memories, vectors(), tombstones,
                                 turns, turn_vectors(), seen, stamps, upkeep)
-
-
-def _cut(*layers: Layer) -> tuple[list[Memory], Callable[[], Rows]]:
-    """`MemoryIndex.cut` of several layers as one list: the snapshot holds
-    the trash among the memories (`trashed_at` tells them apart, and
-    `VaultState.restore_rows` puts them back). The vectors are copied once, into
-    one matrix in the dtype of the first layer's (float16 in a large vault:
-    widened to float32, 100k rows were a 150 MB copy where 77 MB hold them),
-    rather than a copy per layer then their concatenation."""
-    parts = [layer.index.live_rows() for layer in layers]
-    memories = [memory for part_memories, _, _ in parts for memory in part_memories]
-    dimension = layers[0].index.dimension
-    dtype = parts[0][1].dtype
-
-    def vectors() -> Rows:
-        out: Rows = np.empty((len(memories), dimension), dtype=dtype)
-        start = 0
-        for _, matrix, rows in parts:
-            into = out[start : start + len(rows)]
-            if matrix.dtype == out.dtype:
-                np.take(matrix, rows, axis=0, out=into)
-            elif half.single(into):  # float16 rows into float32: compiled (`half.py`)
-                half.take(matrix, rows, into)
-            else:
-                into[:] = matrix[rows]
-            start += len(rows)
-        return out
-
-    return memories, vectors
 
 
 def restore(state: VaultState, body: SnapshotBody, delta: SnapshotBody | None = None) -> None:
