@@ -117,3 +117,42 @@ def test_only_some_memories_reads_as_their_part_of_the_mapping(
     for memory_id in part:
         part.set(memory_id, "text", Stamp(99, 0, "d3"))
     assert stamps == _plain(rows)
+
+
+@given(_rows, _rows, st.integers(1, 5))
+def test_written_in_batches_they_read_back_the_same(
+        loaded: list[tuple[str, str, Stamp]], written: list[tuple[str, str, Stamp]],
+        size: int) -> None:
+    """Stamps read as a body's columns, then written to: their batches (put
+    stamps gathered from the arrays, the rest row by row) hold every stamp
+    once, no batch over `size` rows, and read back as the same mapping."""
+    stamps = FieldStamps.from_batches([_batch(loaded)])
+    for memory_id, name, stamp in written:
+        stamps.set(f"w{memory_id}" if name == BASE else memory_id, name, stamp)
+    batches = list(stamps.batches(size))
+    assert all(0 < len(batch.ids) <= size for batch in batches)
+    for batch in batches:
+        batch.check()
+    rows = [row for batch in batches for row in batch.rows()]
+    assert len(rows) == len(list(stamps.rows())) and _plain(rows) == stamps
+    assert FieldStamps.from_batches(batches) == stamps
+
+
+_other_rows = st.lists(st.tuples(st.sampled_from(["b", "c", "d"]),
+                                 st.sampled_from([BASE, "text"]),
+                                 st.builds(Stamp, st.integers(0, 9), st.integers(0, 3),
+                                           st.sampled_from(["d2", "d3"]))))
+
+
+@given(_rows, _other_rows)
+def test_a_delta_read_replaces_its_memories_stamps_whole(
+        base: list[tuple[str, str, Stamp]], delta: list[tuple[str, str, Stamp]]) -> None:
+    """A snapshot's stamps and a delta's, both read as columns (devices of
+    their own, one in common): each memory of the delta takes its stamps
+    there, every other keeps its own, and the base read before is unchanged."""
+    stamps = FieldStamps.from_batches([_batch(base)])
+    before = FieldStamps(stamps)
+    stamps.replace(FieldStamps.from_batches([_batch(delta)]))
+    want = _plain(base) | _plain(delta)
+    assert stamps == want and FieldStamps.from_batches(list(stamps.batches(3))) == want
+    assert before == _plain(base)

@@ -306,6 +306,37 @@ def test_a_stop_after_a_start_over_a_delta_makes_no_memory(monkeypatch) -> None:
     assert [m.id for m in whole_read.memories] == state.memories.ids()
 
 
+@pytest.mark.parametrize("alike", [False, True])
+def test_a_body_of_table_entries_and_objects_reads_back_each_memory(
+        alike: bool, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Memories read from a table (texts with a lone surrogate, a NaN, a
+    -0.0, payloads, coded tags and topics; or, `alike`, fields the table
+    holds one value of) mixed with objects in batches of 4: written from
+    the columns and the objects, each reads back as it was, in order."""
+    from memvaultd.storage import snapshot_body
+
+    monkeypatch.setattr(snapshot_body, "BATCH_ROWS", 4)
+    memories = _memories(12)
+    if alike:
+        memories = [memories[0].copy(id=f"a{i}") for i in range(12)]
+    table = Records.whole(columns_of(memories))
+    objects = [Memory(id=f"o{i}", text=f"object {i}", topic_key=("topic.0", "own")[i % 2],
+                      tags=(("a", "b"), ("new",), ())[i % 3], payload={"o": i} if i % 2 else {},
+                      importance=(-0.0, 0.25, math.nan)[i % 3], created_at=float(i),
+                      protected=bool(i % 2), scope="user", consolidated_from=("z",) * (i % 2))
+               for i in range(6)]
+    mixed = Records.chained([table.taken([5, 1]), Records.of(objects[:1]),
+                             table.taken([2, 11, 3, 0, 4]), Records.of(objects[1:4]),
+                             table.taken([9]), Records.of(objects[4:]), table.taken([6])])
+    vectors = np.arange(len(mixed) * DIM, dtype=np.float32).reshape(-1, DIM)
+    body = SnapshotBody(1, DIM, _STAMP, mixed, vectors, frozenset(), [],
+                        np.zeros((0, DIM), np.float32))
+    read = decode_body(encode_body(body))
+    assert len(read.memories) == len(mixed)
+    assert all(_same(a, b) for a, b in zip(read.memories, mixed, strict=True))
+    np.testing.assert_array_equal(read.vectors, vectors)
+
+
 def test_records_chained_keep_one_table_and_make_objects_of_others() -> None:
     """Parts of one table stay its entries, with their objects in order; a
     part of another table reads the same, as objects."""

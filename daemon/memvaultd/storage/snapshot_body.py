@@ -90,7 +90,16 @@ from memvaultd.model.hlc import Stamp
 from memvaultd.model.memory import Memory
 from memvaultd.model.op_ids import OpIds
 from memvaultd.model.operations import memory_from_dict
-from memvaultd.model.records import TEXTS, Records, TableBuilder
+from memvaultd.model.records import (
+    NUMBERS,
+    TEXTS,
+    Coded,
+    Constant,
+    Numbers,
+    Records,
+    TableBuilder,
+    Texts,
+)
 from memvaultd.model.stamps import FieldStamps, StampBatch
 from memvaultd.storage.snapshots import Cancel, SnapshotCancelled
 
@@ -246,27 +255,76 @@ def _memory_batches(memories: Sequence[Memory], vectors: Rows) -> Iterator[list[
     for start in range(0, len(memories), BATCH_ROWS):
         part = Records.of(memories[start : start + BATCH_ROWS])
         # A field of a batch at a time, from the columns: no `Memory` made.
-        columns = [_encoded(spec, part.column(spec.name)) for spec in fields(Memory)]
+        columns = [_written_column(part, spec) for spec in fields(Memory)]
         rows = np.ascontiguousarray(vectors[start : start + len(part)], dtype=dtype)
         columns.append(pa.FixedSizeListArray.from_arrays(pa.array(rows.reshape(-1)), dimension))
         yield columns
 
 
 def _encoded(spec: Field[Any], values: list[Any]) -> pa.Array:
+    return pa.array(_written(spec, values), type=_field_type(spec))
+
+
+def _written(spec: Field[Any], values: list[Any]) -> list[Any]:
+    """`values` of field `spec` as the body holds them: a payload as its JSON."""
     if spec.name in _PAYLOADS:
-        values = [_dumps(value) if value else "{}" for value in values]
-    return pa.array(values, type=_field_type(spec))
+        return [_dumps(value) if value else "{}" for value in values]
+    return values
+
+
+def _written_column(part: Records, spec: Field[Any]) -> pa.Array:
+    """Field `spec` of every entry of `part`, as the body's column. The
+    entries read from a table are taken from its column by Arrow and NumPy
+    (a text's bytes as they are, a coded field's distinct values once):
+    a 1M vault's delta of 156k memories took 1.7 s as Python values."""
+    name = spec.name
+    column = part.table.columns.get(name)
+    own = part.at >= 0
+    if name == "id" or not own.any() or not isinstance(column, (Numbers, Texts, Coded,
+                                                                 Constant)):
+        return _encoded(spec, part.column(name))
+    positions = part.at[own]
+    objects = [getattr(part.extra[-a - 1], name) for a in part.at[~own].tolist()]
+    if isinstance(column, Numbers):
+        numbers: npt.NDArray[Any] = np.empty(len(part), dtype=NUMBERS[name])
+        numbers[own] = column.array[positions]
+        numbers[~own] = objects
+        return pa.array(numbers, type=_field_type(spec))
+    # The table's values, then the objects', each entry's taken by its place.
+    places = np.empty(len(part), dtype=np.int64)
+    if isinstance(column, Texts):
+        values = pa.LargeStringArray.from_buffers(
+            len(column.offsets) - 1, pa.py_buffer(np.ascontiguousarray(column.offsets)),
+            pa.py_buffer(column.data)).take(pa.array(positions, pa.int64()))
+        if objects:
+            places[own] = np.arange(len(positions))
+            places[~own] = np.arange(len(positions), len(part))
+            values = pa.concat_arrays([values, pa.array(_written(spec, objects),
+                                                        pa.large_string())]).take(places)
+        return values.cast(pa.string())
+    # A coded field's distinct values met (a constant's one), each written once.
+    if isinstance(column, Coded):
+        used, places[own] = np.unique(column.codes[positions], return_inverse=True)
+        distinct = [column.words[code] for code in used.tolist()]
+    else:
+        distinct, places[own] = [column.at(0)], 0
+    places[~own] = np.arange(len(distinct), len(distinct) + len(objects))
+    return pa.array(_written(spec, distinct + objects), type=_field_type(spec)).take(
+        pa.array(places))
 
 
 def _stamp_batches(stamps: Mapping[str, Mapping[str, Stamp]]) -> Iterator[list[pa.Array]]:
-    rows = (stamps.rows() if isinstance(stamps, FieldStamps) else
-            ((memory_id, name, stamp) for memory_id, entry in stamps.items()
-             for name, stamp in entry.items()))
-    while batch := list(islice(rows, BATCH_ROWS)):
-        ids, names, taken = zip(*batch, strict=True)
-        walls, counters, devices = zip(*taken, strict=True)
-        yield [pa.array(ids, pa.string()), pa.array(names, _WORDS), pa.array(walls, pa.int64()),
-               pa.array(counters, pa.int64()), pa.array(devices, _WORDS)]
+    held = stamps if isinstance(stamps, FieldStamps) else FieldStamps(stamps)
+    for batch in held.batches(BATCH_ROWS):
+        yield [pa.array(batch.ids, pa.string()), _words(batch.field_codes, batch.fields),
+               pa.array(batch.walls, pa.int64()), pa.array(batch.counters, pa.int64()),
+               _words(batch.device_codes, batch.devices)]
+
+
+def _words(codes: npt.NDArray[np.integer[Any]], words: Sequence[str]) -> pa.Array:
+    """A dictionary column (`_WORDS`) of `codes` into `words`."""
+    return pa.DictionaryArray.from_arrays(pa.array(codes, pa.int32()),
+                                          pa.array(words, pa.string()))
 
 
 def _id_batches(ids: Iterable[str]) -> Iterator[list[pa.Array]]:

@@ -56,8 +56,7 @@ def capture_delta(state: VaultState, base: int, seq: int, dimension: int, stamp:
     layers = state.memories, state.trash, state.layers[TURNS]
     memories, vectors = cut_rows([layer.index.rows_held(changed) for layer in layers[:2]])
     turns, turn_vectors = cut_rows([layers[2].index.rows_held(changed)])
-    gone = frozenset(memory_id for memory_id in changed
-                     if not any(memory_id in layer.index for layer in layers))
+    gone = frozenset(changed.keys() - {*memories.ids(), *turns.ids()})
     return SnapshotBody(seq, dimension, stamp, memories, vectors(), frozenset(state.tombstones),
                         turns, turn_vectors(), frozenset(state.seen_since),
                         state.stamps.only(changed), dict(state.upkeep), base, gone)
