@@ -155,6 +155,18 @@ def test_restore_equals_one_put_per_memory(n: int, small: bool,
     _assert_same_answers(reference, restored, _memories(5, seed=99)[1])
 
 
+def test_restore_maps_topics_held_once_and_shared_as_puts_do() -> None:
+    """Topics of one memory each (the benchmark's), shared ones and none,
+    mixed: the restored topic map is the one a put a memory makes."""
+    memories, vectors = _memories(300, seed=21)
+    memories = [m.copy(topic_key=(f"own.{i}", "shared", "", f"pair.{i // 2}")[i % 4])
+                for i, m in enumerate(memories)]
+    reference, restored = (_put_one_by_one(memories, vectors, 10**9),
+                           _restored(memories, vectors, 10**9))
+    assert restored._topics == reference._topics
+    assert restored.topic_size("shared") == 75 and restored.with_topic("own.4") == {"m4"}
+
+
 @SMALL
 def test_restored_layer_follows_later_writes_like_the_reference(
         small: bool, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -618,26 +630,29 @@ def test_a_delta_laid_over_its_snapshot_gives_the_state_it_was_cut_from() -> Non
 
 
 @pytest.mark.parametrize("gone", [frozenset(), frozenset({"m5", "m299"})])
-def test_a_delta_over_a_body_read_with_room_is_written_over_its_rows(gone: frozenset[str]
-                                                                     ) -> None:
+@pytest.mark.parametrize("new", [30, 1100])
+def test_a_delta_over_a_body_read_with_room_is_written_over_its_rows(gone: frozenset[str],
+                                                                     new: int) -> None:
     """A body read as a start reads it (`restore_matrix`, room past its rows)
-    takes a delta's changed and new rows in place when none is gone, and the
-    index then keeps that matrix; with some gone they are copied. Either way
-    the memories and rows are those of the delta laid over the body."""
+    takes a delta's changed and new rows in place when none is gone and
+    they fit (room for 1,024 rows: 30 do, 1,100 do not), and the index then
+    keeps that matrix; else they are copied. Either way the memories and
+    rows are those of the delta laid over the body."""
     from memvaultd.index.memory_index import restore_matrix
     from memvaultd.storage.delta_body import merged
 
-    memories, vectors = _memories(340, seed=13)
+    memories, vectors = _memories(300 + new + 2, seed=13)
     stamp = Stamp(1_700_000_000_000, 0, "d")
     none = (frozenset[str](), [], np.zeros((0, DIM), np.float32))
     body = encode_body(SnapshotBody(10, DIM, stamp, memories[:300], vectors[:300], *none,
                                     stamps={m.id: {"*": stamp} for m in memories[:300]}))
     base = read_body(io.BytesIO(body), len(body), restore_matrix)
     changed = [memories[7].copy(text="deploy on Friday"), memories[250].copy(tags=("moved",))]
-    changed_vectors = vectors[[330, 331]]
-    delta = SnapshotBody(20, DIM, stamp, [*changed, *memories[300:330]],
-                         np.concatenate([changed_vectors, vectors[300:330]]), *none,
-                         stamps={m.id: {"*": stamp} for m in [*changed, *memories[300:330]]},
+    changed_vectors = vectors[[-2, -1]]
+    added = memories[300 : 300 + new]
+    delta = SnapshotBody(20, DIM, stamp, [*changed, *added],
+                         np.concatenate([changed_vectors, vectors[300 : 300 + new]]), *none,
+                         stamps={m.id: {"*": stamp} for m in [*changed, *added]},
                          base=10,
                          gone=gone)
     rows_before = base.vectors
@@ -650,7 +665,7 @@ def test_a_delta_over_a_body_read_with_room_is_written_over_its_rows(gone: froze
         del expected[memory_id]
     assert full.memories == [memory for memory, _ in expected.values()]
     np.testing.assert_array_equal(full.vectors, np.array([v for _, v in expected.values()]))
-    assert np.shares_memory(full.vectors, rows_before) == (not gone)
+    assert np.shares_memory(full.vectors, rows_before) == (not gone and new < 1024)
     assert set(full.stamps) == {m.id for m in full.memories}
     state = VaultState(DIM)
     state.restore_rows(full.memories, full.vectors, [], full.turn_vectors, set(), set(),

@@ -88,7 +88,10 @@ def _laid_over(memories: Sequence[Memory], vectors: Rows, changed: Sequence[Memo
     result = _room(vectors, total) if kept.all() else None
     if result is None:
         result = allocate(total, vectors.shape[1], vectors.dtype)
-        _copy_rows(result, np.arange(total - len(new)), vectors, np.flatnonzero(kept))
+        if kept.all():  # one copy: 872k rows gathered a slice at a time were 3.2 s
+            result[: len(vectors)] = vectors
+        else:
+            _copy_rows(result, np.arange(total - len(new)), vectors, np.flatnonzero(kept))
     _copy_rows(result, replaced, changed_vectors, js[replaced])
     _copy_rows(result, np.arange(total - len(new), total), changed_vectors, new)
     return records, result[:total]
