@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -39,7 +40,8 @@ def test_a_healthy_setup_passes(daemon: DaemonProcess) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     found = checks(done)
     assert all(c["status"] in ("ok", "warn") for c in found.values()), found
-    assert "memories, model ready, key in keyfile" in found["daemon"]["detail"]
+    # The session's daemon holds what earlier tests on this worker wrote: 1 memory or more.
+    assert re.search(r"\d+ memor(y|ies), model ready, key in keyfile", found["daemon"]["detail"])
     assert found["model"]["status"] == "ok"
     # No OS keyring in this environment: a warning that says what it means.
     assert found["key storage"]["status"] == "warn"
