@@ -416,3 +416,53 @@ def test_a_record_made_once_is_read_again_until_it_changes() -> None:
     assert index.get(memories[0].id).text == "changed"
     index.remove(memories[0].id)
     assert index.get(memories[0].id) is None
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_a_list_column_reads_as_each_row_read_alone(shared: bool) -> None:
+    """Rows of every length (none, one, two, three words), tuples met more
+    than once and in another order, a word that is a prefix of another, a
+    dictionary holding a word twice, rows too long to pack into one number,
+    a column sliced from a larger one: each
+    row's value is its own tuple, and the distinct values come in the order
+    their first rows do."""
+    import pyarrow as pa
+
+    from memvaultd.storage.snapshot_body import _tuples
+
+    rows = [["b", "a"], [], ["a"], ["a", "b"], ["b", "a"], ["ab"], [], ["a", "b", "a"],
+            ["a"], ["a", "b", "a"], ["é", ""], ["a", "b"] * 11, ["b", "a"] * 11, ["a", "b"] * 11]
+    column = pa.array([["x"], *rows, ["y"]], pa.list_(pa.string()))
+    if shared:
+        words = pa.array(["a", "b", "a", "ab", "x", "y", "é", ""], pa.string())
+        place = {"a": [0, 2], "b": [1], "ab": [3], "x": [4], "y": [5], "é": [6], "": [7]}
+        flat = [w for row in [["x"], *rows, ["y"]] for w in row]
+        codes = pa.array([place[w][i % len(place[w])] for i, w in enumerate(flat)], pa.int32())
+        column = pa.ListArray.from_arrays(column.offsets,
+                                          pa.DictionaryArray.from_arrays(codes, words))
+    distinct, codes = _tuples(column.slice(1, len(rows)))
+    assert [distinct[c] for c in codes.tolist()] == [tuple(row) for row in rows]
+    assert distinct == list(dict.fromkeys(tuple(row) for row in rows))
+
+
+def test_a_list_column_with_a_null_is_refused() -> None:
+    import pyarrow as pa
+
+    from memvaultd.storage.snapshot_body import _tuples
+
+    with pytest.raises(ValueError, match="nulls"):
+        _tuples(pa.array([["a", None]], pa.list_(pa.string())))
+    with pytest.raises(ValueError, match="strings belong"):
+        _tuples(pa.array([[1]], pa.list_(pa.int64())))
+
+
+def test_long_list_rows_that_differ_only_at_their_end_stay_distinct() -> None:
+    """Two words, rows of 65: as one number each they would overflow 64
+    bits and the two rows below read as one."""
+    import pyarrow as pa
+
+    from memvaultd.storage.snapshot_body import _tuples
+
+    rows = [["a"] * 65, ["a"] * 64 + ["b"], ["a"] * 65]
+    distinct, codes = _tuples(pa.array(rows, pa.list_(pa.string())))
+    assert [distinct[c] for c in codes.tolist()] == [tuple(row) for row in rows]
