@@ -420,12 +420,11 @@ def test_a_record_made_once_is_read_again_until_it_changes() -> None:
 
 @pytest.mark.parametrize("shared", [False, True])
 def test_a_list_column_reads_as_each_row_read_alone(shared: bool) -> None:
-    """Rows of every length (none, one, two, three words), tuples met more
-    than once and in another order, a word that is a prefix of another, a
-    dictionary holding a word twice, rows too long to pack into one number,
-    a column sliced from a larger one: each
-    row's value is its own tuple, and the distinct values come in the order
-    their first rows do."""
+    """Rows of every length (none, one, two, three, 22 words), tuples met
+    more than once and in another order, a word that is a prefix of
+    another, a dictionary holding a word twice, a column sliced from a
+    larger one: each row's value is its own tuple, and the distinct values
+    come in the order their first rows do."""
     import pyarrow as pa
 
     from memvaultd.storage.snapshot_body import _tuples
