@@ -702,9 +702,14 @@ def test_a_remote_that_withholds_its_chain_is_backed_off_and_reported(site: Site
     site.proxy.withhold = WITHHELD
     written = ca.remember("written while the remote withholds its chain", topic="withheld",
                           vector=unit_vectors(rng, 1)[0]).id
-    time.sleep(WITHHOLD_S)
+    # Sampled throughout, not once: a retry's round runs while the state is
+    # read, and the state must say offline through it, as between rounds.
+    states: list[str] = []
+    while time.monotonic() < since + WITHHOLD_S:
+        states.append(ca.sync_status().state)
     calls = site.proxy.calls_of("laptop", since)
     status = ca.sync_status()
+    failing = states[states.index("offline"):] if "offline" in states else []
     started = time.perf_counter()
     assert ca.get(written).id == written  # local calls go on meanwhile
     local_s = time.perf_counter() - started
@@ -714,6 +719,8 @@ def test_a_remote_that_withholds_its_chain_is_backed_off_and_reported(site: Site
                         "head": status.head})
     assert len(calls) <= WITHHELD_CALLS, f"{len(calls)} calls in {WITHHOLD_S} s: no back-off"
     assert status.state == "offline", status
+    assert failing and set(failing) == {"offline"}, \
+        f"states once offline, of {len(states)} read: {sorted(set(failing))}"
     assert status.withheld_head == status.head + WITHHELD, status
     assert "withholds" in status.last_error, status
     assert local_s < 1.0

@@ -219,7 +219,12 @@ class SyncWorker:
         with self._lock:
             if self.status.state == "stopped" and not self.repairs.follow(quiet=True):
                 raise RollbackDetected(self.status.last_error)
-            self.status.state = "syncing"
+            # A retry stays "offline" until a round succeeds: the state says
+            # whether the remote serves this device, and a retry's round read
+            # as "syncing" said nothing was wrong (over 3 s of a remote that
+            # withheld its chain, 3,077 status reads caught it).
+            if self.status.state != "offline":
+                self.status.state = "syncing"
             self.membership.reseal_if_behind()  # a switch a crash or a locked keyring put off
             # Read before the remote is called, so that while it is down or
             # slow the status shows what waits for it, not what waited after
