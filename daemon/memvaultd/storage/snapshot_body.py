@@ -608,8 +608,8 @@ def _distinct_rows(keys: npt.NDArray[np.int64], base: int
     """`np.unique(keys, axis=0)` with the first index and the inverse. Rows
     of codes below `base` are read as one number each where that fits in 62
     bits (empty rows as 0): NumPy sorts rows as opaque records, 1.45 s
-    for the benchmark's 1M two-word rows, where all of `_tuples` now takes
-    ~0.2 s."""
+    for the benchmark's 1M two-word rows, where the whole of `_tuples`
+    over them takes ~0.2 s read as numbers."""
     if base ** keys.shape[1] < 2**62:
         packed = keys @ (base ** np.arange(keys.shape[1], dtype=np.int64))
         _, where, inverse = np.unique(packed, return_index=True, return_inverse=True)
