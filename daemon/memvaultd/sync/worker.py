@@ -177,9 +177,7 @@ class SyncWorker:
                 # another device's repair is found, look now and then.
                 delay = _STOPPED_LOOK_S
             except Exception as exc:  # the remote is down, slow or flaky: back off
-                delay = backoff.next()
-                self.status.withheld_head = exc.claimed if isinstance(exc, ChainWithheld) else 0
-                self.status.record(f"{type(exc).__name__}: {exc}", "offline")
+                delay = backoff.next()  # recorded as offline by sync_once
                 log.warning("sync failed (%s); retrying in %.2f s", exc, delay)
 
     def _watch(self) -> None:
@@ -258,6 +256,12 @@ class SyncWorker:
                 self.status.record(f"stopped: {exc}", "stopped")
                 log.error("sync stopped: %s (`memvault sync repair` moves the vault past it)",
                           exc)
+                raise
+            except Exception as exc:
+                # Recorded here, not by the caller: a failed `sync now` reads
+                # as offline at once, not at the worker's next round (30 s).
+                self.status.withheld_head = exc.claimed if isinstance(exc, ChainWithheld) else 0
+                self.status.record(f"{type(exc).__name__}: {exc}", "offline")
                 raise
             self.status.state, self.status.last_error = "idle", ""
             self.status.withheld_head = self.status.bad_version = 0
