@@ -17,6 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from memvault_base.errors import IntegrityError
 from memvaultd.model.hlc import Stamp
 from memvaultd.model.memory import Memory
 from memvaultd.model.operations import (
@@ -322,6 +323,64 @@ def test_a_forget_record_written_before_the_trash_still_purges() -> None:
     state.apply(op)
     state.apply(_put(stamp=Stamp(9, 0, "b")))
     assert state.find("m") is None and state.tombstones == {"m"}
+
+
+def _spliced(op: Operation, old: bytes, new: bytes) -> bytes:
+    """`op`'s record with `old` in its JSON (once) written as `new`, the
+    length fixed: what a writer other than `encode` may send."""
+    record = encode(op)
+    (size,) = struct.unpack_from(">I", record)
+    body = record[4 : 4 + size]
+    assert body.count(old) == 1, body
+    body = body.replace(old, new)
+    return struct.pack(">I", len(body)) + body + record[4 + size :]
+
+
+_TAGGED = _put(tags=("field", "birds"))
+
+
+# Where a lone surrogate goes: (the JSON it replaces, the JSON it is written in).
+_LONE_SURROGATES = {
+    "an escape in the text": (b'"t"', b'"t\\ud800"'),
+    "an escape in a tag": (b'"birds"', b'"bi\\udc00rds"'),
+    "an escape in an update's value": (b'"x"', b'"\\udbff"'),
+    "its bytes in the text": (b'"t"', b'"t\xed\xa0\x80"'),
+}
+
+
+@pytest.mark.parametrize("where", _LONE_SURROGATES)
+def test_a_string_with_a_lone_surrogate_does_not_parse(where: str) -> None:
+    """No device writes one (`encode` is strict UTF-8) and no reply can
+    carry one: refused as any record that does not parse."""
+    op = (Operation("u", UPDATE, FIRST, target="m", at=1.0, fields={"category": "x"})
+          if "update" in where else _TAGGED)
+    with pytest.raises(IntegrityError, match="operation record does not parse"):
+        decode(_spliced(op, *_LONE_SURROGATES[where]))
+
+
+def test_the_message_names_the_lone_surrogate() -> None:
+    with pytest.raises(IntegrityError, match=r"a string holds a lone surrogate \(U\+D800\)"):
+        decode(_spliced(_TAGGED, b'"t"', b'"\\ud800"'))
+
+
+def test_a_record_in_another_encoding_does_not_parse() -> None:
+    """`json.loads` takes UTF-16 bytes, and their lone surrogates with them."""
+    body = json.dumps({"v": 1, "op": "o", "kind": "forget", "hlc": [3, 0, "d"],
+                       "id": "m\ud800", "at": 3.0}, ensure_ascii=False
+                      ).encode("utf-16-le", "surrogatepass")
+    with pytest.raises(IntegrityError, match="operation record does not parse"):
+        decode(struct.pack(">I", len(body)) + body)
+
+
+@pytest.mark.parametrize(("escape", "text"), [
+    (b"\\u0001", "\x01"),  # what `encode` writes for a control character
+    (b"\\ud83d\\ude00", "\U0001F600"),  # a valid pair: one character
+    (b"\\\\ud800", "\\ud800"),  # a backslash, then "ud800": six characters
+], ids=["a control character", "a valid pair", "an escaped backslash"])
+def test_other_escapes_still_decode(escape: bytes, text: str) -> None:
+    op = decode(_spliced(_TAGGED, b'"t"', b'"' + escape + b'"'))
+    assert op.memory is not None and op.memory.text == text
+    assert op.memory.tags == ("field", "birds")
 
 
 def test_a_snapshot_written_before_the_trash_loads_every_memory_live() -> None:
