@@ -383,6 +383,46 @@ def test_other_escapes_still_decode(escape: bytes, text: str) -> None:
     assert op.memory.tags == ("field", "birds")
 
 
+# A field of the wrong kind: (the JSON it replaces, the JSON it is written in).
+_WRONG_KINDS = {
+    "a number for the text": (b'"text":"t"', b'"text":5'),
+    "null for a string": (b'"category":""', b'"category":null'),
+    "a string for the tags": (b'"tags":["field","birds"]', b'"tags":"field"'),
+    "a number among the tags": (b'"birds"', b'7'),
+    "a list for the payload": (b'"payload":{}', b'"payload":[1]'),
+    "a string for a number": (b'"importance":0.5', b'"importance":"high"'),
+    "NaN for a time": (b'"expires_at":0.0', b'"expires_at":NaN'),
+    "an int past a float for a time": (b'"expires_at":0.0', b'"expires_at":1' + b'0' * 400),
+    "a list for an update's value": (b'"x"', b'["x"]'),
+}
+
+
+@pytest.mark.parametrize("what", list(_WRONG_KINDS))
+def test_a_field_of_the_wrong_kind_does_not_parse(what: str) -> None:
+    """Applied, `"text": 5` failed the keyword index at every start after."""
+    op = (Operation("u", UPDATE, FIRST, target="m", at=1.0, fields={"category": "x"})
+          if "update" in what else _TAGGED)
+    with pytest.raises(IntegrityError, match="operation record does not parse"):
+        decode(_spliced(op, *_WRONG_KINDS[what]))
+
+
+@pytest.mark.parametrize("memory", [[1], "m", None])
+def test_a_memory_that_is_not_an_object_does_not_parse(memory: object) -> None:
+    body = json.dumps({"v": 1, "op": "o", "kind": "put", "hlc": [3, 0, "d"],
+                       "memory": memory, "layer": "memories"}).encode()
+    with pytest.raises(IntegrityError, match="operation record does not parse"):
+        decode(struct.pack(">I", len(body)) + body)
+
+
+def test_numbers_of_either_kind_and_unknown_update_fields_decode() -> None:
+    """Another writer may write 1 for 1.0; an update's field that is no
+    field of a memory is ignored where it is applied."""
+    op = decode(_spliced(_TAGGED, b'"importance":0.5', b'"importance":1'))
+    assert op.memory is not None and op.memory.importance == 1
+    update = Operation("u", UPDATE, FIRST, target="m", at=1.0, fields={"colour": ["x"]})
+    assert decode(encode(update)).fields == {"colour": ["x"]}
+
+
 def test_a_snapshot_written_before_the_trash_loads_every_memory_live() -> None:
     """A snapshot body without the trash's columns (written before they
     existed) holds only live memories, and loads as such."""

@@ -1,8 +1,10 @@
-"""A peer holding the vault key pushes an operation whose JSON carries an
-escaped lone surrogate ("\\ud800"): a string no honest device writes
-(`operations.encode` is strict UTF-8) and no reply can carry (protobuf
-refuses to serialise it). The device that pulls it refuses the record as it
-refuses any that authenticates but does not parse, and goes on serving.
+"""A peer holding the vault key pushes an operation no memvault device
+writes: its JSON carries an escaped lone surrogate ("\\ud800"), a string
+no honest device writes (`operations.encode` is strict UTF-8) and no reply
+can carry (protobuf refuses to serialise it), or a field of the wrong kind
+(`"text": 5`), which once applied failed every start after. The device
+that pulls it refuses the record as it refuses any that authenticates but
+does not parse, and goes on serving, and starting.
 
 Real parts: the daemon as users run it, a real memvault-server on a
 loopback port, the real model, and the CLI's `sync status`. The peer is
@@ -17,8 +19,9 @@ import json
 import secrets
 import struct
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -58,11 +61,23 @@ def _version_body(record: bytes) -> bytes:
     return struct.pack(">I", 1) + struct.pack(">I", len(record)) + record
 
 
-def _push_forged_put(url: str, token: str, recovery_key: str, vector: Sequence[float]
-                     ) -> str:
-    """What the peer does: the next version, holding one put whose text
-    holds a lone surrogate, signed by a device it registered. Returns the
-    forged memory's id."""
+def _with_field(name: str, value: Any) -> Callable[[Operation], bytes]:
+    """A forgery: `op`'s record with the memory's field `name` set to `value`."""
+    def forge(op: Operation) -> bytes:
+        record = encode(op)
+        (size,) = struct.unpack_from(">I", record)
+        doc = json.loads(record[4 : 4 + size])
+        doc["memory"][name] = value
+        body = json.dumps(doc, separators=(",", ":")).encode()
+        return struct.pack(">I", len(body)) + body + record[4 + size :]
+    return forge
+
+
+def _push_forged_put(url: str, token: str, recovery_key: str, vector: Sequence[float],
+                     forge: Callable[[Operation], bytes] = _with_lone_surrogate) -> str:
+    """What the peer does: the next version, holding one put `forge` made
+    of an honest one, signed by a device it registered. Returns the forged
+    memory's id."""
     vault_id, secret = recovery.parse_recovery_key(recovery_key)
     remote = open_remote(url, token=token, vault_id=vault_id.hex())
     try:
@@ -77,7 +92,7 @@ def _push_forged_put(url: str, token: str, recovery_key: str, vector: Sequence[f
                        memory=memory, vector=np.asarray(vector, dtype=np.float32))
         honest = pack_ops([op])
         assert _version_body(encode(op)) == honest  # the layout pack_ops writes
-        body = _version_body(_with_lone_surrogate(op))
+        body = _version_body(forge(op))
         head = remote.head()
         parent = hashlib.sha256(remote.versions_after(head - 1, limit=1)[0][1]).digest()
         assert remote.append_version(head + 1, parent,
@@ -124,4 +139,35 @@ def test_a_put_with_a_lone_surrogate_is_refused_and_the_rest_is_served(
         assert ca.get(other).text == "the deploy window is friday afternoon"
         later = ca.remember("written after the refused version", topic="late").id
         assert ca.get(later).topic_key == "late"
+        a.stop()
+
+
+@pytest.mark.parametrize(("name", "value"), [("text", 5), ("topic_key", None),
+                                             ("tags", "field"), ("payload", [1])])
+def test_a_put_with_a_field_of_the_wrong_kind_is_refused_and_the_vault_starts(
+        tmp_path: Path, server: ServerProcess, name: str, value: Any) -> None:
+    url = f"grpc://{server.target}"
+    tokens = {who: create_token(server.data_dir, who, account="owner")
+              for who in ("laptop", "peer")}
+    a = DaemonProcess(tmp_path / "a")
+    with a.start():
+        ca = Client(socket=a.socket, timeout=120)
+        nest = ca.remember("the kestrels nest on the north tower", topic="birds").id
+        recovery_key = ca.init_sync(url, token=tokens["laptop"]).recovery_key
+        ca.sync_now()
+        forged = _push_forged_put(url, tokens["peer"], recovery_key,
+                                  ca.get(nest, include_vector=True).vector,
+                                  _with_field(name, value))
+        with pytest.raises(MemvaultError, match=f"the field '{name}'"):
+            ca.sync_now()
+        status = ca.sync_status()
+        assert status.state == "stopped" and name in status.last_error, status
+        a.stop()
+    # Nothing of it was logged: the vault starts, and serves what it held.
+    with a.start():
+        ca = Client(socket=a.socket, timeout=120)
+        assert ca.get(nest).text == "the kestrels nest on the north tower"
+        with pytest.raises(MemvaultError, match="no memory"):
+            ca.get(forged)
+        assert nest in [hit.memory.id for hit in ca.recall("where do the kestrels nest")]
         a.stop()
