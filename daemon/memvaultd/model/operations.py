@@ -127,7 +127,11 @@ def decode(record: bytes) -> Operation:
         tail = record[4 + size :]
         vector = np.frombuffer(tail, dtype="<f4").astype(np.float32) if tail else None
         if kind == PUT:
-            return Operation(doc["op"], kind, stamp, memory=memory_from_dict(doc["memory"]),
+            memory = doc["memory"]
+            if not isinstance(memory, dict):
+                raise ValueError(f"a memory is an object, not {type(memory).__name__}")
+            check_kinds(memory)
+            return Operation(doc["op"], kind, stamp, memory=memory_from_dict(memory),
                              vector=vector, layer=doc.get("layer", MEMORIES))
         if kind == ACCESS:
             return Operation(doc["op"], kind, stamp, ids=tuple(doc["ids"]), at=float(doc["at"]))
@@ -176,11 +180,6 @@ def memory_to_dict(memory: Memory) -> dict[str, Any]:
 
 
 def memory_from_dict(doc: dict[str, Any]) -> Memory:
-    """A `Memory` of `doc`; ValueError naming the field when one is of the
-    wrong kind (`check_kinds`)."""
-    if not isinstance(doc, dict):
-        raise ValueError(f"a memory is an object, not {type(doc).__name__}")
-    check_kinds(doc)
     fields = dict(doc)
     for name in TUPLE_FIELDS:
         if name in fields:
@@ -205,9 +204,9 @@ _LARGEST = sys.float_info.max
 
 
 def check_kinds(values: dict[str, Any]) -> None:
-    """ValueError unless each of `values` (Memory fields by name: a put's
-    memory, an update's fields) is of its field's kind, a tuple's items
-    strings; a name that is no field is left to the caller (a put's
+    """ValueError unless each of `values` (Memory fields by name, as JSON
+    parsed them: a put's memory, an update's fields) is of its field's
+    kind, a tuple's items strings; a name that is no field is left to the caller (a put's
     `Memory` refuses it, an update ignores it). A record of another writer
     with `"text": 5` was applied, and its first read (the keyword index's
     `lower()`) failed at every start after, replaying the log: the vault no
