@@ -206,11 +206,11 @@ _LARGEST = sys.float_info.max
 def check_kinds(values: dict[str, Any]) -> None:
     """ValueError unless each of `values` (Memory fields by name, as JSON
     parsed them: a put's memory, an update's fields) is of its field's
-    kind, a tuple's items strings; a name that is no field is left to the caller (a put's
-    `Memory` refuses it, an update ignores it). A record of another writer
-    with `"text": 5` was applied, and its first read (the keyword index's
-    `lower()`) failed at every start after, replaying the log: the vault no
-    longer opened."""
+    kind, a list's items strings. A name that is no field is left to the
+    caller: a put's `Memory` refuses it, an update ignores it. A record of
+    another writer with `"text": 5` was applied, and its first read (the
+    keyword index's `lower()`) failed at every start after, replaying the
+    log: the vault no longer opened."""
     # A put's 26 fields cost its decode 6 us (28 -> 34-35 us, ~0.6 s of a start
     # replaying 100k puts); a set of types a kind at a time measured slower.
     for name, value in values.items():
