@@ -223,14 +223,14 @@ class SyncWorker:
             # withheld its chain, 3,077 status reads caught it).
             if self.status.state != "offline":
                 self.status.state = "syncing"
-            self.membership.reseal_if_behind()  # a switch a crash or a locked keyring put off
-            # Read before the remote is called, so that while it is down or
-            # slow the status shows what waits for it, not what waited after
-            # the last round that succeeded.
-            unpushed = self.vault.local_ops_after(self.high_water.pushed_seq)
-            self.status.pending = self.exchange.pending(unpushed)
-            self.status.repush = unpushed is None
             try:
+                self.membership.reseal_if_behind()  # a switch a crash or a locked keyring put off
+                # Read before the remote is called, so that while it is down or
+                # slow the status shows what waits for it, not what waited after
+                # the last round that succeeded.
+                unpushed = self.vault.local_ops_after(self.high_water.pushed_seq)
+                self.status.pending = self.exchange.pending(unpushed)
+                self.status.repush = unpushed is None
                 if (full_check or self.repairs.due()) and self.repairs.follow(quiet=False):
                     unpushed = self.vault.local_ops_after(self.high_water.pushed_seq)
                 # Read before the pull: a device records only versions the
