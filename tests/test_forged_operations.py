@@ -41,19 +41,6 @@ from .server_process import ServerProcess, create_token
 from .signed_chain import registered, signed_version
 from .test_cli import memvault
 
-MARK = b"@"  # the one character of the record's JSON the forgery replaces
-
-
-def _with_lone_surrogate(op: Operation) -> bytes:
-    """`op`'s record with the text's MARK written as the six ASCII bytes
-    `\\ud800`: json_len:u32 BE | json | vector f32 LE, the length fixed."""
-    record = encode(op)
-    (size,) = struct.unpack_from(">I", record)
-    body = record[4 : 4 + size]
-    assert body.count(MARK) == 1, body
-    forged = body.replace(MARK, b"\\ud800")
-    return struct.pack(">I", len(forged)) + forged + record[4 + size :]
-
 
 def _version_body(record: bytes) -> bytes:
     """version body := count:u32 | (len:u32 | operation record)*, as
@@ -62,7 +49,9 @@ def _version_body(record: bytes) -> bytes:
 
 
 def _with_field(name: str, value: Any) -> Callable[[Operation], bytes]:
-    """A forgery: `op`'s record with the memory's field `name` set to `value`."""
+    """A forgery: `op`'s record with the memory's field `name` set to `value`
+    (json_len:u32 BE | json | vector f32 LE). `json.dumps` escapes a lone
+    surrogate as the six ASCII bytes `\\ud800`."""
     def forge(op: Operation) -> bytes:
         record = encode(op)
         (size,) = struct.unpack_from(">I", record)
@@ -73,8 +62,12 @@ def _with_field(name: str, value: Any) -> Callable[[Operation], bytes]:
     return forge
 
 
+_KESTRELS = "the kestrels nest on the north tower"
+_WITH_LONE_SURROGATE = _with_field("text", _KESTRELS + " \ud800")
+
+
 def _push_forged_put(url: str, token: str, recovery_key: str, vector: Sequence[float],
-                     forge: Callable[[Operation], bytes] = _with_lone_surrogate) -> str:
+                     forge: Callable[[Operation], bytes] = _WITH_LONE_SURROGATE) -> str:
     """What the peer does: the next version, holding one put `forge` made
     of an honest one, signed by a device it registered. Returns the forged
     memory's id."""
@@ -85,9 +78,8 @@ def _push_forged_put(url: str, token: str, recovery_key: str, vector: Sequence[f
                                             vault_id), vault_id)
         device = registered(remote, envelope, "peer")
         now = time.time()
-        memory = Memory(id=secrets.token_hex(16), text="the kestrels nest on the north tower "
-                        + MARK.decode(), topic_key="birds", tags=("field",), created_at=now,
-                        last_reinforced_at=now)
+        memory = Memory(id=secrets.token_hex(16), text=_KESTRELS, topic_key="birds",
+                        tags=("field",), created_at=now, last_reinforced_at=now)
         op = Operation(secrets.token_hex(16), PUT, Stamp(int(now * 1000), 0, device.device),
                        memory=memory, vector=np.asarray(vector, dtype=np.float32))
         honest = pack_ops([op])
