@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from memvault_base.errors import Unavailable
+from memvault_base.errors import IntegrityError, Unavailable
 from memvaultd.model.hlc import Stamp
 from memvaultd.model.operations import ACCESS, Operation
 from memvaultd.sync import snapshot_publisher, snapshots
@@ -125,7 +125,7 @@ def test_a_due_snapshot_is_published_once_not_every_round(tmp_path: Path) -> Non
     assert vault.captures == 1, "the state was captured once"
     assert len(uploads.puts) == 4, uploads.puts  # three chunks and the manifest
     assert uploads.bytes_put <= len(body) + 2 * CHUNK_OBJECT
-    found = latest_snapshot(uploads.inner, envelope)
+    found = latest_snapshot(uploads.inner, envelope, bytes)
     assert found is not None and found[0] == VERSIONS and found[2] == body
 
 
@@ -136,7 +136,7 @@ def test_a_snapshot_over_the_object_limit_is_cut_into_bounded_chunks(tmp_path: P
     assert worker.status.state == "idle"
     sizes = [size for _, size in uploads.puts]
     assert len(sizes) == 12 and max(sizes) == CHUNK_OBJECT  # 11 chunks and the manifest
-    found = latest_snapshot(uploads.inner, envelope)
+    found = latest_snapshot(uploads.inner, envelope, bytes)
     assert found is not None and found[2] == body
 
 
@@ -193,7 +193,7 @@ def _object(remote: Remote, name: str) -> bytes:
 
 def test_a_joiner_takes_the_newest_snapshot_whole() -> None:
     remote, envelope, _ = _published()
-    found = latest_snapshot(remote, envelope)
+    found = latest_snapshot(remote, envelope, bytes)
     assert found is not None and found[0] == 3 and found[2] == bytes([3]) * (9 * MIB)
 
 
@@ -220,7 +220,7 @@ def test_an_altered_snapshot_is_passed_over_for_an_older_one(attack: str) -> Non
         remote.put_object(f"states/{3:020d}/{'f' * 32}", os.urandom(4096))
         remote.put_object(f"states/{3:020d}/not-hex", os.urandom(4096))
         _replace(remote, chunk1, b"garbage")
-    found = latest_snapshot(remote, envelope)
+    found = latest_snapshot(remote, envelope, bytes)
     assert found is not None and found[0] == 1 and found[2] == bytes([1]) * (9 * MIB)
 
 
@@ -228,4 +228,16 @@ def test_with_every_snapshot_damaged_a_joiner_replays_the_chain() -> None:
     remote, envelope, made = _published()
     for snapshot in made:
         _replace(remote, snapshot.chunk_name(0), b"garbage")
-    assert latest_snapshot(remote, envelope) is None
+    assert latest_snapshot(remote, envelope, bytes) is None
+
+
+def test_a_body_that_opens_but_does_not_parse_is_passed_over_for_an_older_one() -> None:
+    remote, envelope, _ = _published()
+
+    def parse(body: bytes) -> bytes:
+        if body[0] == 3:
+            raise IntegrityError("snapshot body does not parse: the head is cut short")
+        return body
+
+    found = latest_snapshot(remote, envelope, parse)
+    assert found is not None and found[0] == 1 and found[2] == bytes([1]) * (9 * MIB)

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from memvault_base.errors import IntegrityError, MemvaultError
 from memvaultd.model.operations import Operation
+from memvaultd.storage.snapshot_body import decode_published
 from memvaultd.sync import epochs, signatures
 from memvaultd.sync.devices import read_records
 from memvaultd.sync.envelope import DESCRIPTION, Envelope
@@ -163,7 +164,7 @@ def _walk(remote: Remote, envelope: Envelope, mark: HighWater, shown: str,
     if number < mark.head:
         raise ChainBroken(f"the chain ends at version {number}, but this device has seen "
                           f"version {mark.head}: rolled back")
-    snapshot = latest_snapshot(remote, envelope)
+    snapshot = latest_snapshot(remote, envelope, decode_published)
     pruned = f" (versions before {first} are not there; checked from {first})" if first > 1 else ""
     newest = f"newest snapshot at version {snapshot[0]}" if snapshot else "no snapshot"
     passed = (f" ({refused} signed by no registered device: passed over, as sync does)"

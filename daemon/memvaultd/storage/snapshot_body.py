@@ -89,7 +89,7 @@ from memvault_base.errors import IntegrityError
 from memvaultd.model.hlc import Stamp
 from memvaultd.model.memory import Memory
 from memvaultd.model.op_ids import OpIds
-from memvaultd.model.operations import memory_from_dict
+from memvaultd.model.operations import memory_from_dict, memory_to_dict
 from memvaultd.model.records import (
     NUMBERS,
     TEXTS,
@@ -342,6 +342,51 @@ def new_matrix(rows: int, dimension: int, dtype: np.dtype[Any]) -> Rows:
 def decode_body(body: bytes, allocate: Allocate = new_matrix) -> SnapshotBody:
     """The state in `body` (version 1, 2 or 3): `read_body` of the bytes."""
     return read_body(io.BytesIO(body), len(body), allocate)
+
+
+def decode_published(body: bytes) -> SnapshotBody:
+    """A body another device published, as a joiner takes it: `decode_body`,
+    and its memories' strings as a put's must be (`model/operations.py`):
+    valid UTF-8, no lone surrogate's bytes (a text and a payload are held
+    as their bytes, decoded as read, and a reply cannot carry one), and
+    every payload a JSON object. A body this device sealed is not checked
+    so at each start: it was written from what the log took, and parsing
+    every payload took 3.6 s at 1M memories."""
+    state = decode_body(body)
+    try:
+        for memories in (state.memories, state.turns):
+            _check_strings(memories)
+            for memory_id, payload in _payloads(memories):
+                if not isinstance(payload, dict):
+                    raise ValueError(f"the payload of {memory_id} is not a JSON object")
+    except ValueError as exc:  # a JSONDecodeError, a UnicodeEncodeError among them
+        raise IntegrityError(f"snapshot body does not parse: {exc}") from exc
+    return state
+
+
+def _check_strings(memories: Sequence[Memory]) -> None:
+    """Every string of `memories` valid UTF-8: a table's text columns
+    checked in Arrow (9 ms at 1M memories; its other strings were decoded
+    strictly as they were read), objects as a put's record encodes them."""
+    if not isinstance(memories, Records):
+        for memory in memories:
+            _dumps(memory_to_dict(memory)).encode()
+        return
+    for name, column in memories.table.columns.items():
+        if isinstance(column, Texts):
+            try:
+                pa.LargeStringArray.from_buffers(
+                    len(column.offsets) - 1, pa.py_buffer(np.ascontiguousarray(column.offsets)),
+                    pa.py_buffer(column.data)).validate(full=True)
+            except pa.ArrowInvalid as exc:
+                raise ValueError(f"{name!r} holds a value that is not UTF-8: {exc}") from exc
+
+
+def _payloads(memories: Sequence[Memory]) -> Iterable[tuple[str, object]]:
+    """(id, payload) of each of `memories`, parsed as they are read."""
+    if isinstance(memories, Records):
+        return zip(memories.ids(), memories.each("payload"), strict=True)
+    return ((memory.id, memory.payload) for memory in memories)
 
 
 def read_body(source: Readable, length: int, allocate: Allocate = new_matrix) -> SnapshotBody:

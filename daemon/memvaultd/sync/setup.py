@@ -43,7 +43,7 @@ from pathlib import Path
 
 from memvault_base.errors import InvalidArgument, Locked, MemvaultError, Unavailable
 from memvaultd.storage.crash_points import reached
-from memvaultd.storage.snapshot_body import decode_body
+from memvaultd.storage.snapshot_body import decode_published
 from memvaultd.sync import epochs, moves, recovery, views
 from memvaultd.sync.devices import DeviceRecord, Registry, read_records
 from memvaultd.sync.envelope import DESCRIPTION, Envelope
@@ -372,14 +372,14 @@ class Syncing:
             move = moves.newest(base, envelope, vault_id.hex())
             if move is not None:
                 remote = self._open(url, token, move.scope)
-            snapshot = latest_snapshot(remote, envelope)
+            snapshot = latest_snapshot(remote, envelope, decode_published)
         except BaseException:
             remote.close()
             if base is not remote:
                 base.close()
             raise
         try:
-            state = decode_body(snapshot[2]) if snapshot else None
+            state = snapshot[2] if snapshot else None
             info = vault.info.joining(vault_id.hex())
             # The joined vault's log starts empty: every record of it is this
             # device's to push. Saved in the join's own step, so a join that

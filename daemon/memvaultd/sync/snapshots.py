@@ -26,8 +26,9 @@ snapshot, and a publication cut short leaves chunks no manifest names (they
 are never read). Each publication has its own sid, so two devices that
 publish at the same version never mix their chunks; a reader takes any
 complete one. A manifest or chunk that fails to open (damaged, or planted by
-someone holding a token but not the key) is passed over for the next older
-snapshot, then for the chain itself: it can slow a join, never stop one.
+someone holding a token but not the key), or a body that opens but does not
+parse, is passed over for the next older snapshot, then for the chain
+itself: it can slow a join, never stop one.
 """
 
 from __future__ import annotations
@@ -36,14 +37,17 @@ import hashlib
 import logging
 import secrets
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import TypeVar
 
 from memvault_base.errors import IntegrityError, NotFound
 from memvaultd.sync.envelope import FIXED, FIXED_MAX, SNAPSHOT, SNAPSHOT_CHUNK, Envelope, epoch_of
 from memvaultd.sync.remotes.base import Remote
 
 log = logging.getLogger("memvaultd.sync")
+
+T = TypeVar("T")
 
 MANIFESTS = "states/"
 CHUNKS = "state-chunks/"
@@ -166,18 +170,24 @@ def candidates(remote: Remote, up_to: int | None = None) -> Iterator[Snapshot]:
             yield Snapshot(number, digest, sid)
 
 
-def latest_snapshot(remote: Remote, envelope: Envelope) -> tuple[int, bytes, bytes] | None:
-    """(version, version object hash, state body) of the newest snapshot that
-    opens whole; None when there is none (the joiner replays the chain)."""
+def latest_snapshot(remote: Remote, envelope: Envelope, parse: Callable[[bytes], T]
+                    ) -> tuple[int, bytes, T] | None:
+    """(version, version object hash, `parse` of the state body) of the
+    newest snapshot that opens whole and parses; None when there is none
+    (the joiner replays the chain). A body that opens but that `parse`
+    refuses (IntegrityError: sealed with the key, but not as memvault
+    writes a body) is passed over as a damaged one is, so that one such
+    publication does not stop every join of the vault."""
     for snapshot in candidates(remote):
         try:
             body = fetch(remote, envelope, snapshot)
+            parsed = parse(body)
         except (IntegrityError, NotFound) as exc:
             log.warning("snapshot at version %d passed over: %s", snapshot.number, exc)
             continue
         log.info("bootstrapping from the snapshot at version %d (%d bytes)", snapshot.number,
                  len(body))
-        return snapshot.number, snapshot.digest, body
+        return snapshot.number, snapshot.digest, parsed
     return None
 
 
