@@ -4,7 +4,9 @@ What the check downloads decides what an idle device costs its remote: every
 round (each write, each notice, every 30 s) used to fetch version `head`
 whole, up to 3 MiB after a bulk upload. These tests count those downloads
 and show that a replaced version is still reported as a fork. The same check
-through real daemons and a directory remote: `test_sync.py`.
+through real daemons and a directory remote: `test_sync.py`. And what a
+round that fails at its first steps leaves in the status (a failure at the
+remote, through the real daemon: `test_sync_cli.py`).
 """
 
 from __future__ import annotations
@@ -202,3 +204,25 @@ def test_access_marks_alone_wait_for_the_next_period_and_a_write_carries_them() 
     # A write goes at once, and takes the marks before it along.
     assert not marks_wait([op(ACCESS, now - hour), op(FORGET, now)], now, 6 * hour)
     assert not marks_wait([], now, 6 * hour)
+
+
+def test_a_round_that_fails_reading_the_backlog_reads_offline_naming_it(
+        setup: tuple[SyncWorker, _Counting, _Chain]) -> None:
+    """The round's first steps fail (reading the log of what waits to be
+    pushed, on a disk that refuses it): the status says offline with the
+    error at once, not syncing with none; the next round that succeeds
+    is idle again."""
+    worker, _, _ = setup
+    vault = worker.vault
+
+    def refused(seq: int) -> tuple[list[tuple[int, Operation]], int]:
+        raise OSError(5, "Input/output error")
+
+    vault.local_ops_after = refused  # type: ignore[method-assign]
+    with pytest.raises(OSError):
+        worker.sync_once()
+    assert worker.status.state == "offline", worker.status
+    assert "Input/output error" in worker.status.last_error
+    del vault.local_ops_after
+    worker.sync_once()
+    assert worker.status.state == "idle" and not worker.status.last_error
