@@ -33,6 +33,6 @@ def ui(port: int, no_browser: bool) -> None:
     try:
         Browser(client, port, open_browser=not no_browser).run(announce)
     except KeyboardInterrupt:
-        pass  # Ctrl-C: uvicorn has shut down and passes the interrupt on
+        pass  # a second Ctrl-C while the server winds down (`Browser.run`)
     except OSError as err:
         raise click.ClickException(f"cannot listen on 127.0.0.1:{port}: {err.strerror}") from None

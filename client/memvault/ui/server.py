@@ -4,6 +4,7 @@ port (or the one asked for), until Ctrl-C."""
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import tempfile
 import webbrowser
@@ -11,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from types import FrameType
 
 import uvicorn
 from jinja2 import Environment, PackageLoader, StrictUndefined
@@ -81,15 +83,31 @@ class Browser:
                                 log_level="warning", access_log=False, server_header=False,
                                 lifespan="off")
         server = uvicorn.Server(config)
-        announce(url)
-        with tempfile.TemporaryDirectory(prefix="memvault-ui-") as private:
-            if self.open_browser:
-                webbrowser.open(_launch_page(Path(private), url).as_uri())
-            try:
+        # Until uvicorn's own handlers are in place, a Ctrl-C or SIGTERM is
+        # told to the server, not raised: a KeyboardInterrupt that lands in
+        # a finaliser (the opener's `Popen.__del__`, as `webbrowser.open`
+        # returns) is printed and dropped, and the server then served on
+        # (once in 269 starts interrupted while the browser opened, under
+        # load). Told so, it starts, sees it should exit and shuts down.
+        def stop(signum: int, frame: FrameType | None) -> None:
+            server.should_exit = True
+
+        previous = {signum: signal.signal(signum, stop) for signum in _STOPS}
+        try:
+            announce(url)
+            with tempfile.TemporaryDirectory(prefix="memvault-ui-") as private:
+                if self.open_browser:
+                    webbrowser.open(_launch_page(Path(private), url).as_uri())
                 server.run(sockets=[listener])
-            finally:
-                recent.stop()
-                listener.close()
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+            recent.stop()
+            listener.close()
+
+
+# The signals uvicorn stops on (`uvicorn.server.HANDLED_SIGNALS` on POSIX).
+_STOPS = (signal.SIGINT, signal.SIGTERM)
 
 
 def _launch_page(private: Path, url: str) -> Path:
