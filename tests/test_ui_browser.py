@@ -183,12 +183,14 @@ def test_the_token_works_once_and_a_change_needs_the_session_and_our_origin(
         own.stop()
 
 
-def test_the_browser_is_opened_at_a_private_page_not_at_the_token(
-        vault: DaemonProcess, tmp_path: Path) -> None:
-    # Every local user reads command lines: the token must not be on one.
+def _opening(vault: DaemonProcess, tmp_path: Path, then: str = ""
+             ) -> tuple[subprocess.Popen[str], str, str]:
+    """`memvault ui` with a browser that writes the address it is opened at
+    and then runs the shell commands `then`: the process, its URL, and that
+    address once written."""
     opened = tmp_path / "opened"
     opener = tmp_path / "opener"
-    opener.write_text(f'#!/bin/sh\necho "$1" > {opened}\n')
+    opener.write_text(f'#!/bin/sh\necho "$1" > {opened}\n{then}\n')
     opener.chmod(0o700)
     proc = subprocess.Popen(
         [sys.executable, "-m", "memvault.cli.main", "ui"],
@@ -198,12 +200,22 @@ def test_the_browser_is_opened_at_a_private_page_not_at_the_token(
     try:
         assert proc.stderr is not None
         url = proc.stderr.readline().strip().removeprefix("memvault ui: opening ")
-        assert url.startswith("http://127.0.0.1:") and "token=" in url
         deadline = time.monotonic() + 15
         while not (opened.exists() and opened.read_text().strip()):
             assert time.monotonic() < deadline, "the browser was never opened"
-            time.sleep(0.1)
-        argument = opened.read_text().strip()
+            time.sleep(0.05)
+    except BaseException:
+        _interrupt(proc)
+        raise
+    return proc, url, opened.read_text().strip()
+
+
+def test_the_browser_is_opened_at_a_private_page_not_at_the_token(
+        vault: DaemonProcess, tmp_path: Path) -> None:
+    # Every local user reads command lines: the token must not be on one.
+    proc, url, argument = _opening(vault, tmp_path)
+    try:
+        assert url.startswith("http://127.0.0.1:") and "token=" in url
         assert argument.startswith("file://") and "token" not in argument
         page = Path(urlsplit(argument).path)
         assert page.stat().st_mode & 0o777 == 0o600
@@ -220,24 +232,9 @@ def test_a_ctrl_c_while_the_browser_opens_stops_it(vault: DaemonProcess, tmp_pat
     stops, exit 0, its page gone. Once in 269 such starts under load, the
     interrupt landed in a finaliser, was dropped, and it served on; this
     test interrupts at a moment it can hit every time, the opener's wait."""
-    opened = tmp_path / "opened"
-    opener = tmp_path / "opener"
-    opener.write_text(f'#!/bin/sh\necho "$1" > {opened}\nsleep 3\n')
-    opener.chmod(0o700)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "memvault.cli.main", "ui"],
-        env=dict(os.environ, MEMVAULT_HOME=str(vault.home), BROWSER=str(opener),
-                 PYTHONFAULTHANDLER="1"),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert proc.stderr is not None
-    url = proc.stderr.readline().strip().removeprefix("memvault ui: opening ")
-    deadline = time.monotonic() + 15
-    while not (opened.exists() and opened.read_text().strip()):
-        assert time.monotonic() < deadline, "the browser was never opened"
-        time.sleep(0.05)
-    page = Path(urlsplit(opened.read_text().strip()).path)
+    proc, url, argument = _opening(vault, tmp_path, then="sleep 3")
     _interrupt(proc)
-    assert proc.returncode == 0 and not page.exists()
+    assert proc.returncode == 0 and not Path(urlsplit(argument).path).exists()
     with pytest.raises(OSError):
         http.client.HTTPConnection(urlsplit(url).netloc, timeout=5).connect()
 
