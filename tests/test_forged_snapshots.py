@@ -1,8 +1,9 @@
 """A peer holding the vault key publishes a snapshot no memvault device
 writes: sealed and chunked as any, so it opens, but its body is not one
 memvault parses (bytes that are no body, a text that is not UTF-8, a field
-of the wrong kind). A device joining the vault passes over it, as it passes
-over a damaged one, and joins from the chain; the join is not stopped.
+of the wrong kind, a payload that is no object, a NaN). A device joining
+the vault passes over it, as it passes over a damaged one, and joins from
+the chain; the join is not stopped.
 
 Real parts: the daemons as users run them, a real memvault-server on a
 loopback port and the real model. The peer is this test: it opens the
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import struct
 import time
 from collections.abc import Callable
@@ -99,6 +101,8 @@ FORGERIES: dict[str, Callable[[bytes], bytes]] = {
         body, _column("text", lambda texts: pa.array([5] * len(texts), pa.int64()))),
     "a payload that is no object": lambda body: _with_memories(
         body, _column("payload", lambda payloads: pa.array(["[1]"] * len(payloads)))),
+    "an importance that is no number": lambda body: _with_memories(
+        body, _column("importance", lambda values: pa.array([math.nan] * len(values)))),
 }
 
 

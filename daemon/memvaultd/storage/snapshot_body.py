@@ -89,7 +89,7 @@ from memvault_base.errors import IntegrityError
 from memvaultd.model.hlc import Stamp
 from memvaultd.model.memory import Memory
 from memvaultd.model.op_ids import OpIds
-from memvaultd.model.operations import memory_from_dict, memory_to_dict
+from memvaultd.model.operations import check_kinds, memory_from_dict, memory_to_dict
 from memvaultd.model.records import (
     NUMBERS,
     TEXTS,
@@ -346,16 +346,16 @@ def decode_body(body: bytes, allocate: Allocate = new_matrix) -> SnapshotBody:
 
 def decode_published(body: bytes) -> SnapshotBody:
     """A body another device published, as a joiner takes it: `decode_body`,
-    and its memories' strings as a put's must be (`model/operations.py`):
+    and its memories' values as a put's must be (`check_kinds`): strings
     valid UTF-8, no lone surrogate's bytes (a text and a payload are held
-    as their bytes, decoded as read, and a reply cannot carry one), and
-    every payload a JSON object. A body this device sealed is not checked
-    so at each start: it was written from what the log took, and parsing
-    every payload took 3.6 s at 1M memories."""
+    as their bytes, decoded as read, and a reply cannot carry one), numbers
+    finite, every payload a JSON object. A body this device sealed is not
+    checked so at each start: it was written from what the log took, and
+    parsing every payload took 3.6 s at 1M memories."""
     state = decode_body(body)
     try:
         for memories in (state.memories, state.turns):
-            _check_strings(memories)
+            _check_values(memories)
             for memory_id, payload in _payloads(memories):
                 if not isinstance(payload, dict):
                     raise ValueError(f"the payload of {memory_id} is not a JSON object")
@@ -364,13 +364,14 @@ def decode_published(body: bytes) -> SnapshotBody:
     return state
 
 
-def _check_strings(memories: Sequence[Memory]) -> None:
-    """Every string of `memories` valid UTF-8: a table's text columns
-    checked in Arrow (9 ms at 1M memories; its other strings were decoded
-    strictly as they were read), objects as a put's record encodes them."""
+def _check_values(memories: Sequence[Memory]) -> None:
+    """Every string of `memories` valid UTF-8 and every number finite: a
+    table's text columns checked in Arrow (9 ms at 1M memories; its other
+    strings were decoded strictly as they were read), its numbers in NumPy;
+    objects (a body of version 1 or 2) as a put's record is checked."""
     if not isinstance(memories, Records):
         for memory in memories:
-            _dumps(memory_to_dict(memory)).encode()
+            check_kinds(json.loads(_dumps(memory_to_dict(memory)).encode()))
         return
     for name, column in memories.table.columns.items():
         if isinstance(column, Texts):
@@ -380,6 +381,9 @@ def _check_strings(memories: Sequence[Memory]) -> None:
                     pa.py_buffer(column.data)).validate(full=True)
             except pa.ArrowInvalid as exc:
                 raise ValueError(f"{name!r} holds a value that is not UTF-8: {exc}") from exc
+    for name, dtype in NUMBERS.items():
+        if np.dtype(dtype).kind == "f" and not np.isfinite(memories.numbers(name)).all():
+            raise ValueError(f"{name!r} holds a number that is not finite")
 
 
 def _payloads(memories: Sequence[Memory]) -> Iterable[tuple[str, object]]:
