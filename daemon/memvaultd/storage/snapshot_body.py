@@ -96,6 +96,7 @@ from memvaultd.model.records import (
     Coded,
     Constant,
     Numbers,
+    Payloads,
     Records,
     TableBuilder,
     Texts,
@@ -354,43 +355,42 @@ def decode_published(body: bytes) -> SnapshotBody:
     parsing every payload took 3.6 s at 1M memories."""
     state = decode_body(body)
     try:
-        for memories in (state.memories, state.turns):
-            _check_values(memories)
-            for memory_id, payload in _payloads(memories):
-                if not isinstance(payload, dict):
-                    raise ValueError(f"the payload of {memory_id} is not a JSON object")
+        _check_values(state.memories)
+        _check_values(state.turns)
     except ValueError as exc:  # a JSONDecodeError, a UnicodeEncodeError among them
         raise IntegrityError(f"snapshot body does not parse: {exc}") from exc
     return state
 
 
 def _check_values(memories: Sequence[Memory]) -> None:
-    """Every string of `memories` valid UTF-8 and every number finite: a
-    table's text columns checked in Arrow (9 ms at 1M memories; its other
-    strings were decoded strictly as they were read), its numbers in NumPy;
-    objects (a body of version 1 or 2) as a put's record is checked."""
+    """ValueError unless every string of `memories` is valid UTF-8, every
+    number finite and every payload a JSON object. A table's text and
+    payload columns are checked in Arrow (9 ms at 1M memories; its other
+    strings were decoded strictly as they were read), its numbers in NumPy,
+    each payload parsed once; objects (a body of version 1 or 2) as a put's
+    record is checked."""
     if not isinstance(memories, Records):
         for memory in memories:
             check_kinds(json.loads(_dumps(memory_to_dict(memory)).encode()))
         return
-    for name, column in memories.table.columns.items():
-        if isinstance(column, Texts):
-            try:
-                pa.LargeStringArray.from_buffers(
-                    len(column.offsets) - 1, pa.py_buffer(np.ascontiguousarray(column.offsets)),
-                    pa.py_buffer(column.data)).validate(full=True)
-            except pa.ArrowInvalid as exc:
-                raise ValueError(f"{name!r} holds a value that is not UTF-8: {exc}") from exc
+    table = memories.table
+    for name, column in table.columns.items():
+        if not isinstance(column, Texts):
+            continue
+        try:
+            pa.LargeStringArray.from_buffers(
+                len(column.offsets) - 1, pa.py_buffer(np.ascontiguousarray(column.offsets)),
+                pa.py_buffer(column.data)).validate(full=True)
+        except pa.ArrowInvalid as exc:
+            raise ValueError(f"{name!r} holds a value that is not UTF-8: {exc}") from exc
+        if isinstance(column, Payloads):
+            every = np.arange(len(column.offsets) - 1)
+            for memory_id, payload in zip(table.ids, column.each(every), strict=True):
+                if not isinstance(payload, dict):
+                    raise ValueError(f"the payload of {memory_id} is not a JSON object")
     for name, dtype in NUMBERS.items():
         if np.dtype(dtype).kind == "f" and not np.isfinite(memories.numbers(name)).all():
             raise ValueError(f"{name!r} holds a number that is not finite")
-
-
-def _payloads(memories: Sequence[Memory]) -> Iterable[tuple[str, object]]:
-    """(id, payload) of each of `memories`, parsed as they are read."""
-    if isinstance(memories, Records):
-        return zip(memories.ids(), memories.each("payload"), strict=True)
-    return ((memory.id, memory.payload) for memory in memories)
 
 
 def read_body(source: Readable, length: int, allocate: Allocate = new_matrix) -> SnapshotBody:
