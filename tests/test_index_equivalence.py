@@ -205,11 +205,10 @@ def _keyword_docs() -> tuple[KeywordIndex, dict[str, list[str]]]:
     for doc_id, fields in docs.items():
         index.put(doc_id, fields)
     for i in range(0, 3000, 3):  # re-index a third, remove a tenth
-        docs[f"d{i}"] = ["deploy on friday", "ops"]
-        index.put(f"d{i}", docs[f"d{i}"])
+        was, docs[f"d{i}"] = docs[f"d{i}"], ["deploy on friday", "ops"]
+        index.put(f"d{i}", docs[f"d{i}"], was)
     for i in range(0, 3000, 10):
-        del docs[f"d{i}"]
-        index.remove(f"d{i}")
+        index.remove(f"d{i}", docs.pop(f"d{i}"))
     return index, docs
 
 
@@ -258,18 +257,66 @@ def test_terms_that_lose_every_document_are_merged_away_and_can_come_back(
     for round_ in range(6):
         word = f"w{round_ % 3}"  # the first round's words come back in the fourth
         for i in range(60):
-            docs[f"d{i}"] = [f"{word}x{i % 7} common", f"t{i % 3}"]
-            index.put(f"d{i}", docs[f"d{i}"])
+            was, docs[f"d{i}"] = docs.get(f"d{i}"), [f"{word}x{i % 7} common", f"t{i % 3}"]
+            index.put(f"d{i}", docs[f"d{i}"], was)
         for i in range(round_, 60, 4):
-            docs.pop(f"d{i}", None)
-            index.remove(f"d{i}")
+            if f"d{i}" in docs:
+                index.remove(f"d{i}", docs.pop(f"d{i}"))
         for query in ("common", f"{word}x3", f"{word}x1 t2", "w0x2 w1x2 w2x2 common"):
             expected = _reference_bm25(docs, query)
             hits = index.search(query)
             assert sorted(ranked(hits)) == sorted(expected), query
             for doc_id, score in zip(expected, hits.scores_of(list(expected)), strict=True):
                 assert math.isclose(score, expected[doc_id], rel_tol=1e-9)
-    assert len(index._term_ids) < 3 * 7 + 1 + 3  # the terms of one round and a few more
+    assert len(index._terms) < 3 * 7 + 1 + 3  # the terms of one round and a few more
+
+
+def test_a_removal_or_reindexing_from_other_fields_is_refused_and_changes_nothing() -> None:
+    """The index keeps no list of a document's terms: a removal counts down
+    the terms of the fields it is given, so fields other than those the
+    document was indexed from (of another length, or with a term never
+    indexed) are refused before anything changes."""
+    index, docs = _keyword_docs()
+    before = {query: index.search(query) for query in _KEYWORD_QUERIES}
+    doc_id = next(iter(docs))
+    for wrong in (["apple"] + docs[doc_id], ["unheard-of words"],
+                  [docs[doc_id][0].replace(docs[doc_id][0].split()[0], "plum", 1),
+                   *docs[doc_id][1:]]):
+        with pytest.raises(ValueError, match=doc_id):
+            index.remove(doc_id, wrong)
+        with pytest.raises(ValueError, match=doc_id):
+            index.put(doc_id, ["something new"], wrong)
+    with pytest.raises(ValueError, match=doc_id):
+        index.put(doc_id, ["something new"])  # indexed already: its fields are needed
+    for query, hits in before.items():
+        again = index.search(query)
+        assert np.array_equal(again.ords, hits.ords) and again.scores.tobytes() == \
+            hits.scores.tobytes()
+    index.remove(doc_id, docs.pop(doc_id))
+    for query in _KEYWORD_QUERIES:
+        assert sorted(ranked(index.search(query))) == sorted(_reference_bm25(docs, query))
+
+
+def test_two_terms_of_one_hash_share_their_postings_and_still_count_down(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Terms are held as their 64-bit hashes: two terms of one hash (odds of
+    ~3e-8 among a million, salted per process) score as one term, and
+    removing their documents leaves neither behind."""
+    def colliding(value: object) -> int:
+        return 7 if value in ("alpha", "beta") else hash(value)
+
+    monkeypatch.setattr(keyword, "hash", colliding, raising=False)
+    monkeypatch.setattr(keyword, "MERGE_MIN", 4)
+    index = KeywordIndex()
+    index.put("a", ["alpha one"])
+    index.put("b", ["beta two"])
+    index.put("c", ["gamma three"])
+    assert sorted(ranked(index.search("alpha"))) == ["a", "b"]
+    index.remove("a", ["alpha one"])
+    index.remove("b", ["beta two"])
+    index.put("d", ["delta four"])  # past MERGE_MIN: a merge drops the shared term
+    assert not len(index.search("alpha")) and not len(index.search("beta"))
+    assert list(ranked(index.search("gamma delta"))) in (["c", "d"], ["d", "c"])
 
 
 @pytest.mark.parametrize("merge_min", [keyword.MERGE_MIN, 40])

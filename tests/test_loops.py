@@ -142,6 +142,23 @@ def test_bm25_sums_are_numpys_to_the_bit(ordinals: int, per: int) -> None:
     assert sums.tobytes() == expected[1].tobytes()
 
 
+def test_term_ids_are_numpys_searchsorted_where_found() -> None:
+    """Each key's place in the sorted hashes, -1 where it is not one: also
+    below the first, past the last, at the int64 ends and in an empty array."""
+    rng = np.random.default_rng(4)
+    hashes = np.unique(rng.integers(-(2**63), 2**63 - 1, size=5000, dtype=np.int64))
+    hashes[0], hashes[-1] = -(2**63), 2**63 - 1
+    keys = [*hashes[::7].tolist(), *rng.integers(-(2**63), 2**63 - 1, size=500).tolist(),
+            -(2**63), 2**63 - 1, 0]
+    at = np.minimum(np.searchsorted(hashes, keys), len(hashes) - 1)
+    expected = np.where(hashes[at] == keys, at, -1).tolist()
+    assert loops.term_ids(hashes, keys) == expected
+    assert loops.term_ids(np.zeros(0, dtype=np.int64), [1, 2]) == [-1, -1]
+    assert loops.term_ids(hashes, []) == []
+    with pytest.raises(OverflowError):
+        loops.term_ids(hashes, [2**63])
+
+
 def _maps(pid: int, pattern: str) -> bool:
     return re.search(pattern, Path(f"/proc/{pid}/maps").read_text()) is not None
 

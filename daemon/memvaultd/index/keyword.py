@@ -16,12 +16,19 @@ would keep a second copy of every record and re-index on writes.
 
 The postings are held in compressed sparse rows: one array of document
 ordinals (int32) and one of term counts (one byte while every count fits)
-for all terms, each term a slice of them, found through a dict from term to
-term id; writes since go to small per-term lists merged in when they pass an
-eighth of the arrays. An object with two arrays per term cost ~400 bytes a
-term, and the benchmark's topics give each memory a term of its own. A
-restore builds the arrays 8,192 documents at a time, so the words of all
-documents never exist at once. At 100k benchmark memories (in process,
+for all terms, each term a slice of them; writes since go to small per-term
+lists merged in when they pass an eighth of the arrays. An object with two
+arrays per term cost ~400 bytes a term, and the benchmark's topics give each
+memory a term of its own. A term is found by its 64-bit hash in a sorted
+array (`_TermIds`), and a document's terms are found again from the fields
+it was indexed from when it is removed or re-indexed: the index holds no
+string of a term and no list of a document's terms. At 1M benchmark
+memories the vault loaded in process then held 2,064 against 2,207 MB
+resident (100k: 431 against 434; the index alone over 100k such
+documents, traced, 19.6 against 30.1 MB), at the cost of ~20 us more a
+removal, which tokenises its fields again. A restore builds the arrays
+8,192 documents at a time, so the words of all documents never exist at
+once. At 100k benchmark memories (in process,
 restore and `finish_restore`): 95 MB held (tracemalloc) and a 298 MB peak in
 2.7 s with an object per term and all words at once, 37 MB and a 67 MB peak
 in 1.5 s in rows and slices; the resident size grew by 238 MB against 65.
@@ -35,7 +42,7 @@ import re
 import threading
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
-from itertools import chain, compress, count, islice, repeat
+from itertools import chain, count, islice, repeat
 from typing import Any
 
 import numpy as np
@@ -204,16 +211,17 @@ class KeywordIndex:
     re-indexed document gets a new ordinal and its old one dies, so a term's
     postings only ever grow at the end and a search reads them as slices.
 
-    Terms are numbered too (term ids, in order of first appearance, renumbered
-    densely at each merge). A term's postings are its slice of the merged
-    arrays (`_ords`, `_tfs`: `_count[t]` entries from `_start[t]`, ordinals
-    ascending) followed by those put since (`_recent`), whose ordinals are all
-    larger. Each document's term ids are kept in ordinal order (`_doc_terms`,
-    ending at `_doc_ends[ordinal]`), for a removal to count its terms down."""
+    Terms are numbered too (term ids: at each merge, in the order of their
+    hashes; a term first put since takes the next id, `_TermIds`). A term's
+    postings are its slice of the merged arrays (`_ords`, `_tfs`: `_count[t]`
+    entries from `_start[t]`, ordinals ascending) followed by those put since
+    (`_recent`), whose ordinals are all larger. A removal or a re-indexing
+    is given the fields the document was indexed from, and counts their
+    terms down."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._term_ids: dict[str, int] = {}
+        self._terms = _TermIds()
         self._live = array("q")  # per term id: its live documents
         self._start = array("q")  # per term id: its first merged entry
         self._count = array("q")  # per term id: its merged entries
@@ -223,8 +231,6 @@ class KeywordIndex:
         self._removed = 0  # documents removed or replaced since the merge
         self._recent: dict[int, _Recent] = {}
         self._recent_size = 0
-        self._doc_terms = array("i")
-        self._doc_ends = array("q")
         self._ordinals: dict[str, int] = {}
         self._doc_ids: list[str | None] = []
         self._lengths = np.zeros(1024, dtype=np.float64)
@@ -240,27 +246,25 @@ class KeywordIndex:
         pending = self._pending
         return len(pending[0]) if pending is not None else len(self._ordinals)
 
-    def put(self, doc_id: str, fields: Iterable[str]) -> None:
-        """Index (or re-index) a document from its text fields."""
-        counts: dict[str, int] = {}
-        for field in fields:  # `tokens` inlined: this loop is most of a snapshot load
-            for word in WORD.findall(field.lower()):
-                if term := _term(word):
-                    counts[term] = counts.get(term, 0) + 1
+    def put(self, doc_id: str, fields: Iterable[str], was: Iterable[str] | None = None
+            ) -> None:
+        """Index a document from its text fields; one indexed already is
+        re-indexed, and `was` are the fields it was indexed from."""
+        counts = _counted(fields)
         self.finish_restore()
         with self._lock:
-            self._drop(doc_id)
+            self._drop(doc_id, was)
             ordinal = len(self._doc_ids)
             if ordinal == len(self._lengths):
                 self._lengths = np.resize(self._lengths, 2 * ordinal)
                 self._alive = np.resize(self._alive, 2 * ordinal)
             self._doc_ids.append(doc_id)
             self._ordinals[doc_id] = ordinal
-            term_ids, live, recent = self._term_ids, self._live, self._recent
-            for term, tf in counts.items():
-                term_id = term_ids.get(term)
-                if term_id is None:
-                    term_id = term_ids[term] = len(live)
+            live, recent = self._live, self._recent
+            keys = list(map(hash, counts))
+            for key, tf, term_id in zip(keys, counts.values(), self._terms.of(keys), strict=True):
+                if term_id < 0:
+                    term_id = self._terms.add(key)
                     live.append(0)
                     self._start.append(0)
                     self._count.append(0)
@@ -270,8 +274,6 @@ class KeywordIndex:
                 postings.ords.append(ordinal)
                 postings.tfs.append(tf)
                 live[term_id] += 1
-                self._doc_terms.append(term_id)
-            self._doc_ends.append(len(self._doc_terms))
             self._recent_size += len(counts)
             length = sum(counts.values())
             self._lengths[ordinal] = length
@@ -317,20 +319,18 @@ class KeywordIndex:
         n = slices.documents
         if n != len(doc_ids):
             raise ValueError(f"{len(doc_ids)} ids for {n} documents")
-        terms, ords, tfs, doc_terms, doc_ends, lengths = slices.joined()
-        live = np.bincount(terms, minlength=len(slices.term_ids))
+        terms, ords, tfs, lengths = slices.joined()
+        live = np.bincount(terms, minlength=len(slices.hashes))
         ends = np.cumsum(live)
         capacity = _capacity(n)
         with self._lock:
-            self._term_ids = slices.term_ids
+            self._terms = _TermIds(slices.hashes)
             self._live = array("q", live.tobytes())
             self._count = array("q", live.tobytes())
             self._start = array("q", (ends - live).tobytes())
             self._ords, self._tfs = ords, _narrowest(tfs)
             # Left by puts whose documents were all removed since.
             self._recent, self._recent_size, self._holes, self._removed = {}, 0, 0, 0
-            self._doc_terms, self._doc_ends = array("i", doc_terms.tobytes()), array(
-                "q", doc_ends.tobytes())
             self._ordinals = dict(zip(doc_ids, ints.shared(0, n), strict=True))
             self._doc_ids = list(doc_ids)
             self._lengths = np.zeros(capacity, dtype=np.float64)
@@ -339,22 +339,31 @@ class KeywordIndex:
             self._alive[:n] = True
             self._total = int(lengths.sum())
 
-    def remove(self, doc_id: str) -> None:
+    def remove(self, doc_id: str, was: Iterable[str]) -> None:
+        """Remove a document; `was` are the fields it was indexed from."""
         self.finish_restore()
         with self._lock:
-            self._drop(doc_id)
+            self._drop(doc_id, was)
             self._merge_when_large()
 
-    def _drop(self, doc_id: str) -> None:
-        ordinal = self._ordinals.pop(doc_id, None)
+    def _drop(self, doc_id: str, was: Iterable[str] | None) -> None:
+        """Take out `doc_id`, indexed from the fields `was` (the caller holds
+        the lock). Refused, changing nothing, where `was` cannot be those
+        fields: none given, or of another length in terms."""
+        ordinal = self._ordinals.get(doc_id)
         if ordinal is None:
             return
+        counts = _counted(was if was is not None else ())
+        term_ids = self._terms.of(list(map(hash, counts)))
+        if was is None or sum(counts.values()) != self._lengths[ordinal] or min(
+                term_ids, default=0) < 0:
+            raise ValueError(f"keyword index: {doc_id!r} was not indexed from the fields given")
+        del self._ordinals[doc_id]
         self._alive[ordinal] = False
         self._doc_ids[ordinal] = None
         self._total -= int(self._lengths[ordinal])
         self._removed += 1
-        start = self._doc_ends[ordinal - 1] if ordinal else 0
-        for term_id in self._doc_terms[start : self._doc_ends[ordinal]]:
+        for term_id in term_ids:
             self._live[term_id] -= 1
             live, size = self._live[term_id], self._count[term_id]
             recent = self._recent.get(term_id)
@@ -419,36 +428,27 @@ class KeywordIndex:
                               dtype=np.int32)
         tfs = np.concatenate([tfs, *(np.frombuffer(p.tfs, dtype=np.int64) for _, p in recent)],
                              dtype=np.int64)
-        doc_terms = np.frombuffer(self._doc_terms, dtype=np.int32)
-        doc_ends = np.frombuffer(self._doc_ends, dtype=np.int64)
         if self._removed:
             keep = self._alive[ords]
             terms, ords, tfs = terms[keep], ords[keep], tfs[keep]
-            per_doc = np.diff(doc_ends, prepend=0)
-            doc_of = np.repeat(np.arange(len(doc_ends)), per_doc)
-            kept_entry = self._alive[doc_of]
-            doc_terms = doc_terms[kept_entry]
-            doc_ends = np.cumsum(np.bincount(doc_of[kept_entry], minlength=len(per_doc)))
-            del keep, per_doc, doc_of, kept_entry
-        if recent:  # both parts are sorted by term: a stable sort of them is one merge
+            del keep
+        # Terms without documents dropped, the others numbered by hash.
+        old_ids, self._terms = self._terms.merged(live > 0)
+        if old_ids is not None:
+            renumbered = np.full(len(live), -1, dtype=np.int32)
+            renumbered[old_ids] = np.arange(len(old_ids), dtype=np.int32)
+            terms, live = renumbered[terms], live[old_ids]
+            del renumbered
+        if recent:  # sorted by term but for the recent part: a stable sort is one merge
             order = np.argsort(terms, kind="stable")
             terms, ords, tfs = terms[order], ords[order], tfs[order]
             del order
         counts = np.bincount(terms, minlength=len(live))
-        kept = live > 0
-        if not kept.all():  # terms without documents: ids renumbered without them
-            renumbered = (np.cumsum(kept) - 1).astype(np.int32)
-            doc_terms = renumbered[doc_terms]
-            counts, live = counts[kept], live[kept]
-            self._term_ids = dict(zip(compress(self._term_ids, kept.tolist()),
-                                      ints.shared(0, int(kept.sum())), strict=True))
         ends = np.cumsum(counts)
         self._ords, self._tfs = ords, _narrowest(tfs)
         self._live = array("q", live.tobytes())
         self._count = array("q", counts.tobytes())
         self._start = array("q", (ends - counts).tobytes())
-        self._doc_terms = array("i", doc_terms.tobytes())
-        self._doc_ends = array("q", doc_ends.tobytes())
         self._recent, self._recent_size, self._holes, self._removed = {}, 0, 0, 0
 
     def _entries(self, term_id: int) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:
@@ -473,8 +473,9 @@ class KeywordIndex:
             if not n:
                 return KeywordHits.empty()
             average = self._total / n or 1.0
-            found = [(term, t) for term in terms
-                     if (t := self._term_ids.get(term)) is not None and self._live[t]]
+            asked = list(terms)
+            found = [(term, t) for term, t in zip(asked, self._terms.of(list(map(hash, asked))),
+                                                  strict=True) if t >= 0 and self._live[t]]
             if not found:
                 return KeywordHits.empty()
             live = [self._live[t] for _, t in found]
@@ -574,55 +575,114 @@ class _Slices:
     document) counts are one NumPy `unique`. A slice at a time so that the
     words of all documents never exist at once: at 100k memories of ~18 words
     they were 1.8M strings, a transient of ~200 MB whose freed small objects
-    stayed resident."""
+    stayed resident. A slice keeps its terms' hashes, not the terms."""
 
     def __init__(self) -> None:
-        self.term_ids: dict[str, int] = {}  # in order of first appearance, as `put` numbers them
+        self.hashes = np.zeros(0, dtype=np.int64)  # every term's, ascending, once `joined`
         self.documents = 0
-        self._parts: list[tuple[npt.NDArray[np.int64], ...]] = []
+        self._parts: list[tuple[npt.NDArray[Any], ...]] = []
 
     def add(self, documents: list[Iterable[str]]) -> None:
         words = [WORD.findall(" ".join(doc).lower()) for doc in documents]
         m = len(words)
-        # Word -> id -> term id through C-level maps: a Python loop per word
+        # Word -> id -> term through C-level maps: a Python loop per word
         # (1.8M words at 100k memories) cost 0.6 s, these ~0.15 s.
         vocabulary = dict(zip(dict.fromkeys(chain.from_iterable(words)), count()))
         word_ids = np.fromiter(map(vocabulary.__getitem__, chain.from_iterable(words)),
                                dtype=np.int64)
         term_of_vocabulary = _terms_uncached(vocabulary)
-        new = [t for t in dict.fromkeys(filter(None, term_of_vocabulary)) if t not in self.term_ids]
-        held = len(self.term_ids)
-        self.term_ids.update(zip(new, ints.shared(held, held + len(new)), strict=True))
-        term_of_word = np.fromiter(map(self.term_ids.get, term_of_vocabulary, repeat(-1)),
-                                   dtype=np.int64, count=len(vocabulary))
+        is_term = np.fromiter(map(bool, term_of_vocabulary), dtype=bool, count=len(vocabulary))
+        keys = np.fromiter(map(hash, term_of_vocabulary), dtype=np.int64, count=len(vocabulary))
+        local, term_of_key = np.unique(keys[is_term], return_inverse=True)
+        term_of_word = np.full(len(vocabulary), -1, dtype=np.int64)
+        term_of_word[is_term] = term_of_key
         token_terms = term_of_word[word_ids]
         token_docs = np.repeat(np.arange(m, dtype=np.int64),
                                np.fromiter(map(len, words), dtype=np.int64, count=m))
-        del words, vocabulary, word_ids, term_of_vocabulary
+        del words, vocabulary, word_ids, term_of_vocabulary, is_term, keys
         kept = token_terms >= 0  # stop words are no terms
         # One key per (term, document): sorted, they are the slice's postings
         # term by term, each in ascending document order, as `put` appends them.
         pairs, tfs = np.unique(token_terms[kept] * m + token_docs[kept], return_counts=True)
         pair_terms, pair_docs = np.divmod(pairs, m)
-        by_doc = np.argsort(pair_docs, kind="stable")
-        self._parts.append((pair_terms.astype(np.int32), (pair_docs + self.documents).astype(
-            np.int32), tfs, pair_terms[by_doc].astype(np.int32),
-            np.bincount(pair_docs, minlength=m), np.bincount(token_docs[kept], minlength=m)))
+        self._parts.append((local, pair_terms, (pair_docs + self.documents).astype(np.int32),
+                            tfs, np.bincount(token_docs[kept], minlength=m)))
         self.documents += m
 
-    def joined(self) -> tuple[npt.NDArray[np.int64], ...]:
+    def joined(self) -> tuple[npt.NDArray[Any], ...]:
         """The postings of all slices sorted by term then document (term ids,
-        ordinals, counts); each document's term ids and where they end; its
-        length."""
+        ordinals, counts), and each document's length. Term ids are the
+        places of the terms' hashes in `hashes`."""
         if not self._parts:
-            return tuple(np.zeros(0, dtype=np.int64) for _ in range(6))
-        terms, ords, tfs, doc_terms, per_doc, lengths = (
-            np.concatenate(part) for part in zip(*self._parts, strict=True))
-        self._parts = []
-        # Each slice is sorted by term: a stable sort of them is a merge.
+            return tuple(np.zeros(0, dtype=np.int64) for _ in range(4))
+        parts, self._parts = self._parts, []
+        self.hashes = np.unique(np.concatenate([part[0] for part in parts]))
+        terms = np.concatenate([np.searchsorted(self.hashes, local)[pair_terms]
+                                for local, pair_terms, *_ in parts]).astype(np.int32)
+        ords, tfs, lengths = (np.concatenate(column) for column in zip(
+            *(part[2:] for part in parts), strict=True))
+        del parts
+        # Each slice is sorted by term id (its hashes' order is theirs here):
+        # a stable sort of them is a merge.
         order = np.argsort(terms, kind="stable")
-        return (terms[order], ords[order], tfs[order], doc_terms, np.cumsum(per_doc),
-                lengths.astype(np.float64))
+        return terms[order], ords[order], tfs[order], lengths.astype(np.float64)
+
+
+class _TermIds:
+    """Each term's id, found by the term's hash (Python's `hash` of the
+    string: 64 bits, salted per process unless PYTHONHASHSEED fixes it, so a
+    text cannot be written in advance to collide; two of a million terms
+    share one with odds of ~3e-8, and then share their postings, in this
+    process only: their scores, never a memory, are what it changes).
+
+    The terms of the last merge are `hashes`, ascending, term id t the t-th;
+    a term first put since takes the next id (`new`). 8 bytes a term against
+    ~90 for its string and dict entry."""
+
+    __slots__ = ("hashes", "new")
+
+    def __init__(self, hashes: npt.NDArray[np.int64] | None = None) -> None:
+        self.hashes = np.zeros(0, dtype=np.int64) if hashes is None else hashes
+        self.new: dict[int, int] = {}
+
+    def __len__(self) -> int:
+        return len(self.hashes) + len(self.new)
+
+    def of(self, keys: list[int]) -> list[int]:
+        """The id of the term of each hash, -1 for a term not held."""
+        found = loops.term_ids(self.hashes, keys)
+        if self.new:
+            new = self.new.get
+            return [new(key, -1) if term_id < 0 else term_id
+                    for key, term_id in zip(keys, found, strict=True)]
+        return found
+
+    def add(self, key: int) -> int:
+        """The id of a new term of hash `key`."""
+        term_id = len(self)
+        self.new[key] = term_id
+        return term_id
+
+    def merged(self, kept: npt.NDArray[np.bool_]) -> tuple[npt.NDArray[np.int64] | None, _TermIds]:
+        """The terms `kept` (a flag a term id), numbered in the order of their
+        hashes, and the old id of each new one (None where every id stays)."""
+        if not self.new and kept.all():
+            return None, self
+        keys = np.concatenate([self.hashes,
+                               np.fromiter(self.new, dtype=np.int64, count=len(self.new))])
+        old = np.flatnonzero(kept)
+        old = old[np.argsort(keys[old])]
+        return old, _TermIds(keys[old])
+
+
+def _counted(fields: Iterable[str]) -> dict[str, int]:
+    """Each term of `fields` and how many times it occurs."""
+    counts: dict[str, int] = {}
+    for field in fields:  # `tokens` inlined: this loop is most of a snapshot load
+        for word in WORD.findall(field.lower()):
+            if term := _term(word):
+                counts[term] = counts.get(term, 0) + 1
+    return counts
 
 
 def _narrowest(counts: npt.NDArray[np.int64]) -> npt.NDArray[Any]:

@@ -263,7 +263,7 @@ class Layer:
     def remove(self, memory_id: str) -> Memory | None:
         memory = self.index.remove(memory_id)
         if memory is not None:
-            self.keywords.remove(memory_id)
+            self.keywords.remove(memory_id, keyword_fields(memory))
             self.sessions.remove(memory_id, memory.session_id)
             self.entities.discard(memory.entity)
             self._untopic(memory)
@@ -279,8 +279,9 @@ class Layer:
         return 1 if isinstance(ids, str) else len(ids)
 
     def _reindex(self, old: Memory | None, new: Memory) -> None:
-        if old is None or keyword_fields(old) != keyword_fields(new):
-            self.keywords.put(new.id, keyword_fields(new))
+        was = None if old is None else keyword_fields(old)
+        if was != keyword_fields(new):
+            self.keywords.put(new.id, keyword_fields(new), was)
         if old is None or old.entity != new.entity:
             if old is not None:
                 self.entities.discard(old.entity)

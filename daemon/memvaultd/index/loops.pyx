@@ -205,3 +205,25 @@ def bm25_sums(const int64_t[::1] ords, const double[::1] tfs, const int64_t[::1]
                 sums[m] = acc
                 m += 1
     return found_array[:m], sums_array[:m]
+
+
+def term_ids(const int64_t[::1] hashes, list keys):
+    """The place of each of `keys` in `hashes` (ascending), -1 where it is
+    not: the keyword index's ids of a document's or a query's terms, found
+    by their hashes (keyword.py). A binary search a key, under the lock (the
+    answer is a list): 12 keys in a sorted 100k took 16 us in NumPy's six
+    calls, mostly their overhead, against a dict's 1.4 us for strings."""
+    cdef Py_ssize_t n = hashes.shape[0], lo, hi, mid
+    cdef int64_t key
+    out = []
+    for value in keys:
+        key = value
+        lo, hi = 0, n
+        while lo < hi:
+            mid = lo + (hi - lo) // 2
+            if hashes[mid] < key:
+                lo = mid + 1
+            else:
+                hi = mid
+        out.append(lo if lo < n and hashes[lo] == key else -1)
+    return out
