@@ -17,7 +17,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from memvaultd.index import ivf as ann
-from memvaultd.index.keyword import KeywordHits
+from memvaultd.index.keyword import KeywordHits, KeywordIndex
 from memvaultd.index.memory_index import MemoryIndex, Predicate, View
 from memvaultd.model.memory import Memory
 from memvaultd.model.vector import Vector
@@ -54,3 +54,21 @@ def ranked(hits: KeywordHits) -> Iterator[str]:
     indexed first): `KeywordHits.ranked_windows` one id at a time."""
     for ordinals in hits.ranked_windows():
         yield from hits.ids_of(ordinals.tolist())
+
+
+def live_postings(index: KeywordIndex) -> dict[int, tuple[list[int], list[int]]]:
+    """Each term's postings of live documents (ordinals, counts) by its hash, checked
+    against its count of live documents. Entries of removed documents are
+    left out: when they are dropped depends on when the index merged, which
+    differs between a restore and puts, and they score nothing."""
+    postings = {}
+    terms = index._terms
+    for term, term_id in [*((key, at) for at, key in enumerate(terms.hashes.tolist())),
+                          *terms.new.items()]:
+        ords, tfs = index._entries(term_id)
+        kept = index._alive[ords]
+        assert np.all(np.diff(ords) > 0), term
+        assert int(np.count_nonzero(kept)) == index._live[term_id], term
+        if index._live[term_id]:
+            postings[term] = (ords[kept].tolist(), tfs[kept].tolist())
+    return postings

@@ -22,7 +22,7 @@ from memvaultd.index.memory_index import REFINE_MIN, MemoryIndex, tail_limit
 from memvaultd.model.memory import Memory
 from memvaultd.recall.filter.parse import parse_filter
 
-from .reference_index import ranked, search_exact, wait_for_ivf
+from .reference_index import live_postings, ranked, search_exact, wait_for_ivf
 
 DIM = 32
 
@@ -307,16 +307,24 @@ def test_two_terms_of_one_hash_share_their_postings_and_still_count_down(
 
     monkeypatch.setattr(keyword, "hash", colliding, raising=False)
     monkeypatch.setattr(keyword, "MERGE_MIN", 4)
+    puts = {"a": ["alpha one"], "b": ["beta two"], "c": ["gamma three"],
+            "e": ["alpha beta alpha"]}  # both in one document: one term counted thrice
+    restored = KeywordIndex()
+    restored.restore(list(puts), list(puts.values()))
     index = KeywordIndex()
-    index.put("a", ["alpha one"])
-    index.put("b", ["beta two"])
-    index.put("c", ["gamma three"])
-    assert sorted(ranked(index.search("alpha"))) == ["a", "b"]
-    index.remove("a", ["alpha one"])
-    index.remove("b", ["beta two"])
+    for doc_id, fields in puts.items():
+        index.put(doc_id, fields)
+    for each in (index, restored):
+        assert sorted(ranked(each.search("alpha"))) == ["a", "b", "e"]
+        assert sorted(ranked(each.search("beta alpha"))) == ["a", "b", "e"]
+    assert live_postings(index) == live_postings(restored)
+    assert index.search("alpha").scores.tolist() == restored.search("alpha").scores.tolist()
+    for doc_id in ("a", "b", "e"):
+        index.remove(doc_id, puts[doc_id])
     index.put("d", ["delta four"])  # past MERGE_MIN: a merge drops the shared term
     assert not len(index.search("alpha")) and not len(index.search("beta"))
     assert list(ranked(index.search("gamma delta"))) in (["c", "d"], ["d", "c"])
+    assert len(index._terms) == 4  # gamma, three, delta, four: the others merged away
 
 
 @pytest.mark.parametrize("merge_min", [keyword.MERGE_MIN, 40])

@@ -38,7 +38,7 @@ from memvaultd.storage.snapshot_body import SnapshotBody, decode_body, encode_bo
 from memvaultd.vault.state import VaultState
 
 from .old_bodies import version_1, version_2
-from .reference_index import ranked, search_exact, wait_for_ivf
+from .reference_index import live_postings, ranked, search_exact, wait_for_ivf
 
 DIM = 16
 # Words that exercise the tokenizer: stop words, suffixes, case, digits,
@@ -97,29 +97,11 @@ def _assert_same(a: Layer, b: Layer) -> None:
     assert ka._total == kb._total
     assert np.array_equal(ka._lengths[:docs], kb._lengths[:docs])
     assert np.array_equal(ka._alive[:docs], kb._alive[:docs])
-    assert _live_postings(ka) == _live_postings(kb)
+    assert live_postings(ka) == live_postings(kb)
     assert a._topics == b._topics
     assert a.sessions._links == b.sessions._links and a.sessions._last == b.sessions._last
     ea, eb = a.entities, b.entities
     assert ea._count == eb._count and ea._single == eb._single and ea._pairs == eb._pairs
-
-
-def _live_postings(index: KeywordIndex) -> dict[int, tuple[list[int], list[int]]]:
-    """Each term's postings of live documents (ordinals, counts) by its hash, checked
-    against its count of live documents. Entries of removed documents are
-    left out: when they are dropped depends on when the index merged, which
-    differs between a restore and puts, and they score nothing."""
-    postings = {}
-    terms = index._terms
-    for term, term_id in [*((key, at) for at, key in enumerate(terms.hashes.tolist())),
-                          *terms.new.items()]:
-        ords, tfs = index._entries(term_id)
-        kept = index._alive[ords]
-        assert np.all(np.diff(ords) > 0), term
-        assert int(np.count_nonzero(kept)) == index._live[term_id], term
-        if index._live[term_id]:
-            postings[term] = (ords[kept].tolist(), tfs[kept].tolist())
-    return postings
 
 
 def _assert_same_answers(a: Layer, b: Layer, queries: np.ndarray) -> None:
@@ -712,7 +694,7 @@ def test_a_keyword_index_emptied_by_removals_restores_like_a_new_one() -> None:
     ids = [m.id for m in memories]
     for index in (emptied, fresh):
         index.restore(ids, fields)
-    assert _live_postings(emptied) == _live_postings(fresh)
+    assert live_postings(emptied) == live_postings(fresh)
     for text in ("deploy tests", "naive café", "σας", "gone", "topic 3"):
         assert list(ranked(emptied.search(text))) == list(ranked(fresh.search(text)))
 

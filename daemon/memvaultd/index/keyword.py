@@ -261,8 +261,9 @@ class KeywordIndex:
             self._doc_ids.append(doc_id)
             self._ordinals[doc_id] = ordinal
             live, recent = self._live, self._recent
-            keys = list(map(hash, counts))
-            for key, tf, term_id in zip(keys, counts.values(), self._terms.of(keys), strict=True):
+            by_key = _keyed(counts)
+            keys = list(by_key)
+            for key, tf, term_id in zip(keys, by_key.values(), self._terms.of(keys), strict=True):
                 if term_id < 0:
                     term_id = self._terms.add(key)
                     live.append(0)
@@ -274,7 +275,7 @@ class KeywordIndex:
                 postings.ords.append(ordinal)
                 postings.tfs.append(tf)
                 live[term_id] += 1
-            self._recent_size += len(counts)
+            self._recent_size += len(keys)
             length = sum(counts.values())
             self._lengths[ordinal] = length
             self._alive[ordinal] = True
@@ -354,7 +355,7 @@ class KeywordIndex:
         if ordinal is None:
             return
         counts = _counted(was if was is not None else ())
-        term_ids = self._terms.of(list(map(hash, counts)))
+        term_ids = self._terms.of(list(_keyed(counts)))
         if was is None or sum(counts.values()) != self._lengths[ordinal] or min(
                 term_ids, default=0) < 0:
             raise ValueError(f"keyword index: {doc_id!r} was not indexed from the fields given")
@@ -474,8 +475,11 @@ class KeywordIndex:
                 return KeywordHits.empty()
             average = self._total / n or 1.0
             asked = list(terms)
-            found = [(term, t) for term, t in zip(asked, self._terms.of(list(map(hash, asked))),
-                                                  strict=True) if t >= 0 and self._live[t]]
+            found, seen = [], set()  # a term id once, should two terms share one
+            for term, t in zip(asked, self._terms.of(list(map(hash, asked))), strict=True):
+                if t >= 0 and self._live[t] and t not in seen:
+                    seen.add(t)
+                    found.append((term, t))
             if not found:
                 return KeywordHits.empty()
             live = [self._live[t] for _, t in found]
@@ -673,6 +677,16 @@ class _TermIds:
         old = np.flatnonzero(kept)
         old = old[np.argsort(keys[old])]
         return old, _TermIds(keys[old])
+
+
+def _keyed(counts: dict[str, int]) -> dict[int, int]:
+    """`counts` by the terms' hashes: two terms of one hash in a document
+    are one term of it, as a restore counts them (`_Slices`)."""
+    by_key: dict[int, int] = {}
+    for term, tf in counts.items():
+        key = hash(term)
+        by_key[key] = by_key.get(key, 0) + tf
+    return by_key
 
 
 def _counted(fields: Iterable[str]) -> dict[str, int]:
