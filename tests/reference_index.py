@@ -6,7 +6,9 @@ candidates above the threshold) is held to (test_index_equivalence.py,
 test_restore.py). `wait_for_ivf` lets a test see the IVF the index builds
 on a background thread once it is ready; it and `search_exact` read the
 index's internals, as its own methods would. `ranked` lists a keyword
-search's documents one id at a time, as the reference recall reads them.
+search's documents one id at a time, as the reference recall reads them;
+`live_postings` reads a keyword index's postings of live documents, for
+two indexes to be compared term by term.
 """
 
 from __future__ import annotations

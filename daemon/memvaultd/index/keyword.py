@@ -22,16 +22,15 @@ arrays per term cost ~400 bytes a term, and the benchmark's topics give each
 memory a term of its own. A term is found by its 64-bit hash in a sorted
 array (`_TermIds`), and a document's terms are found again from the fields
 it was indexed from when it is removed or re-indexed: the index holds no
-string of a term and no list of a document's terms. At 1M benchmark
-memories the vault loaded in process then held 2,064 against 2,207 MB
-resident (100k: 431 against 434; the index alone over 100k such
-documents, traced, 19.6 against 30.1 MB), at the cost of ~20 us more a
-removal, which tokenises its fields again. A restore builds the arrays
-8,192 documents at a time, so the words of all documents never exist at
-once. At 100k benchmark memories (in process,
-restore and `finish_restore`): 95 MB held (tracemalloc) and a 298 MB peak in
-2.7 s with an object per term and all words at once, 37 MB and a 67 MB peak
-in 1.5 s in rows and slices; the resident size grew by 238 MB against 65.
+string of a term and no list of a document's terms. A daemon serving the
+benchmark's 1M memories then held 2,146 against 2,262 MB resident (100k: 458
+against 480 MB, median of six rounds, `scripts/bench_recall_ab.py`), at the
+cost of ~20 us more a removal, which tokenises its fields again. A restore
+builds the arrays 8,192 documents at a time, so the words of all documents
+never exist at once. At 100k benchmark memories (in process, restore and
+`finish_restore`): 95 MB held (tracemalloc) and a 298 MB peak in 2.7 s with
+an object per term and all words at once, 37 MB and a 67 MB peak in 1.5 s in
+rows and slices; the resident size grew by 238 MB against 65.
 """
 
 from __future__ import annotations
@@ -261,9 +260,8 @@ class KeywordIndex:
             self._doc_ids.append(doc_id)
             self._ordinals[doc_id] = ordinal
             live, recent = self._live, self._recent
-            by_key = _keyed(counts)
-            keys = list(by_key)
-            for key, tf, term_id in zip(keys, by_key.values(), self._terms.of(keys), strict=True):
+            keys = list(counts)
+            for key, tf, term_id in zip(keys, counts.values(), self._terms.of(keys), strict=True):
                 if term_id < 0:
                     term_id = self._terms.add(key)
                     live.append(0)
@@ -350,14 +348,14 @@ class KeywordIndex:
     def _drop(self, doc_id: str, was: Iterable[str] | None) -> None:
         """Take out `doc_id`, indexed from the fields `was` (the caller holds
         the lock). Refused, changing nothing, where `was` cannot be those
-        fields: none given, or of another length in terms."""
+        fields: none given, of another length in terms, or with a term the
+        index does not hold."""
         ordinal = self._ordinals.get(doc_id)
         if ordinal is None:
             return
         counts = _counted(was if was is not None else ())
-        term_ids = self._terms.of(list(_keyed(counts)))
-        if was is None or sum(counts.values()) != self._lengths[ordinal] or min(
-                term_ids, default=0) < 0:
+        term_ids = self._terms.of(list(counts))
+        if was is None or sum(counts.values()) != self._lengths[ordinal] or -1 in term_ids:
             raise ValueError(f"keyword index: {doc_id!r} was not indexed from the fields given")
         del self._ordinals[doc_id]
         self._alive[ordinal] = False
@@ -679,23 +677,15 @@ class _TermIds:
         return old, _TermIds(keys[old])
 
 
-def _keyed(counts: dict[str, int]) -> dict[int, int]:
-    """`counts` by the terms' hashes: two terms of one hash in a document
-    are one term of it, as a restore counts them (`_Slices`)."""
-    by_key: dict[int, int] = {}
-    for term, tf in counts.items():
-        key = hash(term)
-        by_key[key] = by_key.get(key, 0) + tf
-    return by_key
-
-
-def _counted(fields: Iterable[str]) -> dict[str, int]:
-    """Each term of `fields` and how many times it occurs."""
-    counts: dict[str, int] = {}
+def _counted(fields: Iterable[str]) -> dict[int, int]:
+    """How many times each term of `fields` occurs, by the term's hash (two
+    terms of one hash are one term, as a restore counts them: `_Slices`)."""
+    counts: dict[int, int] = {}
     for field in fields:  # `tokens` inlined: this loop is most of a snapshot load
         for word in WORD.findall(field.lower()):
             if term := _term(word):
-                counts[term] = counts.get(term, 0) + 1
+                key = hash(term)
+                counts[key] = counts.get(key, 0) + 1
     return counts
 
 
