@@ -40,7 +40,7 @@ DIMS = 384
 BLOCKS = 9  # alternating blocks per side; the median of their per-call times
 
 
-def _per_call_us(call: Callable[[], Any], seconds: float) -> float:
+def per_call_us(call: Callable[[], Any], seconds: float) -> float:
     calls, started = 0, time.perf_counter()
     while time.perf_counter() - started < seconds:
         call()
@@ -52,8 +52,8 @@ def _side_by_side(compiled: Callable[[], Any], plain: Callable[[], Any]) -> tupl
     compiled(), plain()  # first calls: caches and page faults
     a, b = [], []
     for _ in range(BLOCKS):
-        a.append(_per_call_us(compiled, 0.1))
-        b.append(_per_call_us(plain, 0.1))
+        a.append(per_call_us(compiled, 0.1))
+        b.append(per_call_us(plain, 0.1))
     return statistics.median(a), statistics.median(b)
 
 

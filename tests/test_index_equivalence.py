@@ -217,13 +217,17 @@ _KEYWORD_QUERIES = ("apple tests", "deploy friday", "cherry", "t1 jest", "nothin
                     "deploy friday ops", "ops deploy friday z1 z4 t1")
 
 
+@pytest.mark.parametrize("prune_from", [keyword.PRUNE_FROM, 1])
 @pytest.mark.parametrize("merge_min", [keyword.MERGE_MIN, 40])
 @pytest.mark.parametrize("compiled", [False, True])
-def test_keyword_scores_match_plain_bm25(compiled: bool, merge_min: int,
+def test_keyword_scores_match_plain_bm25(compiled: bool, merge_min: int, prune_from: int,
                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """Also with the recent postings merged into the arrays every few puts
-    and removals (`merge_min` 40), and not at all at 3,000 documents."""
+    and removals (`merge_min` 40), and not at all at 3,000 documents; and
+    with every search of two terms or more holding only the documents that
+    can rank first (`prune_from` 1)."""
     monkeypatch.setattr(keyword, "MERGE_MIN", merge_min)
+    monkeypatch.setattr(keyword, "PRUNE_FROM", prune_from)
     index, docs = _keyword_docs()
     index._compiled = compiled  # False: the sums in NumPy only
     for query in _KEYWORD_QUERIES:
@@ -245,6 +249,92 @@ def test_keyword_scores_match_plain_bm25(compiled: bool, merge_min: int,
         indexed = {d: 3000 + int(d[1:]) // 3 if int(d[1:]) % 3 == 0 else int(d[1:])
                    for d in in_order}
         assert in_order == sorted(in_order, key=lambda d: (-score[d], indexed[d]))
+
+
+
+def _common_and_rare_docs() -> tuple[KeywordIndex, dict[str, list[str]]]:
+    """A word in nine documents of ten, one in three of ten, ten in one of
+    ten each, 50 in 100 each, and one document in seven 300 words long: in a
+    query of a rare word and commoner ones, the commoner cannot lift a
+    document into the first window (64) by themselves, yet a short document
+    of "often" alone outscores a long one of the rare word."""
+    rng = np.random.default_rng(11)
+    docs = {f"d{i}": [" ".join(["common"] * int(rng.random() < 0.9)
+                               + ["often"] * int(rng.random() < 0.3)
+                               + [f"m{rng.integers(10)}", f"r{i % 50}"]
+                               + ["filler"] * (300 if i % 7 == 3 else int(rng.integers(0, 6))))]
+            for i in range(5000)}
+    index = KeywordIndex()
+    for doc_id, fields in docs.items():
+        index.put(doc_id, fields)
+    return index, docs
+
+
+_PRUNED_QUERIES = ("often r7", "common r7", "common often m3 r9", "common m1",
+                   "filler common r11 r12", "common filler")
+
+
+def test_a_search_of_many_postings_holds_what_can_rank_first_and_answers_as_the_whole_sum(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every answer (the order read window by window, each id's score, the
+    whole set) is the whole sum's to the bit; and "often r7" holds only
+    documents of r7 until a window reads past them."""
+    index, docs = _common_and_rare_docs()
+    monkeypatch.setattr(keyword, "PRUNE_FROM", 10**12)
+    whole = {query: index.search(query) for query in _PRUNED_QUERIES}
+    monkeypatch.setattr(keyword, "PRUNE_FROM", 1)
+    asked = [*docs, "never-indexed"]
+    for query, expected in whole.items():
+        hits = index.search(query)
+        assert list(ranked(hits)) == list(ranked(expected)), query
+        assert np.array(hits.scores_of(asked)).tobytes() == \
+            np.array(expected.scores_of(asked)).tobytes(), query
+        assert hits.scores.tobytes() == expected.scores.tobytes(), query
+        assert hits.matched == expected.matched
+    hits = index.search("often r7")
+    assert len(hits._ords) == 100 < len(whole["often r7"].ords)
+    first = hits.ids_of(next(hits.ranked_windows()).tolist())
+    assert hits._query is not None  # the first window read, nothing more summed
+    assert first == list(ranked(whole["often r7"]))[: len(first)]
+    held = index.search("often r7")
+    assert held.scores_of(["d1", "d7"]) == whole["often r7"].scores_of(["d1", "d7"])
+    assert held._query is not None  # scored one by one
+
+
+
+def test_a_pruned_search_whose_held_documents_all_tie_goes_on_past_them(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """100 documents of the rare word, one word long, tie at the floor: the
+    first window takes every one of them, and the documents of the common
+    word come after, as the whole sum ranks them."""
+    index = KeywordIndex()
+    for i in range(100):
+        index.put(f"t{i}", ["tie"])
+    for i in range(2000):
+        index.put(f"o{i}", [" ".join(["often"] + ["filler"] * (i % 7))])
+    expected = list(ranked(index.search("often tie")))
+    monkeypatch.setattr(keyword, "PRUNE_FROM", 1)
+    hits = index.search("often tie")
+    assert len(hits._ords) == 100
+    assert list(ranked(hits)) == expected
+    assert len(expected) == 2100
+
+
+def test_a_pruned_search_read_after_removals_leaves_them_out_and_nothing_twice(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Removals after the search, enough to compact the common word's
+    entries in place: the windows read past the held documents then sum
+    the postings the search copied, and list each live document once."""
+    monkeypatch.setattr(keyword, "PRUNE_FROM", 1)
+    index, docs = _common_and_rare_docs()
+    before = list(ranked(index.search("common often m3 r9")))
+    hits = index.search("common often m3 r9")
+    removed = {f"d{i}" for i in range(1, 5000, 2)}
+    for doc_id in sorted(removed):
+        index.remove(doc_id, docs.pop(doc_id))
+    after = list(ranked(hits))
+    assert after == [doc_id for doc_id in before if doc_id not in removed]
+    assert len(set(after)) == len(after)
 
 
 def test_terms_that_lose_every_document_are_merged_away_and_can_come_back(

@@ -142,6 +142,40 @@ def test_bm25_sums_are_numpys_to_the_bit(ordinals: int, per: int) -> None:
     assert sums.tobytes() == expected[1].tobytes()
 
 
+
+@pytest.mark.parametrize(("ordinals", "per"), [(1000, 50), (300, 200), (100_000, 3000)])
+def test_bm25_at_is_bm25_sums_to_the_bit_for_each_document(ordinals: int, per: int) -> None:
+    """Every document asked (those that match, those that match nothing,
+    dead ones, the first and the last, one asked twice) scores what the
+    whole sum gives it, to the bit, and 0 where the sum leaves it out."""
+    rng = np.random.default_rng(ordinals + 1)
+    args = _bm25_args(rng, ordinals, 4, per)
+    ords, tfs, bounds, idfs, lengths, alive, average, _, k1, b = args
+    found, sums = loops.bm25_sums(*args)
+    whole = np.zeros(ordinals)
+    whole[found] = sums
+    wanted = np.sort(np.concatenate([rng.choice(ordinals, 400), [0, ordinals - 1, 5, 5]]))
+    scores = loops.bm25_at(wanted, ords, tfs, bounds, idfs, lengths, alive, average, k1, b)
+    assert scores.tobytes() == whole[wanted].tobytes()
+    every = np.arange(ordinals, dtype=np.int64)
+    assert loops.bm25_at(every, ords, tfs, bounds, idfs, lengths, alive, average, k1,
+                         b).tobytes() == whole.tobytes()
+    assert len(loops.bm25_at(np.zeros(0, np.int64), ords, tfs, bounds, idfs, lengths, alive,
+                             average, k1, b)) == 0
+
+
+@pytest.mark.parametrize(("wanted", "message"), [
+    ([3, 2], "not in ascending order"), ([5, 1000], "document 1000 of 1000"),
+    ([-1], "document -1")])
+def test_bm25_at_refuses_documents_out_of_order_or_outside(wanted: list[int],
+                                                          message: str) -> None:
+    ords, tfs, bounds, idfs, lengths, alive, average = _bm25_args(
+        np.random.default_rng(5), 1000, 3, 50)[:7]
+    with pytest.raises(ValueError, match=message):
+        loops.bm25_at(np.array(wanted, np.int64), ords, tfs, bounds, idfs, lengths, alive,
+                      average, keyword.K1, keyword.B)
+
+
 def test_term_ids_are_numpys_searchsorted_where_found() -> None:
     """Each key's place in the sorted hashes, -1 where it is not one: also
     below the first, past the last, at the int64 ends and in an empty array."""

@@ -31,6 +31,13 @@ never exist at once. At 100k benchmark memories (in process, restore and
 `finish_restore`): 95 MB held (tracemalloc) and a 298 MB peak in 2.7 s with
 an object per term and all words at once, 37 MB and a 67 MB peak in 1.5 s in
 rows and slices; the resident size grew by 238 MB against 65.
+
+A search of 16,384 postings or more scores only the documents that can rank
+in its first window, and the others when a caller reads past them
+(`_Query.pruned`, `KeywordHits`): at the benchmark's 1M memories its 20
+cached queries took 38.0 and 32.1 against 52.2 and 40.9 ms in two runs
+(search, first window and 50 scores each: `scripts/bench_keywords.py`), the
+answers the same to the bit.
 """
 
 from __future__ import annotations
@@ -117,31 +124,67 @@ class KeywordHits:
 
     Held as two arrays (document ordinals ascending, scores) rather than a
     dict: at 1M documents a common word matches ~100k of them, and building a
-    dict of those costs more than the whole vector search."""
+    dict of those costs more than the whole vector search.
+
+    A search of many postings holds only the documents that can rank among
+    the first FIRST_WINDOW, every one scoring `floor` or more (`_Query.pruned`),
+    and scores the others when asked: `scores_of` one by one, `ranked_windows`
+    all of them once it reads past those. Either way every answer is the one
+    the whole sum gives, to the bit."""
 
     def __init__(self, ords: npt.NDArray[np.int64], scores: npt.NDArray[np.float64],
-                 doc_ids: list[str | None], ordinals: dict[str, int], matched: list[str]
-                 ) -> None:
-        self.ords, self.scores, self.matched = ords, scores, matched
+                 doc_ids: list[str | None], ordinals: dict[str, int], matched: list[str],
+                 query: _Query | None = None, floor: float = 0.0) -> None:
+        self._ords, self._scores, self.matched = ords, scores, matched
         self._doc_ids, self._ordinals = doc_ids, ordinals
+        self._query, self._floor = query, floor  # query None: every match held
 
     @classmethod
     def empty(cls) -> KeywordHits:
         return cls(np.zeros(0, dtype=np.int64), np.zeros(0), [], {}, [])
 
+    @property
+    def ords(self) -> npt.NDArray[np.int64]:
+        """Every matching document's ordinal, ascending."""
+        self._complete()
+        return self._ords
+
+    @property
+    def scores(self) -> npt.NDArray[np.float64]:
+        """The score of each of `ords`."""
+        self._complete()
+        return self._scores
+
     def __len__(self) -> int:
         return len(self.ords)
+
+    def _complete(self) -> None:
+        """Every matching document held, from the whole sum."""
+        if self._query is not None:
+            self._ords, self._scores = self._query.sums()
+            self._query = None
 
     def scores_of(self, doc_ids: Sequence[str]) -> list[float]:
         """The score of each id (0 where it matched nothing), in one search: a
         hybrid recall looks up ~50 candidates and their session neighbours,
-        and one `searchsorted` each was ~0.1 ms of it."""
-        if not len(self.ords) or not doc_ids:
+        and one `searchsorted` each was ~0.1 ms of it. Ids not held (under
+        the floor) are scored from the query's postings."""
+        ords = self._ords
+        if not doc_ids or (not len(ords) and self._query is None):
             return [0.0] * len(doc_ids)
         wanted = np.fromiter(map(self._ordinals.get, doc_ids, repeat(-1)), dtype=np.int64,
                              count=len(doc_ids))
-        at = np.minimum(np.searchsorted(self.ords, wanted), len(self.ords) - 1)
-        found = self.scores[at] * (self.ords[at] == wanted)
+        if len(ords):
+            at = np.minimum(np.searchsorted(ords, wanted), len(ords) - 1)
+            held = ords[at] == wanted
+            found = self._scores[at] * held
+        else:
+            held, found = np.zeros(len(wanted), dtype=bool), np.zeros(len(wanted))
+        if self._query is not None:
+            others = ~held & (wanted >= 0)
+            if others.any():
+                asked, where = np.unique(wanted[others], return_inverse=True)
+                found[others] = self._query.at(asked)[where]
         return found.tolist()  # type: ignore[no-any-return]  # float64 -> list[float]
 
     def ids_of(self, ordinals: list[int]) -> list[str]:
@@ -150,8 +193,8 @@ class KeywordHits:
 
     def ranked_windows(self) -> Iterator[npt.NDArray[np.int64]]:
         """Document ordinals, best score first (ties: first indexed first), in
-        growing windows (64, then 4 x more each time, and every tie of a
-        window's last score), so a caller that stops after 24 sorts ~64.
+        growing windows (FIRST_WINDOW, then 4 x more each time, and every tie
+        of a window's last score), so a caller that stops after 24 sorts ~64.
 
         `ords` ascend, and so does every pool of positions here: a stable
         sort by score alone then puts ties in ordinal order. That, and the
@@ -159,16 +202,36 @@ class KeywordHits:
         `argpartition`, took the first window from 0.10 to 0.07-0.09 ms on
         the benchmark's queries at 100k (1k-15k hits, ~330 ties in a
         window). The partition is of the negated scores with a small `kth`:
-        the same selection as the `len - window`th of the scores took 0.29."""
-        scores, window = self.scores, 64
-        pool = np.arange(len(scores))
-        while len(pool):
+        the same selection as the `len - window`th of the scores took 0.29.
+
+        Where the held documents are those at the floor or above, a window
+        whose last score is under it, or the end of them, is where the
+        whole sum is made, and the windows go on from the last score read."""
+        scores, window = self._scores, FIRST_WINDOW
+        pool, last = np.arange(len(scores)), math.inf
+        while True:
+            if not len(pool):
+                if self._query is None:
+                    return
+                pool = self._rest(last)
+                scores = self._scores
+                continue
             if len(pool) > window:
                 part = -scores[pool]
                 pool = pool[part <= np.partition(part, window - 1)[window - 1]]
             pool = pool[np.argsort(-scores[pool], kind="stable")]
-            yield self.ords[pool]
-            pool, window = np.flatnonzero(scores < scores[pool[-1]]), window * 4
+            if self._query is not None and scores[pool[-1]] < self._floor:
+                pool = self._rest(last)
+                scores = self._scores
+                continue
+            yield self._ords[pool]
+            last, window = scores[pool[-1]], window * 4
+            pool = np.flatnonzero(scores < last)
+
+    def _rest(self, last: float) -> npt.NDArray[np.int64]:
+        """Every match held, and the positions of those scoring under `last`."""
+        self._complete()
+        return np.flatnonzero(self._scores < last)
 
 
 # A restore indexes this many documents at a time (`_Slices`): ~150k words
@@ -235,6 +298,7 @@ class KeywordIndex:
         self._lengths = np.zeros(1024, dtype=np.float64)
         self._alive = np.zeros(1024, dtype=bool)
         self._total = 0
+        self._shortest = math.inf  # the fewest terms of a document indexed (but 0)
         self._compiled: bool = True  # the sums in `loops.bm25_sums`; False: in NumPy
         # Documents `restore_later` took and no one has indexed yet, and the
         # lock under which one caller indexes them while the others wait.
@@ -278,6 +342,8 @@ class KeywordIndex:
             self._lengths[ordinal] = length
             self._alive[ordinal] = True
             self._total += length
+            if length:
+                self._shortest = min(self._shortest, length)
             self._merge_when_large()
 
     def restore(self, doc_ids: Sequence[str], fields: Iterable[Iterable[str]]) -> None:
@@ -337,6 +403,8 @@ class KeywordIndex:
             self._alive = np.zeros(capacity, dtype=bool)
             self._alive[:n] = True
             self._total = int(lengths.sum())
+            counted = lengths[lengths > 0]
+            self._shortest = float(counted.min()) if len(counted) else math.inf
 
     def remove(self, doc_id: str, was: Iterable[str]) -> None:
         """Remove a document; `was` are the fields it was indexed from."""
@@ -482,10 +550,27 @@ class KeywordIndex:
                 return KeywordHits.empty()
             live = [self._live[t] for _, t in found]
             idfs = [math.log(1 + (n - k + 0.5) / (k + 0.5)) for k in live]
-            hits = self._sums([self._entries(t) for _, t in found], idfs, average,
-                              len(self._doc_ids))
-            return KeywordHits(*hits, self._doc_ids, self._ordinals,
-                               sorted(term for term, _ in found))
+            postings = [self._entries(t) for _, t in found]
+            matched = sorted(term for term, _ in found)
+            if self._prunes(postings):
+                scoring = _Query(self, postings, idfs, average)
+                pruned = scoring.pruned(self._shortest)
+                if pruned is None:
+                    return KeywordHits(*scoring.held_sums(), self._doc_ids, self._ordinals,
+                                       matched)
+                ords, scores, floor = pruned
+                return KeywordHits(ords, scores, self._doc_ids, self._ordinals, matched, scoring,
+                                   floor)
+            hits = self._sums(postings, idfs, average, len(self._doc_ids))
+            return KeywordHits(*hits, self._doc_ids, self._ordinals, matched)
+
+    def _prunes(self, postings: list[tuple[npt.NDArray[Any], npt.NDArray[Any]]]) -> bool:
+        """Whether a search of `postings` holds only the documents that can
+        rank first (`_Query.pruned`): where they are many (PRUNE_FROM) and
+        the whole sum would be the compiled one."""
+        total = sum(len(ords) for ords, _ in postings)
+        return (self._compiled and len(postings) > 1 and total >= PRUNE_FROM
+                and (len(postings) <= MERGED_TERMS_MAX or _dense(total, len(self._doc_ids))))
 
     def _sums(self, postings: list[tuple[npt.NDArray[Any], npt.NDArray[Any]]],
               idfs: list[float], average: float, ordinal_count: int
@@ -513,6 +598,115 @@ class KeywordIndex:
             scores.append(idf * tf * (K1 + 1) / (tf + norm) * self._alive[o])
         return _summed(np.concatenate(ords, dtype=np.int64), np.concatenate(scores),
                        ordinal_count)
+
+
+# A search holds only the documents that can rank among the first window of
+# `KeywordHits.ranked_windows` once its terms have this many postings (below,
+# the whole sum is a few hundred microseconds at most).
+PRUNE_FROM = 16_384
+FIRST_WINDOW = 64
+# A term's bound is raised by this share before it is compared: a sum of
+# float64 scores and a sum of their bounds round differently, by ~1e-16 of them.
+BOUND_SLACK = 1e-9
+# The rarest terms' documents, scored to find the floor, are at most this
+# share of a search's postings: scoring a document against every term costs
+# a few times what adding one posting does.
+SEED_SHARE = 8
+
+
+class _Query:
+    """A search's postings, copied out of the index (a removal compacts a
+    term's merged entries in place), with what scoring them reads: the whole
+    sum, the documents that can rank first, the score of any document. The
+    public methods take the index's lock; those named `held_` expect the
+    caller to hold it."""
+
+    __slots__ = ("_average", "_bounds", "_count", "_idfs", "_index", "_ords", "_tfs")
+
+    def __init__(self, index: KeywordIndex,
+                 postings: list[tuple[npt.NDArray[Any], npt.NDArray[Any]]],
+                 idfs: list[float], average: float) -> None:
+        self._index, self._average, self._count = index, average, len(index._doc_ids)
+        self._bounds = np.zeros(len(postings) + 1, dtype=np.int64)
+        np.cumsum([len(ords) for ords, _ in postings], out=self._bounds[1:])
+        self._ords = np.concatenate([ords for ords, _ in postings], dtype=np.int64)
+        self._tfs = np.concatenate([tfs for _, tfs in postings], dtype=np.float64)
+        self._idfs = np.array(idfs, dtype=np.float64)
+
+    def sums(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+        with self._index._lock:
+            return self.held_sums()
+
+    def at(self, wanted: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+        with self._index._lock:
+            return self.held_at(wanted)
+
+    def held_sums(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+        """Every matching document and its score (`loops.bm25_sums`)."""
+        index = self._index
+        return loops.bm25_sums(self._ords, self._tfs, self._bounds, self._idfs, index._lengths,
+                               index._alive.view(np.uint8), self._average, self._count, K1, B)
+
+    def held_at(self, wanted: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+        """The score of each of `wanted` (ordinals, ascending), 0 for those
+        that match nothing: `held_sums`'s, to the bit (`loops.bm25_at`)."""
+        index = self._index
+        return loops.bm25_at(wanted, self._ords, self._tfs, self._bounds, self._idfs,
+                             index._lengths, index._alive.view(np.uint8), self._average, K1, B)
+
+    def pruned(self, shortest: float
+               ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64], float] | None:
+        """The documents that can rank among the first FIRST_WINDOW, with
+        their scores, and the floor: every document scoring the
+        floor or more is among them. None where no term can be left out.
+
+        MaxScore (Turtle and Flood, 1995), term at a time: the documents of
+        the rarest terms, scored in full, give a floor (the FIRST_WINDOW-th
+        best of them, so at most the FIRST_WINDOW-th best of all), and a
+        term scores at most its largest count over the shortest document
+        could. The commonest terms whose bounds together stay under the
+        floor can only add to documents found by the others: only the
+        others' documents are scored, each against every term. On the
+        benchmark's 1M memories "where did we put the macros notes?" then
+        scores the ~10k documents of "macro", not the 147k that share a term
+        with it (`scripts/bench_keywords.py`)."""
+        bounds, ords = self._bounds, self._ords
+        counts = np.diff(bounds)
+        by_count = np.argsort(counts, kind="stable")
+        fewest = np.searchsorted(np.cumsum(counts[by_count]), FIRST_WINDOW) + 1
+        if counts[by_count[:fewest]].sum() * SEED_SHARE > len(ords):
+            return None  # scoring the seed would cost about what the whole sum does
+        seeds = sorted(by_count[:fewest].tolist())
+        seed = _union([ords[bounds[t]:bounds[t + 1]] for t in seeds])
+        seed_scores = self.held_at(seed)
+        if np.count_nonzero(seed_scores) < FIRST_WINDOW:
+            return None
+        floor = float(np.partition(seed_scores, len(seed) - FIRST_WINDOW)[len(seed) - FIRST_WINDOW])
+        most = np.maximum.reduceat(self._tfs, bounds[:-1])
+        norm = K1 * (1 - B + B * shortest / self._average)
+        bound = self._idfs * most * (K1 + 1) / (most + norm) * (1 + BOUND_SLACK)
+        by_bound = np.argsort(bound, kind="stable")
+        left_out = np.cumsum(bound[by_bound]) < floor
+        if not left_out.any():
+            return None
+        kept = np.sort(by_bound[~left_out]).tolist()
+        if kept == seeds:  # the seed is what is kept: it is scored already
+            found, scores = seed, seed_scores
+        else:
+            found = _union([ords[bounds[t]:bounds[t + 1]] for t in kept])
+            scores = self.held_at(found)
+        live = scores != 0
+        return found[live], scores[live], floor
+
+
+def _union(runs: list[npt.NDArray[np.int64]]) -> npt.NDArray[np.int64]:
+    """The ordinals of ascending runs, ascending, once each. (NumPy 2.4's
+    `np.unique` without `return_*` took 30 ms for one run of 136k; a sort of
+    them 1.5.)"""
+    if len(runs) == 1:
+        return runs[0]
+    joined = np.sort(np.concatenate(runs))
+    return joined[np.concatenate(([True], joined[1:] != joined[:-1]))]
 
 
 def _capacity(count: int) -> int:

@@ -123,6 +123,33 @@ def half_widen(const uint16_t[:, ::1] bits, const int64_t[::1] rows, float[:, ::
                                 &out[0, 0])
 
 
+cdef inline Py_ssize_t _first_at_least(const int64_t[::1] values, Py_ssize_t lo,
+                                        Py_ssize_t hi, int64_t key) noexcept nogil:
+    """The first place in values[lo:hi] (ascending) holding `key` or more; `hi` if none."""
+    cdef Py_ssize_t mid
+    while lo < hi:
+        mid = lo + (hi - lo) // 2
+        if values[mid] < key:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+cdef inline void _postings_agree(Py_ssize_t count, Py_ssize_t counts,
+                                 const int64_t[::1] bounds, Py_ssize_t terms) except *:
+    """`count` postings, `counts` term counts and the bounds of `terms` terms
+    agree: each term's postings a slice of them, in order."""
+    cdef Py_ssize_t t
+    if counts != count or bounds.shape[0] != terms + 1 or bounds[0] != 0 \
+            or bounds[terms] != count:
+        raise ValueError(f"{count} postings, {counts} counts, {terms} terms "
+                         f"and {bounds.shape[0]} bounds do not agree")
+    for t in range(terms):
+        if bounds[t] > bounds[t + 1]:
+            raise ValueError(f"term {t}'s postings end before they start")
+
+
 def bm25_sums(const int64_t[::1] ords, const double[::1] tfs, const int64_t[::1] bounds,
               const double[::1] idfs, const double[::1] lengths, const unsigned char[::1] alive,
               double average, Py_ssize_t ordinal_count, double k1, double b):
@@ -136,13 +163,7 @@ def bm25_sums(const int64_t[::1] ords, const double[::1] tfs, const int64_t[::1]
     them holding the lock: a 3-term query at 100k 80 us, here 42."""
     cdef Py_ssize_t count = ords.shape[0], terms = idfs.shape[0]
     cdef Py_ssize_t t, i, m = 0, wrong = -1
-    if tfs.shape[0] != count or bounds.shape[0] != terms + 1 or bounds[0] != 0 \
-            or bounds[terms] != count:
-        raise ValueError(f"{count} postings, {tfs.shape[0]} counts, {terms} terms "
-                         f"and {bounds.shape[0]} bounds do not agree")
-    for t in range(terms):
-        if bounds[t] > bounds[t + 1]:
-            raise ValueError(f"term {t}'s postings end before they start")
+    _postings_agree(count, tfs.shape[0], bounds, terms)
     if ordinal_count < 0:
         raise ValueError(f"{ordinal_count} documents")
     # An ordinal indexes lengths, alive and the sums: one unsigned comparison
@@ -207,23 +228,68 @@ def bm25_sums(const int64_t[::1] ords, const double[::1] tfs, const int64_t[::1]
     return found_array[:m], sums_array[:m]
 
 
+def bm25_at(const int64_t[::1] wanted, const int64_t[::1] ords, const double[::1] tfs,
+            const int64_t[::1] bounds, const double[::1] idfs, const double[::1] lengths,
+            const unsigned char[::1] alive, double average, double k1, double b):
+    """The BM25 score of each document of `wanted` (ordinals, ascending) over
+    the postings as `bm25_sums` takes them: the same float64 operations,
+    added in term order from zero, so the same bits as its sum for that
+    document (0 for one it would leave out). Each term's postings are
+    searched from where the last wanted document was found, by doubling
+    steps then halving them: ~|wanted| x log(gap) reads a term, so scoring
+    the 20k documents of a rare word against a common word's 125k postings
+    reads a few of the common word's entries each, not all 125k."""
+    cdef Py_ssize_t count = ords.shape[0], terms = idfs.shape[0], n = wanted.shape[0]
+    cdef Py_ssize_t t, w, p, end, lo, hi, step
+    _postings_agree(count, tfs.shape[0], bounds, terms)
+    # A found ordinal is one of `wanted`, the only ordinals read through.
+    cdef size_t limit = min(lengths.shape[0], alive.shape[0])
+    for w in range(n):
+        if <size_t>wanted[w] >= limit:
+            raise ValueError(f"document {wanted[w]} of {limit}")
+        if w and wanted[w] < wanted[w - 1]:
+            raise ValueError("the documents wanted are not in ascending order")
+    out_array = np.zeros(n, np.float64)
+    cdef double[::1] out = out_array
+    cdef double idf, tf, norm
+    cdef double k1_plus_1 = k1 + 1, one_minus_b = 1 - b
+    cdef int64_t target
+    with nogil:
+        for t in range(terms):
+            idf = idfs[t]
+            p, end = bounds[t], bounds[t + 1]
+            for w in range(n):
+                if p >= end:
+                    break
+                target = wanted[w]
+                if ords[p] < target:
+                    # ords[lo] < target; hi is `end` or ords[hi] >= target.
+                    lo, step, hi = p, 1, p + 1
+                    while hi < end and ords[hi] < target:
+                        lo = hi
+                        step *= 2
+                        hi = lo + step
+                    if hi > end:
+                        hi = end
+                    p = _first_at_least(ords, lo + 1, hi, target)
+                if p < end and ords[p] == target:
+                    tf = tfs[p]
+                    norm = k1 * (one_minus_b + b * lengths[target] / average)
+                    out[w] += idf * tf * k1_plus_1 / (tf + norm) * (alive[target] != 0)
+    return out_array
+
+
 def term_ids(const int64_t[::1] hashes, list keys):
     """The place of each of `keys` in `hashes` (ascending), -1 where it is
     not: the keyword index's ids of a document's or a query's terms, found
     by their hashes (keyword.py). A binary search a key, under the lock (the
     answer is a list): 12 keys in a sorted 100k took 16 us in NumPy's six
     calls, mostly their overhead, against a dict's 1.4 us for strings."""
-    cdef Py_ssize_t n = hashes.shape[0], lo, hi, mid
+    cdef Py_ssize_t n = hashes.shape[0], lo
     cdef int64_t key
     out = []
     for value in keys:
         key = value
-        lo, hi = 0, n
-        while lo < hi:
-            mid = lo + (hi - lo) // 2
-            if hashes[mid] < key:
-                lo = mid + 1
-            else:
-                hi = mid
+        lo = _first_at_least(hashes, 0, n, key)
         out.append(lo if lo < n and hashes[lo] == key else -1)
     return out
