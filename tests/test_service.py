@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import plistlib
@@ -9,6 +10,7 @@ import select
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -540,3 +542,21 @@ def test_the_installed_settings_read_back_what_install_wrote(
     written.path.parent.mkdir(parents=True)
     written.path.write_bytes(written.content)
     assert installed_settings(platform, written.path) == (str(home), secret)
+
+
+def test_the_checkout_is_byte_compiled_for_a_service_that_cannot_write_it() -> None:
+    """`scripts/setup` compiles daemon/, base/ and client/: under
+    `ProtectSystem=strict` no start can write `__pycache__`, and each would
+    compile every module again. Each bytecode file must name its source's
+    mtime and size, as Python checks them before it uses one."""
+    stale = []
+    for package in ("daemon", "base", "client"):
+        for source in sorted((ROOT / package).rglob("*.py")):
+            cached = Path(importlib.util.cache_from_source(str(source)))
+            found = source.stat()
+            header = cached.read_bytes()[8:16] if cached.exists() else b""
+            if header != struct.pack("<II", int(found.st_mtime) & 0xFFFFFFFF,
+                                     found.st_size & 0xFFFFFFFF):
+                stale.append(str(source.relative_to(ROOT)))
+    assert not stale, (f"{len(stale)} modules not byte-compiled since they changed "
+                       f"(./scripts/setup compiles them): {stale[:5]}")
