@@ -751,13 +751,16 @@ def _summed(ords: npt.NDArray[np.int64], scores: npt.NDArray[np.float64], ordina
     return merged[first][live], total[live]
 
 
-# The compiled merge reads every term's head for each document it emits:
-# O(postings x terms), where NumPy's stable sort of the runs is O(postings x
-# log terms). At 1M ordinals, 20k postings a term (random ordinals): 8 terms
-# 4.4-4.9 ms compiled against 6.2 in NumPy, 12 terms 9.3-10.5 against
-# 10.0-10.5. So past 8 matched terms (a long query) NumPy merges, unless the
-# sum is dense, where the compiled pass stays ~3 x faster (12 terms at 140k
-# ordinals: 3.0 against 9.1 ms).
+# The compiled sum merges the terms' runs a term at a time into the run so
+# far: O(postings x terms) at worst, where NumPy's stable sort of the runs
+# is O(postings x log terms). At 1M ordinals (random ordinals, in process,
+# 7 Dec): 8 terms of 20k postings 4.8 ms compiled against 9.9 in NumPy, 16
+# of 10k 5.9 against 11.3, 48 of 4k 12.5 against 15.5. Past 8 matched terms
+# (a long query) NumPy merges all the same, unless the sum is dense, where
+# the compiled pass stays ~3 x faster (12 terms at 140k ordinals: 3.0
+# against 9.1 ms): a search of up to 48 terms summed compiled, and pruned,
+# was no faster on the benchmark's 1M memories (queries of 12-33 terms,
+# 16-90 ms a search and its first window either way).
 MERGED_TERMS_MAX = 8
 
 

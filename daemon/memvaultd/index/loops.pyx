@@ -171,14 +171,11 @@ def bm25_sums(const int64_t[::1] ords, const double[::1] tfs, const int64_t[::1]
     cdef size_t limit = min(ordinal_count, lengths.shape[0], alive.shape[0])
     scores_array = np.empty(count, np.float64)
     cdef double[::1] scores = scores_array
-    cdef double idf, tf, norm, acc
+    cdef double idf, tf, norm
     # Once, as NumPy's version computes them once for a whole array.
     cdef double k1_plus_1 = k1 + 1, one_minus_b = 1 - b
-    cdef int64_t o, low
+    cdef int64_t o
     cdef double[::1] total
-    cdef int64_t[::1] found
-    cdef double[::1] sums
-    cdef int64_t[::1] heads
     with nogil:
         for t in range(terms):
             idf = idfs[t]
@@ -202,30 +199,66 @@ def bm25_sums(const int64_t[::1] ords, const double[::1] tfs, const int64_t[::1]
                 total[ords[i]] += scores[i]
         dense = np.flatnonzero(total_array)
         return dense.astype(np.int64), total_array[dense]
-    # Merge the terms' ascending runs: the smallest head ordinal, summed over
-    # the terms holding it in term order.
-    heads_array = np.array(bounds[:terms], np.int64)
-    found_array = np.empty(count, np.int64)
-    sums_array = np.empty(count, np.float64)
-    heads, found, sums = heads_array, found_array, sums_array
+    # Merge the terms' ascending runs a term at a time, in term order: the
+    # run so far (each document's sum over the terms before) with the next
+    # term's, a document in both taking `sum + score`. Each sum is added in
+    # term order from 0.0, as a walk of every term's head per document adds
+    # it ((0.0 + s0) + s1 ...: the same bits), but each step of a two-way
+    # merge is one comparison, not a scan of every term's head. At 1M documents
+    # (scripts/bench_loops.py --rows 1000000, against NumPy in the same run):
+    # 3 terms of 20k postings 1.57 -> 1.20 ms, 8 terms 7.65 -> 3.97 ms.
+    # Dead documents (a sum of zeros) are dropped at the end.
+    run_ords = np.empty(max(count, 1), np.int64)
+    run_sums = np.empty(max(count, 1), np.float64)
+    spare_ords = np.empty(max(count, 1), np.int64)
+    spare_sums = np.empty(max(count, 1), np.float64)
+    cdef int64_t[::1] run_o = run_ords, spare_o = spare_ords
+    cdef double[::1] run_s = run_sums, spare_s = spare_sums
+    cdef int64_t *a_ords = &run_o[0]
+    cdef int64_t *b_ords = &spare_o[0]
+    cdef double *a_sums = &run_s[0]
+    cdef double *b_sums = &spare_s[0]
+    cdef Py_ssize_t held = 0, j, end, out
     with nogil:
-        while True:
-            low = -1
-            for t in range(terms):
-                if heads[t] < bounds[t + 1] and (low < 0 or ords[heads[t]] < low):
-                    low = ords[heads[t]]
-            if low < 0:
-                break
-            acc = 0.0
-            for t in range(terms):
-                if heads[t] < bounds[t + 1] and ords[heads[t]] == low:
-                    acc += scores[heads[t]]
-                    heads[t] += 1
-            if acc != 0:
-                found[m] = low
-                sums[m] = acc
+        for t in range(terms):
+            i, j, end, out = 0, bounds[t], bounds[t + 1], 0
+            while i < held and j < end:
+                if a_ords[i] < ords[j]:
+                    b_ords[out] = a_ords[i]
+                    b_sums[out] = a_sums[i]
+                    i += 1
+                elif a_ords[i] > ords[j]:
+                    b_ords[out] = ords[j]
+                    b_sums[out] = 0.0 + scores[j]
+                    j += 1
+                else:
+                    b_ords[out] = a_ords[i]
+                    b_sums[out] = a_sums[i] + scores[j]
+                    i += 1
+                    j += 1
+                out += 1
+            while i < held:
+                b_ords[out] = a_ords[i]
+                b_sums[out] = a_sums[i]
+                i += 1
+                out += 1
+            while j < end:
+                b_ords[out] = ords[j]
+                b_sums[out] = 0.0 + scores[j]
+                j += 1
+                out += 1
+            held = out
+            a_ords, b_ords = b_ords, a_ords
+            a_sums, b_sums = b_sums, a_sums
+        for i in range(held):
+            if a_sums[i] != 0:
+                a_ords[m] = a_ords[i]
+                a_sums[m] = a_sums[i]
                 m += 1
-    return found_array[:m], sums_array[:m]
+    # The run the last term merged into: the first merges into `spare_*`.
+    if terms % 2:
+        return spare_ords[:m], spare_sums[:m]
+    return run_ords[:m], run_sums[:m]
 
 
 def bm25_at(const int64_t[::1] wanted, const int64_t[::1] ords, const double[::1] tfs,
