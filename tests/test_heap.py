@@ -31,16 +31,62 @@ ARROW_READ = textwrap.dedent("""
 """)
 
 
-def _read(mode: str) -> dict[str, Any]:
-    done = subprocess.run([sys.executable, "-c", ARROW_READ, mode], capture_output=True,
+def _run(script: str, mode: str) -> dict[str, Any]:
+    done = subprocess.run([sys.executable, "-c", script, mode], capture_output=True,
                           text=True, timeout=60, check=True)
     found: dict[str, Any] = json.loads(done.stdout)
     return found
 
 
 def test_arrow_allocates_from_malloc_once_told_and_from_its_own_mimalloc_before() -> None:
-    before, after = _read("default"), _read("malloc")
+    before, after = _run(ARROW_READ, "default"), _run(ARROW_READ, "malloc")
     # 3 x 8 MB of int64s live at the end: the read table and the copy.
     assert before["default"] == "mimalloc" and before["own"] >= 16_000_000
     assert after["default"] == "system"
     assert after["malloc"] >= 16_000_000 and after["own"] == 0
+
+
+THRESHOLDS = textwrap.dedent("""
+    import ctypes, json, sys
+    from memvaultd.index.heap import MMAP_THRESHOLD, fix_thresholds
+    if sys.argv[1] == "fixed":
+        fix_thresholds()
+    libc = ctypes.CDLL(None)
+    libc.malloc.restype = ctypes.c_void_p
+    libc.malloc.argtypes = [ctypes.c_size_t]
+    libc.free.argtypes = [ctypes.c_void_p]
+
+    class MallInfo2(ctypes.Structure):
+        _fields_ = [(name, ctypes.c_size_t) for name in (
+            "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks",
+            "uordblks", "fordblks", "keepcost")]
+    libc.mallinfo2.restype = MallInfo2
+
+    # A large temporary freed (the load's), then blocks just under it and
+    # then the threshold's own size, as an index's arrays are.
+    libc.free(libc.malloc(24 << 20))
+    before = libc.mallinfo2().hblks
+    blocks = [libc.malloc(16 << 20) for _ in range(3)] + [libc.malloc(MMAP_THRESHOLD)]
+    mapped = libc.mallinfo2().hblks - before
+    for block in blocks:
+        libc.free(block)
+    # Two blocks under the mmap threshold, more than the trim threshold
+    # together, freed at the heap's top.
+    top = [libc.malloc(3 << 20), libc.malloc(3 << 20)]
+    grown = libc.mallinfo2().arena
+    for block in top[::-1]:
+        libc.free(block)
+    print(json.dumps({"mapped": mapped, "grown": grown, "after": libc.mallinfo2().arena}))
+""")
+
+
+def test_fixed_thresholds_map_large_blocks_and_give_a_freed_top_back() -> None:
+    moving, fixed = _run(THRESHOLDS, "moving"), _run(THRESHOLDS, "fixed")
+    # glibc's moving threshold rose to 24 MiB at the first free: the next
+    # blocks came from the heap, and 6 MiB freed at its top stayed.
+    assert moving["mapped"] == 0
+    assert moving["after"] >= moving["grown"]
+    # Held: every block from the threshold up is mapped on its own, and the
+    # freed top goes back.
+    assert fixed["mapped"] == 4
+    assert fixed["after"] <= fixed["grown"] - (5 << 20)

@@ -10,10 +10,18 @@ nothing is done.
 
 glibc also gives threads that allocate at once arenas of their own, up to
 8 a core, and each keeps its own free pages: `limit_arenas` caps them.
+And it raises its mmap threshold to the largest block freed (up to 32 MiB)
+and its trim threshold to twice that, so after the load's temporaries were
+freed, blocks of megabytes came from the heaps and up to 64 MiB stayed at
+each heap's top: whether the start's threads left 25 MB more resident
+depended on which arena each had drawn. `fix_thresholds` holds both.
 
 Arrow (the snapshot body's columns) brings an allocator of its own,
 mimalloc, which keeps what it frees in its segments, out of `malloc_trim`'s
 reach: `arrow_from_malloc` hands Arrow's buffers to the C library's malloc.
+Arrow's code is used only to read and write snapshots, and its pages stay
+resident after each (31 MB at the start): `release_arrow_pages` gives them
+back (`memvault_base/resident.py`).
 """
 
 from __future__ import annotations
@@ -23,14 +31,19 @@ import ctypes.util
 import functools
 import logging
 from collections.abc import Callable
+from pathlib import Path
 
 import pyarrow as pa  # type: ignore[import-untyped]  # ships no py.typed
+
+from memvault_base.resident import release_code_pages
 
 log = logging.getLogger("memvaultd.index")
 
 
-# mallopt's parameter for the most arenas (glibc's malloc.h).
+# mallopt's parameters (glibc's malloc.h).
 _M_ARENA_MAX = -8
+_M_MMAP_THRESHOLD = -3
+_M_TRIM_THRESHOLD = -1
 # Two: a 100k daemon serving held 536 against 561 MB resident (medians of
 # three alternating rounds, scripts/bench_recall_ab.py), recall latency the
 # same; see docs/benchmarks.md for calls per second.
@@ -58,6 +71,32 @@ def limit_arenas() -> None:
         log.warning("could not cap the malloc arenas at %d", ARENAS)
 
 
+# Blocks from 4 MiB are mapped on their own and unmapped when freed; below
+# that they come from the heaps. 4 MiB keeps an array of a float32 a row of
+# a 1M vault (4,000,000 B, which recall makes) on the heap; at 100k, a
+# serving daemon's anonymous memory was 333-336 MB in five starts, against
+# 335-370 MB (two levels, 25 MB apart) with glibc's moving thresholds, and
+# 329-332 MB at 1 MiB.
+MMAP_THRESHOLD = 4 << 20
+# A heap's free top beyond this goes back at once. glibc's default, 128 KiB,
+# held as much (398.3 against 398.6 MB, medians of five alternating rounds,
+# 7 Dec) but gave back pages the load's next blocks took again: the start
+# took 1.95 against 1.80 s.
+TRIM_THRESHOLD = 4 << 20
+
+
+def fix_thresholds() -> None:
+    """Hold glibc's mmap and trim thresholds at MMAP_THRESHOLD and
+    TRIM_THRESHOLD, where the C library has them."""
+    mallopt = _glibc("mallopt")
+    if mallopt is None:
+        return
+    for parameter, value in ((_M_MMAP_THRESHOLD, MMAP_THRESHOLD),
+                             (_M_TRIM_THRESHOLD, TRIM_THRESHOLD)):
+        if not mallopt(parameter, value):
+            log.warning("could not set malloc's parameter %d to %d", parameter, value)
+
+
 def arrow_from_malloc() -> None:
     """Arrow's buffers from the C library's malloc from now on. A daemon
     serving held 519 against 543 MB at 100k, 2,295 against 2,340 MB at 1M
@@ -73,3 +112,9 @@ def trim_heap() -> None:
     trim = _glibc("malloc_trim")
     if trim is not None:
         trim(0)
+
+
+def release_arrow_pages() -> None:
+    """Let the kernel reclaim the pages of Arrow's libraries (its wheel's
+    directory) that a snapshot's read or write touched (~8 ms)."""
+    release_code_pages(Path(pa.__file__).parent)

@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from memvault_base.errors import IntegrityError
-from memvaultd.index.heap import trim_heap
+from memvaultd.index.heap import release_arrow_pages, trim_heap
 from memvaultd.index.memory_index import cut_rows, restore_matrix
 from memvaultd.model.hlc import Stamp
 from memvaultd.model.op_ids import OpIds
@@ -162,6 +162,7 @@ class Snapshots:
         log.info("snapshot at txid %d (%d memories)", body.seq, len(body.memories))
         del body, parts
         trim_heap()  # the encoding's pieces: the size of the body again
+        release_arrow_pages()
         return True
 
     @contextmanager
