@@ -48,7 +48,7 @@ def test_arrow_allocates_from_malloc_once_told_and_from_its_own_mimalloc_before(
 
 THRESHOLDS = textwrap.dedent("""
     import ctypes, json, sys
-    from memvaultd.index.heap import MMAP_THRESHOLD, fix_thresholds
+    from memvaultd.index.heap import START_THRESHOLDS, fix_thresholds
     if sys.argv[1] == "fixed":
         fix_thresholds()
     libc = ctypes.CDLL(None)
@@ -66,7 +66,7 @@ THRESHOLDS = textwrap.dedent("""
     # then the threshold's own size, as an index's arrays are.
     libc.free(libc.malloc(24 << 20))
     before = libc.mallinfo2().hblks
-    blocks = [libc.malloc(16 << 20) for _ in range(3)] + [libc.malloc(MMAP_THRESHOLD)]
+    blocks = [libc.malloc(16 << 20) for _ in range(3)] + [libc.malloc(START_THRESHOLDS[0])]
     mapped = libc.mallinfo2().hblks - before
     for block in blocks:
         libc.free(block)

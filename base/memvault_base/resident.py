@@ -32,7 +32,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["release_code_pages"]
+__all__ = ["release_code_pages", "resident_file_bytes"]
 
 log = logging.getLogger("memvault.resident")
 
@@ -92,3 +92,16 @@ def release_code_pages(under: Path | None = None) -> int:
         if madvise(start, length, MADV_PAGEOUT) == 0:
             advised += length
     return advised
+
+
+def resident_file_bytes() -> int | None:
+    """The bytes of file pages this process has resident (`RssFile`, Linux),
+    None where the kernel does not say."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("RssFile:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    return None

@@ -34,7 +34,7 @@ import click
 
 from memvault_base.errors import MemvaultError
 from memvault_base.paths import resolve
-from memvault_base.resident import release_code_pages
+from memvault_base.resident import release_code_pages, resident_file_bytes
 from memvault_base.secrecy import forbid_dumps, private_directory
 from memvaultd import __version__
 from memvaultd.app.check import check_command, check_served
@@ -173,7 +173,11 @@ def run(config: Config, data_dir: Path, socket: Path, *, config_file: Path | Non
         # Starting touched ~85 MB of library pages at 100k memories (the
         # imports, the model's session, Arrow's snapshot read) that serving
         # touches a third of: the rest goes back (`memvault_base/resident.py`).
+        held = resident_file_bytes()
         release_code_pages()
+        if held is not None:
+            log.info("start-up's library pages given back: %.0f -> %.0f MB of file pages resident",
+                     held / 2**20, (resident_file_bytes() or 0) / 2**20)
         events.publish("ready")
         notify(f"STATUS=ready: {len(vault.memories)} memories")
         log.info("ready: %d memories, model %s", len(vault.memories), embedder.model_name)

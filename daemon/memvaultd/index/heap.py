@@ -14,7 +14,8 @@ And it raises its mmap threshold to the largest block freed (up to 32 MiB)
 and its trim threshold to twice that, so after the load's temporaries were
 freed, blocks of megabytes came from the heaps and up to 64 MiB stayed at
 each heap's top: whether the start's threads left 25 MB more resident
-depended on which arena each had drawn. `fix_thresholds` holds both.
+depended on which arena each had drawn. `fix_thresholds` holds both low
+while the daemon starts and at their ceilings once its IVF is built.
 
 Arrow (the snapshot body's columns) brings an allocator of its own,
 mimalloc, which keeps what it frees in its segments, out of `malloc_trim`'s
@@ -71,28 +72,31 @@ def limit_arenas() -> None:
         log.warning("could not cap the malloc arenas at %d", ARENAS)
 
 
-# Blocks from 4 MiB are mapped on their own and unmapped when freed; below
-# that they come from the heaps. 4 MiB keeps an array of a float32 a row of
-# a 1M vault (4,000,000 B, which recall makes) on the heap; at 100k, a
-# serving daemon's anonymous memory was 333-336 MB in five starts, against
-# 335-370 MB (two levels, 25 MB apart) with glibc's moving thresholds, and
-# 329-332 MB at 1 MiB.
-MMAP_THRESHOLD = 4 << 20
-# A heap's free top beyond this goes back at once. glibc's default, 128 KiB,
-# held as much (398.3 against 398.6 MB, medians of five alternating rounds,
-# 7 Dec) but gave back pages the load's next blocks took again: the start
-# took 1.95 against 1.80 s.
-TRIM_THRESHOLD = 4 << 20
+# While the daemon starts (the load, the keyword index, the first IVF),
+# blocks from 4 MiB are mapped on their own and unmapped when freed, and a
+# heap's free top beyond 4 MiB goes back at once. At 100k a serving
+# daemon's anonymous memory was 333-336 MB in five starts, against 335-370
+# MB (two levels, 25 MB apart) with glibc's moving thresholds; a trim
+# threshold of 128 KiB held as much but gave back pages the load's next
+# blocks took again (start 1.95 against 1.80 s).
+START_THRESHOLDS = (4 << 20, 4 << 20)
+# Serving, blocks up to 32 MiB come from the heaps again, as glibc's moving
+# thresholds let them (at most 32 and 64 MiB): at 1M a recall's arrays of a
+# value a row are 4-8 MB, and mapped afresh each time they cost a 1M recall
+# 330-430 page faults, against none.
+SERVING_THRESHOLDS = (32 << 20, 64 << 20)
 
 
-def fix_thresholds() -> None:
-    """Hold glibc's mmap and trim thresholds at MMAP_THRESHOLD and
-    TRIM_THRESHOLD, where the C library has them."""
+def fix_thresholds(*, serving: bool = False) -> None:
+    """Hold glibc's mmap and trim thresholds at START_THRESHOLDS, or at
+    SERVING_THRESHOLDS once the start's bulk work is done, where the C
+    library has them."""
     mallopt = _glibc("mallopt")
     if mallopt is None:
         return
-    for parameter, value in ((_M_MMAP_THRESHOLD, MMAP_THRESHOLD),
-                             (_M_TRIM_THRESHOLD, TRIM_THRESHOLD)):
+    mmap_threshold, trim_threshold = SERVING_THRESHOLDS if serving else START_THRESHOLDS
+    for parameter, value in ((_M_MMAP_THRESHOLD, mmap_threshold),
+                             (_M_TRIM_THRESHOLD, trim_threshold)):
         if not mallopt(parameter, value):
             log.warning("could not set malloc's parameter %d to %d", parameter, value)
 

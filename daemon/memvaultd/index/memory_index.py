@@ -41,7 +41,7 @@ import numpy.typing as npt
 from memvaultd.index import half
 from memvaultd.index import ivf as ann
 from memvaultd.index.columns import Columns
-from memvaultd.index.heap import trim_heap
+from memvaultd.index.heap import fix_thresholds, trim_heap
 from memvaultd.model import ints
 from memvaultd.model.memory import Memory
 from memvaultd.model.records import Records
@@ -437,6 +437,7 @@ class MemoryIndex:
                     again = self._maintaining = self._ivf_stale()
                 del view
                 trim_heap()  # k-means' temporaries: ~50 MB at 100k
+                fix_thresholds(serving=True)  # the start's bulk work is done (`index/heap.py`)
         finally:
             if again:  # an exception: let the next write try again
                 with self._lock:
