@@ -29,6 +29,8 @@ from memvaultd.storage.keys import (
     usable_keyring,
 )
 
+from .daemon_process import DaemonProcess
+
 VAULT = bytes.fromhex("0f1e2d3c4b5a69788796a5b4c3d2e1f0")
 CHEAP = Argon2Params(time_cost=1, memory_kib=8192, parallelism=1)
 PASSPHRASE = "tr0ub4dor&3 staple"
@@ -407,3 +409,19 @@ def test_real_secret_service_round_trip(tmp_path: Path) -> None:
     finally:
         with contextlib.suppress(KeyringError):
             backend.delete_password(KEYRING_SERVICE, keyring_username(vault_id))
+
+
+def test_a_key_file_vaults_daemon_never_imports_keyring(tmp_path: Path) -> None:
+    """keyring and what it brings (85 modules) load only where the OS
+    keyring is consulted: not in a daemon whose vault is in a key file."""
+    home = tmp_path / "home"
+    with DaemonProcess(home).start() as proc:  # creates the vault: tries the keyring
+        assert proc.stop() == 0
+    assert (home / "data" / KEY_FILE_NAME).exists()
+    started_at = len(proc.log)
+    with DaemonProcess(home, PYTHONPROFILEIMPORTTIME="1").start() as proc:
+        assert proc.stop() == 0
+    imported = [line.rsplit("|", 1)[-1].strip() for line in proc.log[started_at:].splitlines()
+                if line.startswith("import time:")]
+    assert "memvaultd.storage.keys" in imported, "the start's imports must be in the log"
+    assert not [name for name in imported if name.split(".")[0] == "keyring"]

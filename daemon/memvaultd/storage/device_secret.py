@@ -22,12 +22,16 @@ import base64
 import logging
 from pathlib import Path
 
-from keyring.errors import KeyringError
-
 from memvault_base.durable import replace_file
 from memvault_base.errors import IntegrityError, Locked
 from memvaultd.crypto.device_keys import DeviceKeys
-from memvaultd.storage.keys import KEYRING_SERVICE, UnlockedKey, keyring_key, usable_keyring
+from memvaultd.storage.keys import (
+    KEYRING_SERVICE,
+    UnlockedKey,
+    keyring_error,
+    keyring_key,
+    usable_keyring,
+)
 
 __all__ = ["device_key_file", "device_keys", "keyring_username"]
 
@@ -84,9 +88,9 @@ def _from_keyring(vault_id: bytes, device_id: str) -> DeviceKeys:
             # Read back, as for the vault key: a backend that drops writes
             # would give this device new keys at every start.
             if backend.get_password(KEYRING_SERVICE, user) != encoded:
-                raise KeyringError("the keyring did not return the device key just stored")
+                raise keyring_error()("the keyring did not return the device key just stored")
             log.info("created this device's keys in the OS keyring (user %s)", user)
             return keys
-    except KeyringError as err:
+    except keyring_error() as err:
         raise Locked(f"the OS keyring refused this device's key: {err}") from None
     return DeviceKeys(keyring_key(encoded, f"the OS keyring entry {user}"))
