@@ -19,8 +19,8 @@ decrypted is pushed towards the swap device. Elsewhere (macOS, an older
 kernel) nothing is done.
 
 Measured on the daemon serving 100k memories (7 Dec 2026): its file pages
-went from 85 to 30 MB once it had served recalls of new texts and a write
-(the rest came back when used), the front's from 22 to 18 MB.
+went from 85 to 32-37 MB once it had served recalls of new texts and a
+write (what those used came back), the front's from 22 to 18 MB.
 """
 
 from __future__ import annotations

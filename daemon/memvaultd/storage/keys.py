@@ -30,8 +30,9 @@ and a rekey (`storage/rekey_journal.py`) replaces the key the same way
 The `keyring` package is imported only when the OS keyring is consulted:
 it brings 85 modules (its backends found through the installed packages'
 entry points), 50 ms of a start and 4.4 MB of objects that a daemon whose
-vault is in a key file never needs. Its error class is reached through `keyring_error()`,
-which an `except` clause calls only when an exception reaches it.
+vault is in a key file never needs. Its error class is reached through
+`keyring_error()`, which an `except` clause calls only when an exception
+reaches it.
 """
 
 from __future__ import annotations
