@@ -28,9 +28,10 @@ from __future__ import annotations
 import ctypes
 import functools
 import logging
-import sys
 from collections.abc import Callable
 from pathlib import Path
+
+from memvault_base.secrecy import linux_libc
 
 __all__ = ["release_code_pages", "resident_file_bytes"]
 
@@ -42,12 +43,10 @@ MADV_PAGEOUT = 21
 
 @functools.cache
 def _madvise() -> Callable[[int, int, int], int] | None:
-    if not sys.platform.startswith("linux"):
+    libc = linux_libc()
+    if libc is None:
         return None
-    try:
-        madvise = ctypes.CDLL(None, use_errno=True).madvise
-    except (OSError, AttributeError):
-        return None
+    madvise = libc.madvise
     madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
     madvise.restype = ctypes.c_int
     found: Callable[[int, int, int], int] = madvise

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from memvault_base.errors import MemvaultError
 
-__all__ = ["PR_GET_DUMPABLE", "PR_SET_DUMPABLE", "dumpable", "forbid_dumps",
+__all__ = ["PR_GET_DUMPABLE", "PR_SET_DUMPABLE", "dumpable", "forbid_dumps", "linux_libc",
            "private_directory", "scrub_environment"]
 
 # <linux/prctl.h>
@@ -40,7 +40,8 @@ PR_SET_DUMPABLE = 4
 PR_GET_DUMPABLE = 3
 
 
-def _libc() -> ctypes.CDLL | None:
+def linux_libc() -> ctypes.CDLL | None:
+    """The C library, on Linux; None elsewhere."""
     if not sys.platform.startswith("linux"):
         return None
     return ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
@@ -51,7 +52,7 @@ def forbid_dumps() -> None:
     import resource  # Unix only; memvaultd runs on Linux and macOS
 
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    libc = _libc()
+    libc = linux_libc()
     if libc is not None and libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"prctl(PR_SET_DUMPABLE, 0): {os.strerror(err)}")
@@ -59,7 +60,7 @@ def forbid_dumps() -> None:
 
 def dumpable() -> bool | None:
     """Whether this process may be dumped (Linux); None elsewhere."""
-    libc = _libc()
+    libc = linux_libc()
     return None if libc is None else bool(libc.prctl(PR_GET_DUMPABLE, 0, 0, 0, 0))
 
 
@@ -67,7 +68,7 @@ def scrub_environment(name: str) -> None:
     """Forget the variable `name`: its value zeroed in the process's initial
     environment block (Linux), then removed from `os.environ` and the C
     environment."""
-    libc = _libc()
+    libc = linux_libc()
     if libc is not None and name in os.environ:
         prefix = name.encode() + b"="
         environ = ctypes.POINTER(ctypes.c_void_p).in_dll(libc, "environ")
