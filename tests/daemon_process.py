@@ -31,6 +31,8 @@ def daemon_env(home: Path, **extra: str) -> dict[str, str]:
         MEMVAULT_PASSPHRASE=PASSPHRASE,
         HF_HUB_OFFLINE="1",
         TRANSFORMERS_OFFLINE="1",
+        # A daemon that hangs shows its threads' stacks (DaemonProcess.stop).
+        PYTHONFAULTHANDLER="1",
         # The key-file path unless a test asks for the keyring.
         PYTHON_KEYRING_BACKEND="keyring.backends.fail.Keyring",
     )
@@ -99,7 +101,16 @@ class DaemonProcess:
         assert self.proc is not None
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(timeout)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            # Where it hangs: on SIGABRT, faulthandler (PYTHONFAULTHANDLER,
+            # daemon_env) writes every thread's stack to the log.
+            self.proc.send_signal(signal.SIGABRT)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(10)
+            raise TimeoutError(f"memvaultd not stopped {timeout} s after SIGTERM; its log:\n"
+                               f"{self.log[-30_000:]}") from None
 
     def front_pid(self) -> int:
         """The pid of the daemon's front process (`memvaultd.serve.front`), its one child."""

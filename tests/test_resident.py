@@ -97,3 +97,30 @@ def test_a_serving_daemon_gives_back_its_start_up_pages(tmp_path: Path) -> None:
     # suite's own maps Arrow's): 83 -> 32 MB for this vault run alone, 7 Dec.
     given = re.findall(r"start-up's library pages given back: (\d+) -> (\d+) MB", proc.log)
     assert len(given) == 2, proc.log
+
+
+# Where the C library is asked for, nothing is spawned: `ctypes.util.find_library`
+# runs `ldconfig -p` in a child, which once the front is started is a second
+# child of the daemon (tests/daemon_process.py's front_pid counts one).
+NO_CHILD = textwrap.dedent("""
+    import subprocess
+
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"a process was spawned: {args}")
+
+    subprocess.Popen = refuse
+    from memvault_base.resident import release_code_pages
+    from memvault_base.secrecy import dumpable
+    from memvaultd.index.heap import fix_thresholds, limit_arenas, release_arrow_pages, trim_heap
+
+    limit_arenas(); fix_thresholds(); trim_heap(); fix_thresholds(serving=True)
+    assert dumpable() is True
+    assert release_code_pages() > 0
+    release_arrow_pages()
+""")
+
+
+def test_reaching_the_c_library_spawns_no_process() -> None:
+    done = subprocess.run([sys.executable, "-c", NO_CHILD], capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert done.returncode == 0, done.stderr

@@ -24,7 +24,7 @@ the value in the block the kernel copied at `exec`, which is what
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
+import functools
 import os
 import stat
 import sys
@@ -40,11 +40,17 @@ PR_SET_DUMPABLE = 4
 PR_GET_DUMPABLE = 3
 
 
+@functools.cache
 def linux_libc() -> ctypes.CDLL | None:
-    """The C library, on Linux; None elsewhere."""
+    """The C library, on Linux; None elsewhere.
+
+    Reached through the process's own symbols (`dlopen(NULL)`), among which
+    Python's C library is on Linux: `ctypes.util.find_library` runs
+    `ldconfig -p` in a child process (2-10 ms), and asked once the daemon
+    serves, that child stood beside the front as a second one."""
     if not sys.platform.startswith("linux"):
         return None
-    return ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+    return ctypes.CDLL(None, use_errno=True)
 
 
 def forbid_dumps() -> None:

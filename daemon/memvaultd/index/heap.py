@@ -27,8 +27,6 @@ back (`memvault_base/resident.py`).
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import functools
 import logging
 from collections.abc import Callable
@@ -37,6 +35,7 @@ from pathlib import Path
 import pyarrow as pa  # type: ignore[import-untyped]  # ships no py.typed
 
 from memvault_base.resident import release_code_pages
+from memvault_base.secrecy import linux_libc
 
 log = logging.getLogger("memvaultd.index")
 
@@ -54,11 +53,11 @@ ARENAS = 2
 @functools.cache
 def _glibc(function: str) -> Callable[..., int] | None:
     """The C library's `function`, if it is glibc's (which has it)."""
-    name = ctypes.util.find_library("c")
-    if name is None:
+    libc = linux_libc()
+    if libc is None:
         return None
     try:
-        found: Callable[..., int] = getattr(ctypes.CDLL(name), function)
+        found: Callable[..., int] = getattr(libc, function)
     except (OSError, AttributeError):  # not glibc
         return None
     return found
