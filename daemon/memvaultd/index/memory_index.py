@@ -395,8 +395,8 @@ class MemoryIndex:
         ivf = self._ivf
         # Retrain when the rows doubled (the centroids no longer fit them);
         # extend when the tail exceeds 1/32 of the indexed rows: every search
-        # reads the tail's codes, and 1/32 keeps them under the ~1/25 of the
-        # rows the lists themselves give a search (ann.PROBE_FRACTION).
+        # reads the tail's codes, and 1/32 keeps them under the 1/24 of the
+        # rows the lists themselves give a search at 100k (ann.PROBES).
         return (ivf is None or count >= 2 * ivf.trained_on
                 or count - ivf.covered > tail_limit(ivf.covered))
 
