@@ -54,7 +54,33 @@ def test_products_are_numpys_within_float32_rounding(dims: int) -> None:
     got_rows, products = loops.probed_lists(codes, order, starts, ends, query)
     spans = np.concatenate([np.arange(s, e) for s, e in zip(starts, ends, strict=True)])
     assert np.array_equal(got_rows, order[spans])
-    assert np.allclose(products, codes[spans].astype(np.float64) @ query, rtol=1e-5, atol=1e-4)
+    _within_the_query_steps(codes[spans], query, products)
+
+
+def _within_the_query_steps(codes: np.ndarray, query: np.ndarray, products: np.ndarray) -> None:
+    """The codes' products are read with the query in whole steps (`loops._in_steps`):
+    each within sum|code| x step / 2 of NumPy's, and float32's rounding of the sum."""
+    steps = min(32767, (2**31 - 1) // (128 * len(query)))
+    step = float(np.abs(query).max()) / steps
+    exact = codes.astype(np.float64) @ query.astype(np.float64)
+    bound = np.abs(codes.astype(np.float64)).sum(axis=1) * step / 2 + np.abs(exact) * 1e-6
+    assert np.all(np.abs(products - exact) <= bound + 1e-9)
+    assert np.corrcoef(products, exact)[0, 1] > 0.999999
+
+
+def test_wide_codes_at_their_extremes_stay_within_an_int32_sum() -> None:
+    """1,024 dimensions of codes at -128 and a query at its largest everywhere:
+    summed in steps of 32767, the total would pass 2^31."""
+    dims = 1024
+    codes = np.full((3, dims), -128, np.int8)
+    codes[1] = 127
+    codes[2, ::2] = 127
+    query = np.full(dims, 0.03125, np.float32)
+    rows, products = loops.probed_lists(codes, np.arange(3, dtype=np.int64), np.array([0]),
+                                        np.array([3]), query)
+    assert rows.tolist() == [0, 1, 2]
+    _within_the_query_steps(codes, query, products)
+    assert products[0] < 0 < products[1]
 
 
 def test_float16_is_widened_exactly_as_numpy_does() -> None:
@@ -101,6 +127,9 @@ def _bm25_args(rng: np.random.Generator, ordinals: int, terms: int, per: int) ->
         c, r, np.array([250]), np.array([301]), q)),
     ("a list that ends before it starts", lambda m, c, r, q: loops.probed_lists(
         c, r, np.array([20]), np.array([10]), q)),
+    ("a query that is not finite", lambda m, c, r, q: loops.probed_lists(
+        c, r, np.array([0]), np.array([10]), np.where(np.arange(len(q)) == 7, np.nan, q)
+        .astype(np.float32))),
     ("an output of the wrong shape", lambda m, c, r, q: loops.half_widen(
         m.astype(np.float16).view(np.uint16), r, np.empty((len(r), 3), np.float32))),
 ])
