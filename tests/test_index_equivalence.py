@@ -124,8 +124,8 @@ def test_a_large_vault_reads_a_small_share_of_its_rows_and_finds_its_nearest() -
     """Past the lists' cap (1,024 lists from 262k rows) a search still reads
     `ann.PROBES` lists: 300k rows of the model's width, float16 as a vault of
     that size holds them, and the best 128 by code scored exactly (what a
-    recall of 24 does) hold the exact top 10. Reading 1/25 of the lists, a
-    search read 3.9% of the rows for the same answers."""
+    recall of 24 does) hold the exact top 10. 1/25 of the lists would read
+    3.9% of the rows for the same answers."""
     rng = np.random.default_rng(21)
     dims, n = 384, 300_000
     middle = rng.normal(size=(50, dims)).astype(np.float32)

@@ -1,9 +1,10 @@
 /* The vector loops of a search, in C: `loops.pyx` checks their arguments and
  * calls them without the interpreter lock.
  *
- * Each float product keeps 64 partial sums in eight vectors and adds them in a
- * fixed tree (the probed lists' sums are integers, exact in any order): vectorised without licence to reorder sums (-ffast-math), and
- * the same bits on every run of a machine. On x86-64 Linux each loop is
+ * Each float product keeps 64 partial sums in eight vectors and adds them
+ * in a fixed tree: vectorised without licence to reorder sums
+ * (-ffast-math), and the same bits on every run of a machine (the probed
+ * lists' sums are integers, exact in any order). On x86-64 Linux each loop is
  * built twice, for x86-64-v3 (AVX2 and FMA: a multiply and add rounded
  * once, so its products can differ from the baseline's in the last bit)
  * and for the baseline, and the loader picks the one the CPU runs (GCC's
@@ -101,7 +102,6 @@ MEMVAULT_INLINE float memvault_widen(uint16_t half) {
     } while (0)
 
 MEMVAULT_INLINE float memvault_scalar_memvault_load_f(const float *at) { return *at; }
-
 
 MEMVAULT_INLINE float memvault_scalar_memvault_load_h(const uint16_t *at) {
     return memvault_widen(*at);
