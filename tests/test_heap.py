@@ -4,10 +4,16 @@ they change process-wide state."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 from typing import Any
+
+import pytest
+
+from .daemon_process import DaemonProcess
 
 ARROW_READ = textwrap.dedent("""
     import json, sys
@@ -90,3 +96,46 @@ def test_fixed_thresholds_map_large_blocks_and_give_a_freed_top_back() -> None:
     # freed top goes back.
     assert fixed["mapped"] == 4
     assert fixed["after"] <= fixed["grown"] - (5 << 20)
+
+
+HUGE_PAGES = textwrap.dedent("""
+    import json, re
+    from pathlib import Path
+    from memvaultd.index.heap import huge_pages
+
+    def enabled():
+        return re.search(r"THP_enabled:\\s*(\\d)", Path("/proc/self/status").read_text())[1]
+
+    seen = [enabled()]
+    huge_pages(False)
+    seen.append(enabled())
+    huge_pages(True)
+    seen.append(enabled())
+    print(json.dumps({"seen": seen}))
+""")
+
+
+# A kernel built without them says 0 whatever a process asks.
+needs_huge_pages = pytest.mark.skipif(not Path("/sys/kernel/mm/transparent_hugepage").is_dir(),
+                                      reason="a kernel without transparent huge pages")
+
+
+@needs_huge_pages
+def test_huge_pages_go_off_and_on_again() -> None:
+    assert _run(HUGE_PAGES, "")["seen"] == ["1", "0", "1"]
+
+
+def _huge_pages_enabled(pid: int) -> str:
+    found = re.search(r"THP_enabled:\s*(\d)", Path(f"/proc/{pid}/status").read_text())
+    assert found is not None
+    return found[1]
+
+
+@needs_huge_pages
+def test_a_loaded_daemon_has_its_huge_pages_again(tmp_path: Path) -> None:
+    # Off while the vault loads (`index/heap.py`); a daemon that kept them off
+    # would search its IVF's codes through 4 KiB pages for the rest of its life.
+    with DaemonProcess(tmp_path / "home").start() as proc:
+        assert proc.proc is not None
+        assert _huge_pages_enabled(proc.proc.pid) == "1"
+        assert proc.stop() == 0

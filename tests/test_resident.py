@@ -111,9 +111,11 @@ NO_CHILD = textwrap.dedent("""
     subprocess.Popen = refuse
     from memvault_base.resident import release_code_pages
     from memvault_base.secrecy import dumpable
-    from memvaultd.index.heap import fix_thresholds, limit_arenas, release_arrow_pages, trim_heap
+    from memvaultd.index.heap import (fix_thresholds, huge_pages, limit_arenas,
+                                      release_arrow_pages, trim_heap)
 
-    limit_arenas(); fix_thresholds(); trim_heap(); fix_thresholds(serving=True)
+    huge_pages(False); limit_arenas(); fix_thresholds(); trim_heap()
+    fix_thresholds(serving=True); huge_pages(True)
     assert dumpable() is True
     assert release_code_pages() > 0
     release_arrow_pages()

@@ -43,7 +43,7 @@ from memvaultd.app.notify import notify
 from memvaultd.app.sweep_schedule import SweepSchedule
 from memvaultd.config.settings import Config, load
 from memvaultd.embedding.embedder import Embedder
-from memvaultd.index.heap import arrow_from_malloc, fix_thresholds, limit_arenas
+from memvaultd.index.heap import arrow_from_malloc, fix_thresholds, huge_pages, limit_arenas
 from memvaultd.notes.watcher import NoteWatcher
 from memvaultd.serve.endpoint import Endpoint
 from memvaultd.serve.front.socket_guard import claim_socket, prepare_socket_dir
@@ -107,6 +107,7 @@ def main(ctx: click.Context, home: str | None, socket_path: str | None,
 
 def run(config: Config, data_dir: Path, socket: Path, *, config_file: Path | None = None,
         cache_dir: Path | None = None) -> int:
+    huge_pages(False)  # until the vault is loaded (`index/heap.py`)
     limit_arenas()  # before the model's thread, the first the daemon starts
     fix_thresholds()
     arrow_from_malloc()  # before the vault's first Arrow buffer
@@ -154,6 +155,7 @@ def run(config: Config, data_dir: Path, socket: Path, *, config_file: Path | Non
         try:
             syncing.keep_unpushed()
             vault.load()
+            huge_pages(True)
             if syncing.resume():
                 notify("STATUS=syncing")
         except NotEnoughMemory as exc:  # no restart frees the memory: as a bad config

@@ -17,6 +17,12 @@ each heap's top: whether the start's threads left 25 MB more resident
 depended on which arena each had drawn. `fix_thresholds` holds both low
 while the daemon starts and at their ceilings once its IVF is built.
 
+And the kernel backs an array that asks for it (NumPy asks for every
+array of 4 MiB and more) with 2 MiB pages, compacting memory to find them
+when it is fragmented, as a page cache of some gigabytes leaves it: a 1M
+start spent seconds in that compaction, more or fewer with the machine's
+state. `huge_pages` turns them off while the vault loads.
+
 Arrow (the snapshot body's columns) brings an allocator of its own,
 mimalloc, which keeps what it frees in its segments, out of `malloc_trim`'s
 reach: `arrow_from_malloc` hands Arrow's buffers to the C library's malloc.
@@ -72,13 +78,17 @@ def limit_arenas() -> None:
 
 
 # While the daemon starts (the load, the keyword index, the first IVF),
-# blocks from 4 MiB are mapped on their own and unmapped when freed, and a
+# blocks from 8 MiB are mapped on their own and unmapped when freed, and a
 # heap's free top beyond 4 MiB goes back at once. At 100k a serving
 # daemon's anonymous memory was 333-336 MB in five starts, against 335-370
 # MB (two levels, 25 MB apart) with glibc's moving thresholds; a trim
 # threshold of 128 KiB held as much but gave back pages the load's next
-# blocks took again (start 1.95 against 1.80 s).
-START_THRESHOLDS = (4 << 20, 4 << 20)
+# blocks took again (start 1.95 against 1.80 s). 8 MiB, not 4: a sealed
+# chunk's ciphertext and plaintext are 4 MiB and a few bytes each, and
+# mapped afresh for each of a 1M snapshot's ~350 chunks they made 1.30M
+# page faults of a start against 0.60M; at 100k it served in 396-402 MB
+# against 399-405 with 4 MiB (7 alternating rounds, 7 Dec).
+START_THRESHOLDS = (8 << 20, 4 << 20)
 # Serving, blocks up to 32 MiB come from the heaps again, as glibc's moving
 # thresholds let them (at most 32 and 64 MiB): at 1M a recall's arrays of a
 # value a row are 4-8 MB, and mapped afresh each time they cost a 1M recall
@@ -98,6 +108,27 @@ def fix_thresholds(*, serving: bool = False) -> None:
                              (_M_TRIM_THRESHOLD, trim_threshold)):
         if not mallopt(parameter, value):
             log.warning("could not set malloc's parameter %d to %d", parameter, value)
+
+
+# <linux/prctl.h>: the process's transparent huge pages off (1) or as the
+# system's setting says (0), for its threads and for the children it starts.
+_PR_SET_THP_DISABLE = 41
+
+
+def huge_pages(allowed: bool) -> None:
+    """Let the kernel back this process's memory with transparent huge
+    pages or not (Linux 3.15 and later; elsewhere nothing is done).
+
+    Off while the vault loads: filling the 1M vault's 768 MB matrix took 4.6
+    s where the kernel compacted memory for its huge pages and 0.34-0.40 s
+    in 4 KiB pages (one process, 7 Dec), and a 1M daemon started in 7.8
+    against 14.6 s (medians of 3 alternating rounds, `bench_recall_ab.py`).
+    On again once it is loaded: the IVF built then has its codes in huge
+    pages, where a search reads 10 MB of them (hybrid p50 4.49 against 5.13
+    ms in the same rounds)."""
+    prctl = _glibc("prctl")
+    if prctl is not None and prctl(_PR_SET_THP_DISABLE, 0 if allowed else 1, 0, 0, 0) != 0:
+        log.warning("could not turn transparent huge pages %s", "on" if allowed else "off")
 
 
 def arrow_from_malloc() -> None:
