@@ -18,10 +18,13 @@ depended on which arena each had drawn. `fix_thresholds` holds both low
 while the daemon starts and at their ceilings once its IVF is built.
 
 And the kernel backs an array that asks for it (NumPy asks for every
-array of 4 MiB and more) with 2 MiB pages, compacting memory to find them
-when it is fragmented, as a page cache of some gigabytes leaves it: a 1M
-start spent seconds in that compaction, more or fewer with the machine's
-state. `huge_pages` turns them off while the vault loads.
+array of 4 MiB and more) with 2 MiB pages. On a virtual machine that
+reports its free memory to the host (virtio-balloon's free page
+reporting, in free blocks of 2 MiB and up), such a page is a block the
+host took back, and its first touch costs the host's work for every 4
+KiB in it: a 1M start spent seconds of system time there, more or fewer
+with how much the host had taken. `huge_pages` turns them off while the
+vault loads.
 
 Arrow (the snapshot body's columns) brings an allocator of its own,
 mimalloc, which keeps what it frees in its segments, out of `malloc_trim`'s
@@ -119,10 +122,11 @@ def huge_pages(allowed: bool) -> None:
     """Let the kernel back this process's memory with transparent huge
     pages or not (Linux 3.15 and later; elsewhere nothing is done).
 
-    Off while the vault loads: filling the 1M vault's 768 MB matrix took 4.6
-    s where the kernel compacted memory for its huge pages and 0.34-0.40 s
-    in 4 KiB pages (one process, 7 Dec), and a 1M daemon started in 7.8
-    against 14.6 s (medians of 3 alternating rounds, `bench_recall_ab.py`).
+    Off while the vault loads: filling the 1M vault's 768 MB matrix took
+    4.6-8.6 s in huge pages the first time in a process and 0.34-0.40 s in
+    4 KiB pages (one process, 7 Dec; /proc/vmstat counted no compaction
+    stall), and a 1M daemon started in 7.8 against 14.6 s (medians of 3
+    alternating rounds, `bench_recall_ab.py`).
     On again once it is loaded: the IVF built then has its codes in huge
     pages, where a search reads 10 MB of them (hybrid p50 4.49 against 5.13
     ms in the same rounds)."""
