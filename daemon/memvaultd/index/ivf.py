@@ -53,15 +53,22 @@ Rows = npt.NDArray[np.int64]
 # Measured on clustered MiniLM-like vectors (docs/benchmarks.md): below 20k
 # rows the exact scan costs under 2 ms, and exact answers are worth that.
 IVF_THRESHOLD = 20_000
-# 2 sqrt(N) lists (632 at 100k) with a cap: assigning 1M rows to 1024
-# centroids is ~0.8 TFLOP, seconds in the background. Finer lists hold the
-# near neighbours of a query in fewer rows: on the benchmark's 100k clustered
+# 2 sqrt(N) lists (632 at 100k, 2,000 at 1M). Finer lists hold the near
+# neighbours of a query in fewer rows: on the benchmark's 100k clustered
 # vectors (120 queries, docs/benchmarks.md), sqrt(N) lists read 7,961 rows
 # for recall@10 0.9967 (worst query 0.8), 2 sqrt(N) lists 3,762 rows for
 # 0.9992 (worst 0.9), at 0.57 ms a search against 1.1 ms. 4 sqrt(N) gained
 # little more (2,084 rows, 0.9983) and took 5.5 s to build against 2.3.
 LISTS_PER_SQRT_N = 2
-MAX_LISTS = 1024
+# The cap, for the build's sake: assigning 1M rows to 2,000 centroids is ~1.5
+# TFLOP, in the background (a 1M daemon built its IVF in 29-35 s after it
+# served, against 19-25 s for 1,024 lists, 7 Dec); past it lists grow with
+# N, and so does a search. At 1M, 26 lists of ~500 rows read 13,000 rows a
+# search, where a cap of 1,024 read 26,000, for recall@10 0.999 against
+# 1.000 (24 and 32 probes of 2,000 lists; 24 of 1,024); hybrid p50 over the
+# socket 4.77 against 5.19 ms, vector 3.47 against 3.99 (3 alternating
+# rounds, `bench_recall_ab.py`, 7 Dec).
+MAX_LISTS = 2048
 # Lists read per query, whatever the vault's size: the 26 of 632 lists
 # measured above at 100k. With lists growing as sqrt(N), a query's nearest
 # neighbours crowd into its nearest lists as N grows rather than spread over
