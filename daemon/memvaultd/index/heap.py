@@ -128,7 +128,7 @@ def huge_pages(allowed: bool) -> None:
     stall), and a 1M daemon started in 7.8 against 14.6 s (medians of 3
     alternating rounds, `bench_recall_ab.py`).
     On again once it is loaded: the IVF built then has its codes in huge
-    pages, where a search reads 10 MB of them (hybrid p50 4.49 against 5.13
+    pages, where a search reads megabytes of them (hybrid p50 4.49 against 5.13
     ms in the same rounds)."""
     prctl = _glibc("prctl")
     if prctl is not None and prctl(_PR_SET_THP_DISABLE, 0 if allowed else 1, 0, 0, 0) != 0:
