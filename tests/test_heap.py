@@ -98,21 +98,26 @@ def test_fixed_thresholds_map_large_blocks_and_give_a_freed_top_back() -> None:
     assert fixed["after"] <= fixed["grown"] - (5 << 20)
 
 
+# /proc/self/status as the process reads it before, between and after.
 HUGE_PAGES = textwrap.dedent("""
-    import json, re
+    import json
     from pathlib import Path
     from memvaultd.index.heap import huge_pages
 
-    def enabled():
-        return re.search(r"THP_enabled:\\s*(\\d)", Path("/proc/self/status").read_text())[1]
-
-    seen = [enabled()]
+    seen = [Path("/proc/self/status").read_text()]
     huge_pages(False)
-    seen.append(enabled())
+    seen.append(Path("/proc/self/status").read_text())
     huge_pages(True)
-    seen.append(enabled())
+    seen.append(Path("/proc/self/status").read_text())
     print(json.dumps({"seen": seen}))
 """)
+
+
+def _huge_pages_enabled(status: str) -> str:
+    """THP_enabled of a /proc/PID/status text."""
+    found = re.search(r"THP_enabled:\s*(\d)", status)
+    assert found is not None
+    return found[1]
 
 
 # A kernel built without them says 0 whatever a process asks.
@@ -122,13 +127,8 @@ needs_huge_pages = pytest.mark.skipif(not Path("/sys/kernel/mm/transparent_hugep
 
 @needs_huge_pages
 def test_huge_pages_go_off_and_on_again() -> None:
-    assert _run(HUGE_PAGES, "")["seen"] == ["1", "0", "1"]
-
-
-def _huge_pages_enabled(pid: int) -> str:
-    found = re.search(r"THP_enabled:\s*(\d)", Path(f"/proc/{pid}/status").read_text())
-    assert found is not None
-    return found[1]
+    seen = _run(HUGE_PAGES, "")["seen"]
+    assert [_huge_pages_enabled(status) for status in seen] == ["1", "0", "1"]
 
 
 @needs_huge_pages
@@ -137,5 +137,6 @@ def test_a_loaded_daemon_has_its_huge_pages_again(tmp_path: Path) -> None:
     # would search its IVF's codes through 4 KiB pages for the rest of its life.
     with DaemonProcess(tmp_path / "home").start() as proc:
         assert proc.proc is not None
-        assert _huge_pages_enabled(proc.proc.pid) == "1"
+        status = Path(f"/proc/{proc.proc.pid}/status").read_text()
+        assert _huge_pages_enabled(status) == "1"
         assert proc.stop() == 0
