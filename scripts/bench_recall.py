@@ -663,6 +663,24 @@ def load_average() -> float:
     return float(Path("/proc/loadavg").read_text().split()[0])
 
 
+def cpu_ticks() -> tuple[int, int]:
+    """The machine's CPU ticks so far, all CPUs: (stolen, all), from /proc/stat."""
+    ticks = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+    return ticks[7], sum(ticks)
+
+
+def steal_share(since: tuple[int, int]) -> float:
+    """The share of the machine's CPU time since `since` (`cpu_ticks`) that
+    the host of this virtual machine ran something else on its cores
+    ("steal"). It sets a p99 more than a change does: on 7 Dec, in 12
+    alternating rounds of two builds at 100k (`bench_recall_ab.py`), the
+    hybrid p99 of all rounds read 8.0 and 9.2 ms, of the rounds in which the
+    host took under 2% 5.9 and 5.1 ms; 4 rounds of 24 had over 20%
+    (docs/benchmarks.md)."""
+    stolen, total = cpu_ticks()
+    return (stolen - since[0]) / max(1, total - since[1])
+
+
 def machine() -> dict[str, Any]:
     cpu = "unknown"
     for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -740,7 +758,9 @@ def run(n: int, timed: int, uncached_count: int, batch_size: int, workdir: Path
             # is reported.
             figures |= {"ivf_settle_s": 0.0} | settle(daemon, log_offset, n >= IVF_MEMORIES)
             phase("timing recalls over the socket")
+            ticks = cpu_ticks()
             samples = daemon_recalls(client, inputs.cached, inputs.uncached, timed)
+            figures["steal_share_recalls"] = steal_share(ticks)
             figures["exact_top3_agreement"] = exact_agreement(
                 client, inputs.cached, inputs.query_vectors[:CACHED_QUERIES], inputs.vectors)
             probes = inputs.query_vectors[CACHED_QUERIES:][:RECALL_PROBES]
@@ -853,6 +873,8 @@ def table(f: dict[str, Any]) -> str:
         f"daemon RSS loaded / serving:      {f['rss_loaded_mb']:.0f} / {f['rss_mb']:.0f} MB "
         f"(the front process {f['rss_front_mb']:.0f} MB of it)",
         f"exact top-3 agreement (hybrid):   {f['exact_top3_agreement']}/{CACHED_QUERIES}",
+        f"CPU time the host took (steal) while the recalls were timed: "
+        f"{100 * f['steal_share_recalls']:.1f}%",
     ]
     return "\n".join(lines)
 

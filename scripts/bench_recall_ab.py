@@ -30,8 +30,10 @@ homes gave 1.79 against 1.84 ms (docs/benchmarks.md). Drift in the
 machine's load then falls on both sides alike.
 
 Output: a table, then one JSON line: per side, p50 / p99 of each kind over
-all rounds, spawn to SERVING, stop, resident memory and the mixed calls per
-second of 1 and 8 clients per round.
+all rounds, the p99 of the calm rounds alone (the host took less than 2% of
+the CPU time while they were timed: `steal_share` in bench_recall.py), and
+per round the steal share, spawn to SERVING, stop, resident memory and the
+mixed calls per second of 1 and 8 clients.
 """
 
 from __future__ import annotations
@@ -54,15 +56,20 @@ from bench_recall import (
     TIMED_RECALLS,
     Daemon,
     Inputs,
+    cpu_ticks,
     drawn_texts,
     mixed_load,
     percentiles,
     phase,
     settle,
+    steal_share,
     timed_ms,
 )
 
 KINDS = ("hybrid", "filtered", "vector")
+# A round counts as calm when the host took less than this share of the
+# machine's CPU time while its recalls were timed (`steal_share`).
+CALM_STEAL = 0.02
 
 
 @dataclass
@@ -71,7 +78,8 @@ class Side:
     tree: Path
     home: Path
     own_model_cache: bool = False
-    samples: dict[str, list[float]] = field(default_factory=lambda: {k: [] for k in KINDS})
+    # Per round: the host's steal share while it was timed, and its samples of each kind.
+    rounds: list[tuple[float, dict[str, list[float]]]] = field(default_factory=list)
     start_s: list[float] = field(default_factory=list)
     stop_s: list[float] = field(default_factory=list)
     rss_mb: list[float] = field(default_factory=list)
@@ -99,9 +107,15 @@ class Side:
 
     def figures(self) -> dict[str, Any]:
         out: dict[str, Any] = {"tree": str(self.tree), "home": str(self.home)}
-        for kind, samples in self.samples.items():
-            p50, p99 = percentiles(samples)
+        calm = [samples for steal, samples in self.rounds if steal < CALM_STEAL]
+        for kind in KINDS:
+            p50, p99 = percentiles([ms for _, samples in self.rounds for ms in samples[kind]])
             out[f"{kind}_p50_ms"], out[f"{kind}_p99_ms"] = round(p50, 3), round(p99, 3)
+            if calm:
+                p99 = percentiles([ms for samples in calm for ms in samples[kind]])[1]
+                out[f"{kind}_p99_calm_ms"] = round(p99, 3)
+        out["steal_share"] = [round(steal, 3) for steal, _ in self.rounds]
+        out["calm_rounds"] = len(calm)
         out["start_s"] = [round(s, 3) for s in self.start_s]
         out["stop_s"] = [round(s, 3) for s in self.stop_s]
         out["rss_mb"] = [round(s, 1) for s in self.rss_mb]
@@ -127,10 +141,13 @@ def one_round(side: Side, texts: list[str], timed: int, mixed: Inputs | None) ->
                 "hybrid": lambda q: client.recall(q),
                 "filtered": lambda q: client.recall(q, filter=FILTER),
                 "vector": lambda q: client.recall(q, mode="vector")}
+            samples: dict[str, list[float]] = {kind: [] for kind in KINDS}
+            ticks = cpu_ticks()
             for i in range(timed):
                 text = texts[i % len(texts)]
                 for kind, call in calls.items():
-                    side.samples[kind].append(timed_ms(partial(call, text)))
+                    samples[kind].append(timed_ms(partial(call, text)))
+            side.rounds.append((steal_share(ticks), samples))
             if mixed is not None:
                 for clients, ops in ((1, CLIENTS * MIXED_OPS), (CLIENTS, MIXED_OPS)):
                     load = mixed_load(daemon, clients, texts, mixed, 10**9 + side.written, ops)
@@ -154,9 +171,11 @@ def _mixed_inputs(texts: list[str]) -> Inputs:
 def table(sides: list[Side]) -> str:
     """Each figure a row, a column a side, and with two sides their ratio."""
     figures = [side.figures() for side in sides]
+    stats = ["p50", "p99"] + (["p99_calm"] if all(f["calm_rounds"] for f in figures) else [])
     rows = [(f"{kind} {stat} ms", [f[f"{kind}_{stat}_ms"] for f in figures])
-            for kind in KINDS for stat in ("p50", "p99")]
-    keys = ["start_s", "stop_s", "rss_mb"]
+            for kind in KINDS for stat in stats]
+    rows += [("calm rounds", [float(f["calm_rounds"]) for f in figures])]
+    keys = ["steal_share", "start_s", "stop_s", "rss_mb"]
     keys += [key for key in ("mixed_1_per_s", f"mixed_{CLIENTS}_per_s")
              if all(key in f for f in figures)]
     rows += [(f"{key} (median)", [float(np.median(f[key])) for f in figures]) for key in keys]
@@ -164,7 +183,8 @@ def table(sides: list[Side]) -> str:
     lines = [f"{'':28}" + "".join(f"{side.name:>16}" for side in sides)
              + (f"{'ratio':>8}" if two else "")]
     lines += [f"{name:28}" + "".join(f"{v:16.3f}" for v in values)
-              + (f"{values[1] / values[0]:8.2f}" if two else "") for name, values in rows]
+              + (f"{values[1] / values[0]:8.2f}" if two and values[0] else "")
+              for name, values in rows]
     return "\n".join(lines)
 
 

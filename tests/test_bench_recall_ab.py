@@ -71,6 +71,9 @@ def test_two_sides_are_timed_in_alternation(workdir: Path) -> None:
         for kind in ("hybrid", "filtered", "vector"):
             assert 0 < side[f"{kind}_p50_ms"] <= side[f"{kind}_p99_ms"], kind
         assert len(side["start_s"]) == len(side["stop_s"]) == len(side["rss_mb"]) == 2
+        assert len(side["steal_share"]) == 2 and all(0 <= s < 1 for s in side["steal_share"])
+        assert side["calm_rounds"] == sum(s < 0.02 for s in side["steal_share"])
+        assert ("hybrid_p99_calm_ms" in side) == (side["calm_rounds"] > 0)
         assert all(mb > 50 for mb in side["rss_mb"])
         assert len(side["mixed_1_per_s"]) == len(side["mixed_8_per_s"]) == 2
         assert all(rate > 0 for rate in side["mixed_1_per_s"] + side["mixed_8_per_s"])
