@@ -197,6 +197,9 @@ def run(config: Config, data_dir: Path, socket: Path, *, config_file: Path | Non
     if live is not None:
         live.start()
     stop.wait()
+    # A background snapshot gives up now, while the calls in flight finish,
+    # not after them: `vault.close` waits for it.
+    vault.stopping()
     if live is not None:
         live.stop()
     notes.stop()

@@ -232,9 +232,15 @@ class Vault:
                     "damaged delta is kept in %s", damaged[0][1], self.snapshots.txid,
                     where.relative_to(self.core.data_dir))
 
+    def stopping(self) -> None:
+        """A stop has begun: a background snapshot gives up at its next
+        record batch, and the access marks' flusher ends; writes go on
+        until `close`, whose delta then holds them."""
+        self.core.closing.set()
+
     def close(self) -> None:
         core = self.core
-        core.closing.set()
+        self.stopping()
         if core.loaded:
             try:
                 # A background snapshot still being written would die with
