@@ -106,12 +106,10 @@ from memvaultd.storage.snapshots import Cancel, SnapshotCancelled
 
 FORMAT_VERSION = 3
 _LEN = struct.Struct(">I")
-# Rows per record batch: a writer gives up the interpreter lock between
-# batches, and a reader holds one batch's temporaries. A batch of memories
-# is ~1 KB a row (its float16 vector 768 bytes): 4 MiB at 4,096 rows, read
-# from the heap under the start's mmap threshold (8 MiB, `index/heap.py`);
-# at 16,384 rows each batch's 16 MiB was mapped afresh and faulted in.
-BATCH_ROWS = 4_096
+# Rows per record batch: a batch's columns and Memory objects take ~10-40
+# ms to encode or decode at 100k, so a writer gives up the interpreter lock
+# that often, and a reader holds one batch's temporaries (a few MB).
+BATCH_ROWS = 16_384
 
 # The matrix rows of a body's memories or turns: float32, or float16 as a
 # large vault's index holds them (`index/half.py`).
