@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
+from typing import cast
 
 from memvaultd.serve.dispatch import Call, Dispatch, Ended
 from memvaultd.serve.front import link
@@ -109,8 +110,9 @@ class LinkConnection(asyncio.Protocol):
         self.closed = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
+        # uvloop's transports have asyncio.Transport's methods without being
+        # its subclass.
+        self._transport = cast(asyncio.Transport, transport)
         self._server.opened(self)
 
     def connection_lost(self, exc: Exception | None) -> None:

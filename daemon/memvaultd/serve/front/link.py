@@ -70,6 +70,7 @@ import logging
 import struct
 from collections.abc import Callable
 from enum import IntEnum
+from typing import cast
 
 from memvault_base.errors import Status
 from memvault_base.limits import MAX_MESSAGE
@@ -297,9 +298,10 @@ class LinkClient(asyncio.Protocol):
         self.lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
-        transport.write(PREFACE)
+        # uvloop's transports have asyncio.Transport's methods without being
+        # its subclass.
+        self._transport = cast(asyncio.Transport, transport)
+        self._transport.write(PREFACE)
 
     def connection_lost(self, exc: Exception | None) -> None:
         for waiting in self._unary.values():

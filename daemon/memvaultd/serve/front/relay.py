@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import uvloop
 
 # grpcio's health and reflection packages ship no type stubs.
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc  # type: ignore[import-untyped]
@@ -211,5 +212,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Ctrl-C in a terminal reaches the whole process group: the core stops
     # this process itself, after its own calls.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    asyncio.run(serve(args.public, args.inner, args.link, args.grace))
+    # uvloop, as the core's end of the link: grpc's asyncio server and the link
+    # each take a turn of this loop per call (docs/benchmarks.md, "uvloop").
+    uvloop.run(serve(args.public, args.inner, args.link, args.grace))
     return 0
