@@ -107,8 +107,9 @@ def main() -> int:
 
     def postings(terms: int) -> list[tuple[np.ndarray, np.ndarray]]:
         per = n // 50
-        return [(np.sort(rng.choice(n, per, replace=False)).astype(np.int64),
-                 rng.integers(1, 4, per).astype(np.float64)) for _ in range(terms)]
+        # As the index stores them: int32 ordinals, one-byte counts.
+        return [(np.sort(rng.choice(n, per, replace=False)).astype(np.int32),
+                 rng.integers(1, 4, per).astype(np.uint8)) for _ in range(terms)]
 
     def sums(found: list[tuple[np.ndarray, np.ndarray]], compiled: bool) -> Callable[[], Any]:
         idfs = list(rng.random(len(found)) * 4)

@@ -107,12 +107,16 @@ def test_a_product_is_the_same_bits_every_time() -> None:
                for _ in range(5))
 
 
-def _bm25_args(rng: np.random.Generator, ordinals: int, terms: int, per: int) -> list[Any]:
+def _bm25_args(rng: np.random.Generator, ordinals: int, terms: int, per: int,
+               counts: type[np.unsignedinteger[Any]] = np.uint8) -> list[Any]:
+    """Postings as the keyword index stores them: int32 ordinals, counts in
+    an unsigned type (up to its largest value, past 255 where it is wider)."""
     posts = [np.sort(rng.choice(ordinals, per, replace=False)) for _ in range(terms)]
     bounds = np.zeros(terms + 1, np.int64)
     np.cumsum([per] * terms, out=bounds[1:])
-    return [np.concatenate(posts).astype(np.int64),
-            rng.integers(1, 5, terms * per).astype(np.float64), bounds,
+    top = min(int(np.iinfo(counts).max), 70_000)
+    return [np.concatenate(posts).astype(np.int32),
+            rng.integers(1, top, terms * per, endpoint=True).astype(counts), bounds,
             rng.random(terms) * 4, rng.integers(3, 40, ordinals).astype(np.float64),
             (rng.random(ordinals) > 0.2).view(np.uint8), 17.5, ordinals, keyword.K1, keyword.B]
 
@@ -142,6 +146,19 @@ def test_bad_arguments_raise_before_the_loop_runs(name: str, call: Any) -> None:
         call(matrix, codes, rows, matrix[0])
 
 
+def test_bm25_loops_refuse_postings_of_other_types() -> None:
+    # Widened copies are what the stored types spare (`keyword.py`): a
+    # caller that made one is told, not served slowly.
+    args = _bm25_args(np.random.default_rng(3), 1000, 3, 50)
+    refused = pytest.raises((TypeError, ValueError), match=r"dtype|signature")
+    with refused:
+        loops.bm25_sums(args[0].astype(np.int64), *args[1:])
+    with refused:
+        loops.bm25_sums(args[0], args[1].astype(np.float64), *args[2:])
+    with refused:
+        loops.bm25_at(np.arange(3), args[0].astype(np.int64), *args[1:7], *args[8:])
+
+
 def test_bm25_sums_refuse_an_ordinal_outside_the_documents() -> None:
     args = _bm25_args(np.random.default_rng(2), 1000, 3, 50)
     args[0] = args[0].copy()
@@ -153,12 +170,15 @@ def test_bm25_sums_refuse_an_ordinal_outside_the_documents() -> None:
         loops.bm25_sums(*args)
 
 
+@pytest.mark.parametrize("counts", [np.uint8, np.uint16, np.uint32, np.uint64])
 @pytest.mark.parametrize(("ordinals", "per"), [(1000, 50), (300, 200)])  # merged, dense
-def test_bm25_sums_are_numpys_to_the_bit(ordinals: int, per: int) -> None:
+def test_bm25_sums_are_numpys_to_the_bit(ordinals: int, per: int,
+                                        counts: type[np.unsignedinteger[Any]]) -> None:
     """Both ways of summing against keyword.py's NumPy version (which
-    `test_index_equivalence.py` checks against a plain BM25)."""
+    `test_index_equivalence.py` checks against a plain BM25), whatever
+    unsigned type holds the counts."""
     rng = np.random.default_rng(ordinals)
-    args = _bm25_args(rng, ordinals, 4, per)
+    args = _bm25_args(rng, ordinals, 4, per, counts)
     ords, tfs, bounds, idfs, lengths, alive, average = args[:7]
     index = keyword.KeywordIndex()
     index._compiled = False
@@ -188,8 +208,8 @@ def test_bm25_sums_of_terms_of_every_size_are_numpys_to_the_bit(terms: int) -> N
         posts[-1] = np.union1d(posts[-1], [7])
         bounds = np.zeros(terms + 1, np.int64)
         np.cumsum([len(p) for p in posts], out=bounds[1:])
-        ords = np.concatenate(posts).astype(np.int64)
-        tfs = rng.integers(1, 5, len(ords)).astype(np.float64)
+        ords = np.concatenate(posts).astype(np.int32)
+        tfs = rng.integers(1, 5, len(ords)).astype(np.uint8)
         idfs = rng.random(terms) * 4
         lengths = rng.integers(3, 40, ordinals).astype(np.float64)
         alive = rng.random(ordinals) > 0.2
@@ -204,13 +224,15 @@ def test_bm25_sums_of_terms_of_every_size_are_numpys_to_the_bit(terms: int) -> N
         assert sums.tobytes() == expected[1].tobytes()
 
 
+@pytest.mark.parametrize("counts", [np.uint8, np.uint32])
 @pytest.mark.parametrize(("ordinals", "per"), [(1000, 50), (300, 200), (100_000, 3000)])
-def test_bm25_at_is_bm25_sums_to_the_bit_for_each_document(ordinals: int, per: int) -> None:
+def test_bm25_at_is_bm25_sums_to_the_bit_for_each_document(
+        ordinals: int, per: int, counts: type[np.unsignedinteger[Any]]) -> None:
     """Every document asked (those that match, those that match nothing,
     dead ones, the first and the last, one asked twice) scores what the
     whole sum gives it, to the bit, and 0 where the sum leaves it out."""
     rng = np.random.default_rng(ordinals + 1)
-    args = _bm25_args(rng, ordinals, 4, per)
+    args = _bm25_args(rng, ordinals, 4, per, counts)
     ords, tfs, bounds, idfs, lengths, alive, average, _, k1, b = args
     found, sums = loops.bm25_sums(*args)
     whole = np.zeros(ordinals)

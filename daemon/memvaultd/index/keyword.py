@@ -393,7 +393,7 @@ class KeywordIndex:
             self._live = array("q", live.tobytes())
             self._count = array("q", live.tobytes())
             self._start = array("q", (ends - live).tobytes())
-            self._ords, self._tfs = ords, _narrowest(tfs)
+            self._ords, self._tfs = ords.astype(np.int32, copy=False), _narrowest(tfs)
             # Left by puts whose documents were all removed since.
             self._recent, self._recent_size, self._holes, self._removed = {}, 0, 0, 0
             self._ordinals = dict(zip(doc_ids, ints.shared(0, n), strict=True))
@@ -521,14 +521,17 @@ class KeywordIndex:
     def _entries(self, term_id: int) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:
         """A term's postings (ordinals ascending, counts): views of the merged
         arrays, or new arrays where it has recent ones (the caller holds the
-        lock, and lets go of them before it)."""
+        lock, and lets go of them before it). Either way int32 ordinals and
+        the counts in an unsigned type that holds them, as `loops` reads them."""
         start, size = self._start[term_id], self._count[term_id]
         ords, tfs = self._ords[start : start + size], self._tfs[start : start + size]
         recent = self._recent.get(term_id)
         if recent is None:
             return ords, tfs
-        return (np.concatenate([ords, np.frombuffer(recent.ords, dtype=np.int64)]),
-                np.concatenate([tfs, np.frombuffer(recent.tfs, dtype=np.int64)]))
+        counts = _narrowest(np.frombuffer(recent.tfs, dtype=np.int64))
+        return (np.concatenate([ords, np.frombuffer(recent.ords, dtype=np.int64)],
+                               dtype=np.int32),
+                np.concatenate([tfs, counts], dtype=np.promote_types(tfs.dtype, counts.dtype)))
 
     def search(self, query: str, without: frozenset[str] = frozenset()) -> KeywordHits:
         """BM25 score of every document sharing a term with `query` (its terms
@@ -579,15 +582,16 @@ class KeywordIndex:
         loop (`loops.bm25_sums`), unless a long query's sum is a merge
         (MERGED_TERMS_MAX), else in NumPy. The caller holds the lock.
 
-        The counts are read as float64 and the ordinals as int64: the same
-        numbers, so the same scores to the bit, whatever types hold them."""
+        The compiled loop reads the ordinals and counts in the types they are
+        stored in, NumPy widens the counts to float64: the same numbers, so
+        the same scores to the bit."""
         counts = [len(ords) for ords, _ in postings]
         if self._compiled and (len(postings) <= MERGED_TERMS_MAX
                                or _dense(sum(counts), ordinal_count)):
             bounds = np.zeros(len(postings) + 1, dtype=np.int64)
             np.cumsum(counts, out=bounds[1:])
-            return loops.bm25_sums(np.concatenate([o for o, _ in postings], dtype=np.int64),
-                                   np.concatenate([tf for _, tf in postings], dtype=np.float64),
+            return loops.bm25_sums(np.concatenate([o for o, _ in postings]),
+                                   np.concatenate([tf for _, tf in postings]),
                                    bounds, np.array(idfs), self._lengths,
                                    self._alive.view(np.uint8), average, ordinal_count, K1, B)
         ords, scores = [], []
@@ -629,8 +633,9 @@ class _Query:
         self._index, self._average, self._count = index, average, len(index._doc_ids)
         self._bounds = np.zeros(len(postings) + 1, dtype=np.int64)
         np.cumsum([len(ords) for ords, _ in postings], out=self._bounds[1:])
-        self._ords = np.concatenate([ords for ords, _ in postings], dtype=np.int64)
-        self._tfs = np.concatenate([tfs for _, tfs in postings], dtype=np.float64)
+        # In their stored types (`_entries`): no widened copy.
+        self._ords = np.concatenate([ords for ords, _ in postings])
+        self._tfs = np.concatenate([tfs for _, tfs in postings])
         self._idfs = np.array(idfs, dtype=np.float64)
 
     def sums(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
@@ -651,8 +656,9 @@ class _Query:
         """The score of each of `wanted` (ordinals, ascending), 0 for those
         that match nothing: `held_sums`'s, to the bit (`loops.bm25_at`)."""
         index = self._index
-        return loops.bm25_at(wanted, self._ords, self._tfs, self._bounds, self._idfs,
-                             index._lengths, index._alive.view(np.uint8), self._average, K1, B)
+        return loops.bm25_at(wanted.astype(np.int64, copy=False), self._ords, self._tfs,
+                             self._bounds, self._idfs, index._lengths,
+                             index._alive.view(np.uint8), self._average, K1, B)
 
     def pruned(self, shortest: float
                ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64], float] | None:

@@ -1,4 +1,6 @@
 # Types of the compiled module built from loops.pyx (which documents it).
+from typing import Any
+
 import numpy as np
 import numpy.typing as npt
 
@@ -10,11 +12,14 @@ def probed_lists(codes: npt.NDArray[np.int8], order: Rows, starts: Rows, ends: R
 def exact(matrix: Matrix, rows: Rows, query: Matrix) -> Matrix: ...
 def half_products(bits: npt.NDArray[np.uint16], rows: Rows, query: Matrix) -> Matrix: ...
 def half_widen(bits: npt.NDArray[np.uint16], rows: Rows, out: Matrix) -> None: ...
-def bm25_sums(ords: Rows, tfs: npt.NDArray[np.float64], bounds: Rows,
+# Term counts: uint8, uint16, uint32 or uint64 (`keyword._narrowest`).
+Counts = npt.NDArray[np.unsignedinteger[Any]]
+
+def bm25_sums(ords: npt.NDArray[np.int32], tfs: Counts, bounds: Rows,
               idfs: npt.NDArray[np.float64], lengths: npt.NDArray[np.float64],
               alive: npt.NDArray[np.uint8], average: float, ordinal_count: int,
               k1: float, b: float              ) -> tuple[Rows, npt.NDArray[np.float64]]: ...
-def bm25_at(wanted: Rows, ords: Rows, tfs: npt.NDArray[np.float64], bounds: Rows,
+def bm25_at(wanted: Rows, ords: npt.NDArray[np.int32], tfs: Counts, bounds: Rows,
             idfs: npt.NDArray[np.float64], lengths: npt.NDArray[np.float64],
             alive: npt.NDArray[np.uint8], average: float, k1: float, b: float
             ) -> npt.NDArray[np.float64]: ...
