@@ -68,6 +68,23 @@ def _within_the_query_steps(codes: np.ndarray, query: np.ndarray, products: np.n
     assert np.corrcoef(products, exact)[0, 1] > 0.999999
 
 
+@pytest.mark.parametrize("dims", [*DIMS, 1024])
+def test_the_widest_probe_loop_gives_the_portable_ones_products_to_the_bit(dims: int) -> None:
+    """AVX-512 VNNI where this CPU has it (`loops.VNNI`), else the same loop:
+    lists of odd and even lengths (it reads two rows at a time), dimensions
+    past the last whole 32 (its scalar end), codes at their extremes."""
+    rng = np.random.default_rng(dims)
+    codes = rng.integers(-128, 128, size=(400, dims), dtype=np.int8)
+    codes[:3] = [[-128], [127], [0]]
+    order = rng.permutation(400).astype(np.int64)
+    starts, ends = np.array([0, 5, 100, 399], np.int64), np.array([3, 5, 258, 400], np.int64)
+    for query in (_unit(rng, 1, dims)[0], np.full(dims, 0.03125, np.float32)):
+        widest = loops.probed_lists(codes, order, starts, ends, query)
+        portable = loops.probed_lists(codes, order, starts, ends, query, widest=False)
+        assert np.array_equal(widest[0], portable[0])
+        assert widest[1].tobytes() == portable[1].tobytes()
+
+
 def test_wide_codes_at_their_extremes_stay_within_an_int32_sum() -> None:
     """1,024 dimensions of codes at -128 and a query at its largest everywhere:
     summed in steps of 32767, the total would pass 2^31."""
@@ -278,6 +295,29 @@ def test_term_ids_are_numpys_searchsorted_where_found() -> None:
 
 def _maps(pid: int, pattern: str) -> bool:
     return re.search(pattern, Path(f"/proc/{pid}/maps").read_text()) is not None
+
+
+@pytest.mark.parametrize("window", [1, 3, 64, 500])
+def test_best_first_is_a_stable_sort_cut_after_the_window_and_its_ties(window: int) -> None:
+    """Scores with many ties (as templated memories give), pools ascending
+    (as `ranked_windows` passes them) and shuffled, and pools smaller than
+    the window."""
+    rng = np.random.default_rng(window)
+    for size, kinds in ((2000, 7), (300, 300), (40, 3), (1, 1), (0, 1)):
+        scores = rng.integers(0, kinds, 3000).astype(np.float64) / 3
+        for pool in (np.sort(rng.choice(3000, size, replace=False)),
+                     rng.choice(3000, size, replace=False)):
+            ranked = pool[np.argsort(-scores[pool], kind="stable")]
+            expected = ranked[scores[ranked] >= scores[ranked[min(window, size) - 1]]] if size \
+                else ranked
+            assert loops.best_first(scores, pool, window).tolist() == expected.tolist()
+
+
+@pytest.mark.parametrize(("pool", "window"), [([0, 5, 10], 0), ([0, 10, 3], 2), ([-1], 1)])
+def test_best_first_refuses_a_window_under_one_and_a_position_outside(pool: list[int],
+                                                                     window: int) -> None:
+    with pytest.raises(ValueError, match=r"window|outside"):
+        loops.best_first(np.zeros(10), np.array(pool, np.int64), window)
 
 
 def test_a_vault_past_the_ivf_threshold_serves_without_a_jit_compiler(home: Path) -> None:

@@ -134,6 +134,86 @@ static void memvault_probed_lists(const int8_t *codes, int64_t dims, const int64
     }
 }
 
+/* The probed lists' loop with AVX-512 VNNI, where the CPU has it
+ * (`memvault_probed_lists_vnni_ok`): 32 codes a step, widened to int16 and
+ * multiplied-and-added into int32 by one instruction (vpdpwssd, which wraps as
+ * the loop above does and never saturates), two rows at a time so that their
+ * sums are in flight together. The same integer sums, so the same products to
+ * the bit. On 26 lists of ~500 rows of 1M random codes (13k rows, 5 MB), read
+ * cold: 373-461 against 564-629 us for the x86-64-v3 clone above, and
+ * 287-358 against 445-500 us read again at once (from the L3 cache); in a
+ * 1M vault's recalls, in process, 0.66 against 0.75 ms a search (medians of
+ * 8 alternating rounds). */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define MEMVAULT_VNNI 1
+#define MEMVAULT_VNNI_TARGET __attribute__((target("avx512f,avx512bw,avx512vnni")))
+
+MEMVAULT_VNNI_TARGET MEMVAULT_INLINE __m512i memvault_vnni_step(__m512i sum, const int8_t *codes,
+                                                                 const int16_t *query) {
+    __m512i wide = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)codes));
+    return _mm512_dpwssd_epi32(sum, wide, _mm512_loadu_si512((const void *)query));
+}
+
+MEMVAULT_VNNI_TARGET MEMVAULT_INLINE int32_t memvault_vnni_tail(const int8_t *row, const int16_t *query,
+                                                                int64_t from, int64_t dims) {
+    int32_t total = 0;
+    for (int64_t j = from; j < dims; j++) total += (int32_t)row[j] * (int32_t)query[j];
+    return total;
+}
+
+MEMVAULT_VNNI_TARGET
+static void memvault_probed_lists_vnni(const int8_t *codes, int64_t dims, const int64_t *order,
+                                       const int64_t *starts, const int64_t *ends, int64_t lists,
+                                       const int16_t *query, float step, int64_t *rows_out,
+                                       float *products_out) {
+    const int64_t whole = dims / 32 * 32;
+    int64_t k = 0;
+    for (int64_t i = 0; i < lists; i++) {
+        int64_t r = starts[i];
+        for (; r + 2 <= ends[i]; r += 2, k += 2) {
+            const int8_t *a = codes + r * dims, *b = a + dims;
+            __m512i sa = _mm512_setzero_si512(), sb = _mm512_setzero_si512();
+            for (int64_t j = 0; j < whole; j += 32) {
+                sa = memvault_vnni_step(sa, a + j, query + j);
+                sb = memvault_vnni_step(sb, b + j, query + j);
+            }
+            int32_t ta = _mm512_reduce_add_epi32(sa) + memvault_vnni_tail(a, query, whole, dims);
+            int32_t tb = _mm512_reduce_add_epi32(sb) + memvault_vnni_tail(b, query, whole, dims);
+            products_out[k] = (float)ta * step;
+            products_out[k + 1] = (float)tb * step;
+            rows_out[k] = order[r];
+            rows_out[k + 1] = order[r + 1];
+        }
+        for (; r < ends[i]; r++, k++) {
+            const int8_t *a = codes + r * dims;
+            __m512i sa = _mm512_setzero_si512();
+            for (int64_t j = 0; j < whole; j += 32) sa = memvault_vnni_step(sa, a + j, query + j);
+            products_out[k] = (float)(_mm512_reduce_add_epi32(sa)
+                                      + memvault_vnni_tail(a, query, whole, dims)) * step;
+            rows_out[k] = order[r];
+        }
+    }
+}
+
+static int memvault_probed_lists_vnni_ok(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")
+           && __builtin_cpu_supports("avx512vnni");
+}
+#else
+#define MEMVAULT_VNNI 0
+static void memvault_probed_lists_vnni(const int8_t *codes, int64_t dims, const int64_t *order,
+                                       const int64_t *starts, const int64_t *ends, int64_t lists,
+                                       const int16_t *query, float step, int64_t *rows_out,
+                                       float *products_out) {
+    memvault_probed_lists(codes, dims, order, starts, ends, lists, query, step, rows_out,
+                          products_out);
+}
+
+static int memvault_probed_lists_vnni_ok(void) { return 0; }
+#endif
+
 /* matrix[rows] @ query, matrix float32 (n x dims). */
 MEMVAULT_CLONES
 static void memvault_exact(const float *matrix, int64_t dims, const int64_t *rows, int64_t count,

@@ -197,12 +197,8 @@ class KeywordHits:
         of a window's last score), so a caller that stops after 24 sorts ~64.
 
         `ords` ascend, and so does every pool of positions here: a stable
-        sort by score alone then puts ties in ordinal order. That, and the
-        window's last score read by `np.partition` rather than located by
-        `argpartition`, took the first window from 0.10 to 0.07-0.09 ms on
-        the benchmark's queries at 100k (1k-15k hits, ~330 ties in a
-        window). The partition is of the negated scores with a small `kth`:
-        the same selection as the `len - window`th of the scores took 0.29.
+        sort by score alone then puts ties in ordinal order. Each window is
+        cut and sorted in one compiled call (`loops.best_first`).
 
         Where the held documents are those at the floor or above, a window
         whose last score is under it, or the end of them, is where the
@@ -216,10 +212,7 @@ class KeywordHits:
                 pool = self._rest(last)
                 scores = self._scores
                 continue
-            if len(pool) > window:
-                part = -scores[pool]
-                pool = pool[part <= np.partition(part, window - 1)[window - 1]]
-            pool = pool[np.argsort(-scores[pool], kind="stable")]
+            pool = loops.best_first(scores, pool, window)
             if self._query is not None and scores[pool[-1]] < self._floor:
                 pool = self._rest(last)
                 scores = self._scores
