@@ -146,17 +146,16 @@ static void memvault_probed_lists(const int8_t *codes, int64_t dims, const int64
  * 8 alternating rounds). */
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
-#define MEMVAULT_VNNI 1
 #define MEMVAULT_VNNI_TARGET __attribute__((target("avx512f,avx512bw,avx512vnni")))
 
-MEMVAULT_VNNI_TARGET MEMVAULT_INLINE __m512i memvault_vnni_step(__m512i sum, const int8_t *codes,
-                                                                 const int16_t *query) {
+MEMVAULT_VNNI_TARGET MEMVAULT_INLINE
+__m512i memvault_vnni_step(__m512i sum, const int8_t *codes, const int16_t *query) {
     __m512i wide = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)codes));
     return _mm512_dpwssd_epi32(sum, wide, _mm512_loadu_si512((const void *)query));
 }
 
-MEMVAULT_VNNI_TARGET MEMVAULT_INLINE int32_t memvault_vnni_tail(const int8_t *row, const int16_t *query,
-                                                                int64_t from, int64_t dims) {
+MEMVAULT_VNNI_TARGET MEMVAULT_INLINE
+int32_t memvault_vnni_tail(const int8_t *row, const int16_t *query, int64_t from, int64_t dims) {
     int32_t total = 0;
     for (int64_t j = from; j < dims; j++) total += (int32_t)row[j] * (int32_t)query[j];
     return total;
@@ -202,7 +201,6 @@ static int memvault_probed_lists_vnni_ok(void) {
            && __builtin_cpu_supports("avx512vnni");
 }
 #else
-#define MEMVAULT_VNNI 0
 static void memvault_probed_lists_vnni(const int8_t *codes, int64_t dims, const int64_t *order,
                                        const int64_t *starts, const int64_t *ends, int64_t lists,
                                        const int16_t *query, float step, int64_t *rows_out,
