@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from memvault import Client
+from memvault.status import SyncInfo
 from memvault_base.errors import Locked, MemvaultError, RollbackDetected
 from memvaultd.sync.remotes import open_remote
 
@@ -325,6 +326,19 @@ def test_writes_during_init_land_on_every_device(tmp_path: Path) -> None:
             assert cb.get(memory_id).category == f"edited {last[memory_id]}"
 
 
+def _settled_refusal(client: Client, timeout: float = 20) -> SyncInfo:
+    """The status once a pass has stopped sync or refused a version and
+    ended. A refusal is listed as soon as it is met, while its pass still
+    reads "syncing"; the status returned is the one that ended the wait."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status = client.sync_status()
+        if status.state == "stopped" or (status.refused and status.state != "syncing"):
+            return status
+        time.sleep(0.1)
+    raise AssertionError("condition not met in time")
+
+
 def test_altered_remote_objects_are_refused_and_nothing_is_applied(tmp_path: Path) -> None:
     shared = tmp_path / "shared"
     remote = shared.as_uri()
@@ -346,9 +360,7 @@ def test_altered_remote_objects_are_refused_and_nothing_is_applied(tmp_path: Pat
             newest.write_bytes(forged)
             b.start()
             cb = Client(socket=b.socket)
-            _eventually(lambda c=cb: c.sync_status().state == "stopped"
-                        or bool(c.sync_status().refused), timeout=20)
-            status = cb.sync_status()
+            status = _settled_refusal(cb)
             if attack == 0:
                 # No registered device signed these bytes: refused, passed
                 # over, named; B has now seen this object as version N.
