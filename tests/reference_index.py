@@ -68,7 +68,7 @@ def live_postings(index: KeywordIndex) -> dict[int, tuple[list[int], list[int]]]
     for term, term_id in [*((key, at) for at, key in enumerate(terms.hashes.tolist())),
                           *terms.new.items()]:
         ords, tfs = index._entries(term_id)
-        kept = index._alive[ords]
+        kept = index._lengths[ords] != 0  # 0: removed
         assert np.all(np.diff(ords) > 0), term
         assert int(np.count_nonzero(kept)) == index._live[term_id], term
         if index._live[term_id]:

@@ -476,5 +476,27 @@ def test_compiled_keyword_sums_are_numpys_to_the_bit(merge_min: int,
         assert a.scores.tobytes() == b.scores.tobytes(), query
 
 
+@pytest.mark.parametrize("compiled", [False, True])
+def test_a_document_past_65535_terms_widens_the_lengths_and_scores_as_plain_bm25(
+        compiled: bool) -> None:
+    """The lengths are held in uint16 until a document is longer
+    (`keyword._holding`): that one widens them to uint32, every score stays
+    plain BM25's, and once it is removed it matches nothing."""
+    index, docs = _keyword_docs()
+    index._compiled = compiled
+    assert index._lengths.dtype == np.uint16
+    docs["long"] = [" ".join(["apple"] * 40_000 + ["deploy"] * 30_000), "ops"]
+    index.put("long", docs["long"])
+    assert index._lengths.dtype == np.uint32
+    asked = [*docs, "d0"]
+    for query in ("apple tests", "deploy friday ops", "cherry"):
+        expected = _reference_bm25(docs, query)
+        for doc_id, score in zip(asked, index.search(query).scores_of(asked), strict=True):
+            assert math.isclose(score, expected.get(doc_id, 0.0), rel_tol=1e-9), doc_id
+    index.remove("long", docs.pop("long"))
+    assert index.search("apple deploy").scores_of(["long"]) == [0.0]
+    assert "long" not in set(ranked(index.search("apple deploy")))
+
+
 def test_threshold_constant_is_what_the_docs_say() -> None:
     assert ann.IVF_THRESHOLD == 20_000

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pytest
 
 from memvault import Client
@@ -125,17 +126,28 @@ def test_a_product_is_the_same_bits_every_time() -> None:
 
 
 def _bm25_args(rng: np.random.Generator, ordinals: int, terms: int, per: int,
-               counts: type[np.unsignedinteger[Any]] = np.uint8) -> list[Any]:
+               counts: type[np.unsignedinteger[Any]] = np.uint8,
+               lengths: type[np.unsignedinteger[Any]] = np.uint16) -> list[Any]:
     """Postings as the keyword index stores them: int32 ordinals, counts in
-    an unsigned type (up to its largest value, past 255 where it is wider)."""
+    an unsigned type (up to its largest value, past 255 where it is wider),
+    and the documents' lengths, a fifth of them 0 (removed)."""
     posts = [np.sort(rng.choice(ordinals, per, replace=False)) for _ in range(terms)]
     bounds = np.zeros(terms + 1, np.int64)
     np.cumsum([per] * terms, out=bounds[1:])
     top = min(int(np.iinfo(counts).max), 70_000)
     return [np.concatenate(posts).astype(np.int32),
             rng.integers(1, top, terms * per, endpoint=True).astype(counts), bounds,
-            rng.random(terms) * 4, rng.integers(3, 40, ordinals).astype(np.float64),
-            (rng.random(ordinals) > 0.2).view(np.uint8), 17.5, ordinals, keyword.K1, keyword.B]
+            rng.random(terms) * 4, _lengths(rng, ordinals, lengths), 17.5, ordinals,
+            keyword.K1, keyword.B]
+
+
+def _lengths(rng: np.random.Generator, ordinals: int,
+             kind: type[np.unsignedinteger[Any]] = np.uint16) -> npt.NDArray[Any]:
+    """Lengths of 3 to 40 terms (past 65,535 in uint32), a fifth of them 0: removed."""
+    top = 40 if kind == np.uint16 else 100_000
+    lengths = rng.integers(3, top, ordinals).astype(kind)
+    lengths[rng.random(ordinals) < 0.2] = 0
+    return lengths
 
 
 @pytest.mark.parametrize(("name", "call"), [
@@ -167,13 +179,15 @@ def test_bm25_loops_refuse_postings_of_other_types() -> None:
     # Widened copies are what the stored types spare (`keyword.py`): a
     # caller that made one is told, not served slowly.
     args = _bm25_args(np.random.default_rng(3), 1000, 3, 50)
-    refused = pytest.raises((TypeError, ValueError), match=r"dtype|signature")
+    refused = pytest.raises((TypeError, ValueError), match=r"dtype|signature|argument types")
     with refused:
         loops.bm25_sums(args[0].astype(np.int64), *args[1:])
     with refused:
         loops.bm25_sums(args[0], args[1].astype(np.float64), *args[2:])
     with refused:
-        loops.bm25_at(np.arange(3), args[0].astype(np.int64), *args[1:7], *args[8:])
+        loops.bm25_at(np.arange(3), args[0].astype(np.int64), *args[1:6], *args[7:])
+    with refused:  # lengths as float64
+        loops.bm25_sums(*args[:4], args[4].astype(np.float64), *args[5:])
 
 
 def test_bm25_sums_refuse_an_ordinal_outside_the_documents() -> None:
@@ -187,19 +201,21 @@ def test_bm25_sums_refuse_an_ordinal_outside_the_documents() -> None:
         loops.bm25_sums(*args)
 
 
+@pytest.mark.parametrize("lengths", [np.uint16, np.uint32])
 @pytest.mark.parametrize("counts", [np.uint8, np.uint16, np.uint32, np.uint64])
 @pytest.mark.parametrize(("ordinals", "per"), [(1000, 50), (300, 200)])  # merged, dense
 def test_bm25_sums_are_numpys_to_the_bit(ordinals: int, per: int,
-                                        counts: type[np.unsignedinteger[Any]]) -> None:
+                                        counts: type[np.unsignedinteger[Any]],
+                                        lengths: type[np.unsignedinteger[Any]]) -> None:
     """Both ways of summing against keyword.py's NumPy version (which
     `test_index_equivalence.py` checks against a plain BM25), whatever
-    unsigned type holds the counts."""
+    unsigned types hold the counts and the lengths."""
     rng = np.random.default_rng(ordinals)
-    args = _bm25_args(rng, ordinals, 4, per, counts)
-    ords, tfs, bounds, idfs, lengths, alive, average = args[:7]
+    args = _bm25_args(rng, ordinals, 4, per, counts, lengths)
+    ords, tfs, bounds, idfs, _, average = args[:6]
     index = keyword.KeywordIndex()
     index._compiled = False
-    index._lengths, index._alive = lengths, alive.view(bool)
+    index._lengths = args[4]
     postings = [(ords[bounds[t]:bounds[t + 1]], tfs[bounds[t]:bounds[t + 1]])
                 for t in range(len(idfs))]
     expected = index._sums(postings, list(idfs), average, ordinals)
@@ -228,39 +244,39 @@ def test_bm25_sums_of_terms_of_every_size_are_numpys_to_the_bit(terms: int) -> N
         ords = np.concatenate(posts).astype(np.int32)
         tfs = rng.integers(1, 5, len(ords)).astype(np.uint8)
         idfs = rng.random(terms) * 4
-        lengths = rng.integers(3, 40, ordinals).astype(np.float64)
-        alive = rng.random(ordinals) > 0.2
+        lengths = _lengths(rng, ordinals)
         index = keyword.KeywordIndex()
         index._compiled = False
-        index._lengths, index._alive = lengths, alive
+        index._lengths = lengths
         expected = index._sums([(ords[bounds[t]:bounds[t + 1]], tfs[bounds[t]:bounds[t + 1]])
                                 for t in range(terms)], list(idfs), 17.5, ordinals)
-        found, sums = loops.bm25_sums(ords, tfs, bounds, idfs, lengths, alive.view(np.uint8),
-                                      17.5, ordinals, keyword.K1, keyword.B)
+        found, sums = loops.bm25_sums(ords, tfs, bounds, idfs, lengths, 17.5, ordinals,
+                                      keyword.K1, keyword.B)
         assert np.array_equal(found, expected[0])
         assert sums.tobytes() == expected[1].tobytes()
 
 
-@pytest.mark.parametrize("counts", [np.uint8, np.uint32])
+@pytest.mark.parametrize(("counts", "lengths"), [(np.uint8, np.uint16), (np.uint32, np.uint32)])
 @pytest.mark.parametrize(("ordinals", "per"), [(1000, 50), (300, 200), (100_000, 3000)])
 def test_bm25_at_is_bm25_sums_to_the_bit_for_each_document(
-        ordinals: int, per: int, counts: type[np.unsignedinteger[Any]]) -> None:
+        ordinals: int, per: int, counts: type[np.unsignedinteger[Any]],
+        lengths: type[np.unsignedinteger[Any]]) -> None:
     """Every document asked (those that match, those that match nothing,
     dead ones, the first and the last, one asked twice) scores what the
     whole sum gives it, to the bit, and 0 where the sum leaves it out."""
     rng = np.random.default_rng(ordinals + 1)
-    args = _bm25_args(rng, ordinals, 4, per, counts)
-    ords, tfs, bounds, idfs, lengths, alive, average, _, k1, b = args
+    args = _bm25_args(rng, ordinals, 4, per, counts, lengths)
+    ords, tfs, bounds, idfs, held, average, _, k1, b = args
     found, sums = loops.bm25_sums(*args)
     whole = np.zeros(ordinals)
     whole[found] = sums
     wanted = np.sort(np.concatenate([rng.choice(ordinals, 400), [0, ordinals - 1, 5, 5]]))
-    scores = loops.bm25_at(wanted, ords, tfs, bounds, idfs, lengths, alive, average, k1, b)
+    scores = loops.bm25_at(wanted, ords, tfs, bounds, idfs, held, average, k1, b)
     assert scores.tobytes() == whole[wanted].tobytes()
     every = np.arange(ordinals, dtype=np.int64)
-    assert loops.bm25_at(every, ords, tfs, bounds, idfs, lengths, alive, average, k1,
+    assert loops.bm25_at(every, ords, tfs, bounds, idfs, held, average, k1,
                          b).tobytes() == whole.tobytes()
-    assert len(loops.bm25_at(np.zeros(0, np.int64), ords, tfs, bounds, idfs, lengths, alive,
+    assert len(loops.bm25_at(np.zeros(0, np.int64), ords, tfs, bounds, idfs, held,
                              average, k1, b)) == 0
 
 
@@ -269,10 +285,10 @@ def test_bm25_at_is_bm25_sums_to_the_bit_for_each_document(
     ([-1], "document -1")])
 def test_bm25_at_refuses_documents_out_of_order_or_outside(wanted: list[int],
                                                           message: str) -> None:
-    ords, tfs, bounds, idfs, lengths, alive, average = _bm25_args(
-        np.random.default_rng(5), 1000, 3, 50)[:7]
+    ords, tfs, bounds, idfs, lengths, average = _bm25_args(
+        np.random.default_rng(5), 1000, 3, 50)[:6]
     with pytest.raises(ValueError, match=message):
-        loops.bm25_at(np.array(wanted, np.int64), ords, tfs, bounds, idfs, lengths, alive,
+        loops.bm25_at(np.array(wanted, np.int64), ords, tfs, bounds, idfs, lengths,
                       average, keyword.K1, keyword.B)
 
 

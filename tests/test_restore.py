@@ -96,7 +96,6 @@ def _assert_same(a: Layer, b: Layer) -> None:
     assert ka._ordinals == kb._ordinals and ka._doc_ids == kb._doc_ids
     assert ka._total == kb._total
     assert np.array_equal(ka._lengths[:docs], kb._lengths[:docs])
-    assert np.array_equal(ka._alive[:docs], kb._alive[:docs])
     assert live_postings(ka) == live_postings(kb)
     assert a._topics == b._topics
     assert a.sessions._links == b.sessions._links and a.sessions._last == b.sessions._last

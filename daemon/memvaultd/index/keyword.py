@@ -253,9 +253,10 @@ class _Recent:
         self.ords = array("q")
         self.tfs = array("q")
 
-    def compact(self, alive: npt.NDArray[np.bool_]) -> None:
+    def compact(self, lengths: npt.NDArray[Any]) -> None:
+        """Drop the pairs of removed documents (length 0, `KeywordIndex._lengths`)."""
         ords = np.frombuffer(self.ords, dtype=np.int64)
-        keep = alive[ords]
+        keep = lengths[ords] != 0
         kept_ords, kept_tfs = ords[keep], np.frombuffer(self.tfs, dtype=np.int64)[keep]
         del ords, keep
         self.ords, self.tfs = array("q", kept_ords.tobytes()), array("q", kept_tfs.tobytes())
@@ -288,8 +289,11 @@ class KeywordIndex:
         self._recent_size = 0
         self._ordinals: dict[str, int] = {}
         self._doc_ids: list[str | None] = []
-        self._lengths = np.zeros(1024, dtype=np.float64)
-        self._alive = np.zeros(1024, dtype=bool)
+        # Per ordinal: the document's length in terms, 0 once it is removed
+        # (a document of no terms has no postings that would read it), in
+        # the narrowest of uint16 and uint32 that holds them (`loops.pyx`,
+        # `length_t`: the footprint the scoring reads at random).
+        self._lengths: npt.NDArray[Any] = np.zeros(1024, dtype=np.uint16)
         self._total = 0
         self._shortest = math.inf  # the fewest terms of a document indexed (but 0)
         self._compiled: bool = True  # the sums in `loops.bm25_sums`; False: in NumPy
@@ -311,9 +315,11 @@ class KeywordIndex:
         with self._lock:
             self._drop(doc_id, was)
             ordinal = len(self._doc_ids)
-            if ordinal == len(self._lengths):
-                self._lengths = np.resize(self._lengths, 2 * ordinal)
-                self._alive = np.resize(self._alive, 2 * ordinal)
+            length = sum(counts.values())
+            held = len(self._lengths)
+            if ordinal == held or length > np.iinfo(self._lengths.dtype).max:
+                self._lengths = _holding(self._lengths, 2 * held if ordinal == held else held,
+                                         length)
             self._doc_ids.append(doc_id)
             self._ordinals[doc_id] = ordinal
             live, recent = self._live, self._recent
@@ -331,9 +337,7 @@ class KeywordIndex:
                 postings.tfs.append(tf)
                 live[term_id] += 1
             self._recent_size += len(keys)
-            length = sum(counts.values())
             self._lengths[ordinal] = length
-            self._alive[ordinal] = True
             self._total += length
             if length:
                 self._shortest = min(self._shortest, length)
@@ -391,10 +395,9 @@ class KeywordIndex:
             self._recent, self._recent_size, self._holes, self._removed = {}, 0, 0, 0
             self._ordinals = dict(zip(doc_ids, ints.shared(0, n), strict=True))
             self._doc_ids = list(doc_ids)
-            self._lengths = np.zeros(capacity, dtype=np.float64)
+            self._lengths = _holding(np.zeros(0, dtype=np.uint16), capacity,
+                                     int(lengths.max()) if n else 0)
             self._lengths[:n] = lengths
-            self._alive = np.zeros(capacity, dtype=bool)
-            self._alive[:n] = True
             self._total = int(lengths.sum())
             counted = lengths[lengths > 0]
             self._shortest = float(counted.min()) if len(counted) else math.inf
@@ -419,9 +422,9 @@ class KeywordIndex:
         if was is None or sum(counts.values()) != self._lengths[ordinal] or -1 in term_ids:
             raise ValueError(f"keyword index: {doc_id!r} was not indexed from the fields given")
         del self._ordinals[doc_id]
-        self._alive[ordinal] = False
         self._doc_ids[ordinal] = None
         self._total -= int(self._lengths[ordinal])
+        self._lengths[ordinal] = 0
         self._removed += 1
         for term_id in term_ids:
             self._live[term_id] -= 1
@@ -441,7 +444,7 @@ class KeywordIndex:
         `_recent`, when they are half its entries (the caller holds the lock)."""
         start, size = self._start[term_id], self._count[term_id]
         ords = self._ords[start : start + size]
-        keep = self._alive[ords]
+        keep = self._lengths[ords] != 0
         kept = int(np.count_nonzero(keep))
         ords[:kept] = ords[keep]
         tfs = self._tfs[start : start + size]
@@ -450,7 +453,7 @@ class KeywordIndex:
         self._holes += size - kept
         if recent is not None:
             self._recent_size -= len(recent.ords)
-            recent.compact(self._alive)
+            recent.compact(self._lengths)
             self._recent_size += len(recent.ords)
 
     def _merge_when_large(self) -> None:
@@ -489,7 +492,7 @@ class KeywordIndex:
         tfs = np.concatenate([tfs, *(np.frombuffer(p.tfs, dtype=np.int64) for _, p in recent)],
                              dtype=np.int64)
         if self._removed:
-            keep = self._alive[ords]
+            keep = self._lengths[ords] != 0
             terms, ords, tfs = terms[keep], ords[keep], tfs[keep]
             del keep
         # Terms without documents dropped, the others numbered by hash.
@@ -585,14 +588,14 @@ class KeywordIndex:
             np.cumsum(counts, out=bounds[1:])
             return loops.bm25_sums(np.concatenate([o for o, _ in postings]),
                                    np.concatenate([tf for _, tf in postings]),
-                                   bounds, np.array(idfs), self._lengths,
-                                   self._alive.view(np.uint8), average, ordinal_count, K1, B)
+                                   bounds, np.array(idfs), self._lengths, average,
+                                   ordinal_count, K1, B)
         ords, scores = [], []
         for (o, counted), idf in zip(postings, idfs, strict=True):
             tf = counted.astype(np.float64)
             norm = K1 * (1 - B + B * self._lengths[o] / average)
             ords.append(o)
-            scores.append(idf * tf * (K1 + 1) / (tf + norm) * self._alive[o])
+            scores.append(idf * tf * (K1 + 1) / (tf + norm) * (self._lengths[o] != 0))
         return _summed(np.concatenate(ords, dtype=np.int64), np.concatenate(scores),
                        ordinal_count)
 
@@ -643,15 +646,14 @@ class _Query:
         """Every matching document and its score (`loops.bm25_sums`)."""
         index = self._index
         return loops.bm25_sums(self._ords, self._tfs, self._bounds, self._idfs, index._lengths,
-                               index._alive.view(np.uint8), self._average, self._count, K1, B)
+                               self._average, self._count, K1, B)
 
     def held_at(self, wanted: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
         """The score of each of `wanted` (ordinals, ascending), 0 for those
         that match nothing: `held_sums`'s, to the bit (`loops.bm25_at`)."""
         index = self._index
         return loops.bm25_at(wanted.astype(np.int64, copy=False), self._ords, self._tfs,
-                             self._bounds, self._idfs, index._lengths,
-                             index._alive.view(np.uint8), self._average, K1, B)
+                             self._bounds, self._idfs, index._lengths, self._average, K1, B)
 
     def pruned(self, shortest: float
                ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64], float] | None:
@@ -883,6 +885,16 @@ def _counted(fields: Iterable[str]) -> dict[int, int]:
                 key = hash(term)
                 counts[key] = counts.get(key, 0) + 1
     return counts
+
+
+def _holding(lengths: npt.NDArray[Any], size: int, longest: int) -> npt.NDArray[Any]:
+    """`lengths` copied into `size` entries (zeros past them) of a type that
+    holds `longest`: uint16, else uint32 (a document of 4 billion terms is
+    past any message the daemon takes)."""
+    wide = lengths.dtype if longest <= np.iinfo(lengths.dtype).max else np.dtype(np.uint32)
+    grown = np.zeros(max(size, len(lengths)), dtype=wide)
+    grown[: len(lengths)] = lengths
+    return grown
 
 
 def _narrowest(counts: npt.NDArray[np.int64]) -> npt.NDArray[Any]:

@@ -17,13 +17,15 @@ def half_widen(bits: npt.NDArray[np.uint16], rows: Rows, out: Matrix) -> None: .
 # Term counts: uint8, uint16, uint32 or uint64 (`keyword._narrowest`).
 Counts = npt.NDArray[np.unsignedinteger[Any]]
 
+# Document lengths in terms, 0 for a removed document: uint16 or uint32.
+Lengths = npt.NDArray[np.unsignedinteger[Any]]
+
 def bm25_sums(ords: npt.NDArray[np.int32], tfs: Counts, bounds: Rows,
-              idfs: npt.NDArray[np.float64], lengths: npt.NDArray[np.float64],
-              alive: npt.NDArray[np.uint8], average: float, ordinal_count: int,
-              k1: float, b: float              ) -> tuple[Rows, npt.NDArray[np.float64]]: ...
+              idfs: npt.NDArray[np.float64], lengths: Lengths, average: float,
+              ordinal_count: int, k1: float, b: float
+              ) -> tuple[Rows, npt.NDArray[np.float64]]: ...
 def bm25_at(wanted: Rows, ords: npt.NDArray[np.int32], tfs: Counts, bounds: Rows,
-            idfs: npt.NDArray[np.float64], lengths: npt.NDArray[np.float64],
-            alive: npt.NDArray[np.uint8], average: float, k1: float, b: float
-            ) -> npt.NDArray[np.float64]: ...
+            idfs: npt.NDArray[np.float64], lengths: Lengths, average: float, k1: float,
+            b: float) -> npt.NDArray[np.float64]: ...
 def term_ids(hashes: npt.NDArray[np.int64], keys: list[int]) -> list[int]: ...
 def best_first(scores: npt.NDArray[np.float64], pool: Rows, window: int) -> Rows: ...
