@@ -104,9 +104,10 @@ def main() -> int:
         return np.concatenate(rows), np.concatenate(products)
 
     index = keyword.KeywordIndex()
-    lengths = rng.integers(3, 40, n).astype(np.float64)
-    alive = rng.random(n) > 0.05
-    index._lengths, index._alive = lengths, alive
+    # As the index holds them: lengths in uint16, 0 for a removed document (1 in 20).
+    lengths = rng.integers(3, 40, n).astype(np.uint16)
+    lengths[rng.random(n) < 0.05] = 0
+    index._lengths = lengths
 
     def postings(terms: int) -> list[tuple[np.ndarray, np.ndarray]]:
         per = n // 50
