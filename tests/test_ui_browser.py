@@ -297,12 +297,28 @@ def _press(driver: object, name: str) -> None:
 def _follow(driver: object, element: object) -> None:
     """Click `element` (a button or a link) and wait for the page it leads to."""
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support import expected_conditions
-    from selenium.webdriver.support.wait import WebDriverWait
 
     page = driver.find_element(By.TAG_NAME, "html")  # type: ignore[attr-defined]
     element.click()  # type: ignore[attr-defined]
-    WebDriverWait(driver, 10).until(expected_conditions.staleness_of(page))  # type: ignore[arg-type]
+    _wait_gone(driver, page)
+
+
+def _wait_gone(driver: object, page: object) -> None:
+    """Wait until `page` (the old document's html element) has been replaced."""
+    from selenium.common.exceptions import WebDriverException
+    from selenium.webdriver.support.wait import WebDriverWait
+
+    def gone(_driver: object) -> bool:
+        # Chromium answers for a node of the document it is replacing with "Node with given
+        # id does not belong to the document" as well as with a stale reference, and
+        # Selenium's staleness_of lets the first through: either answer means it has gone.
+        try:
+            page.is_enabled()  # type: ignore[attr-defined]
+        except WebDriverException:
+            return True
+        return False
+
+    WebDriverWait(driver, 10).until(gone)  # type: ignore[arg-type]
 
 
 def _text(driver: object) -> str:
@@ -344,10 +360,7 @@ def test_search_shows_channels_reasons_and_the_score_parts(browser: object,
     box.send_keys("which test runner does the user like?")
     page = browser.find_element(By.TAG_NAME, "html")  # type: ignore[attr-defined]
     box.submit()
-    from selenium.webdriver.support import expected_conditions
-    from selenium.webdriver.support.wait import WebDriverWait
-
-    WebDriverWait(browser, 10).until(expected_conditions.staleness_of(page))  # type: ignore[arg-type]
+    _wait_gone(browser, page)
     hit = browser.find_element(By.CSS_SELECTOR, ".hit")  # type: ignore[attr-defined]
     assert "pytest over unittest" in hit.text
     assert "vector" in hit.text and "similarity" in hit.text and "decay" in hit.text
