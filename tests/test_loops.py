@@ -125,6 +125,110 @@ def test_a_product_is_the_same_bits_every_time() -> None:
                for _ in range(5))
 
 
+def _search_parts(rng: np.random.Generator, dims: int, lists: int = 12, rows: int = 900
+                  ) -> dict[str, Any]:
+    """An IVF's arrays as `ivf.InvertedLists` holds them, over random codes,
+    with a tail of 37 coded rows past them, and a float16 matrix of every row."""
+    labels = rng.integers(0, lists, rows)
+    order = np.argsort(labels, kind="stable").astype(np.int64)
+    offsets = np.searchsorted(labels[order], np.arange(lists + 1)).astype(np.int64)
+    return {"centroids": _unit(rng, lists, dims), "offsets": offsets,
+            "codes": rng.integers(-127, 128, size=(rows, dims), dtype=np.int8), "order": order,
+            "tail_codes": rng.integers(-127, 128, size=(40, dims), dtype=np.int8),
+            "tail_rows": np.arange(rows, rows + 37, dtype=np.int64),
+            "scale": rng.uniform(50, 200, dims).astype(np.float32),
+            "matrix": _unit(rng, rows + 37, dims).astype(np.float16)}
+
+
+def _search(parts: dict[str, Any], query: np.ndarray, probe: int, best: int,
+            **flags: Any) -> tuple[np.ndarray, ...]:
+    return loops.ivf_search(parts["centroids"], parts["offsets"], parts["codes"],
+                            parts["order"], parts["tail_codes"], parts["tail_rows"],
+                            parts["scale"], query, probe, parts["matrix"], best, **flags)
+
+
+@pytest.mark.parametrize("dims", DIMS)
+@pytest.mark.parametrize(("probe", "best"), [(4, 128), (12, 50), (30, 5000), (1, 0)])
+def test_an_ivf_search_is_its_parts_in_numpy(dims: int, probe: int, best: int) -> None:
+    """`ivf_search` picks the lists NumPy's product and partition pick, reads
+    them and the tail as `probed_lists` does, keeps the `best` by product
+    as a stable sort would, and scores those as `half_products` does."""
+    rng = np.random.default_rng(dims + probe)
+    parts = _search_parts(rng, dims)
+    for query in _unit(rng, 5, dims):
+        rows, products, positions, exact = _search(parts, query, probe, best)
+        probe_ = min(probe, len(parts["centroids"]))
+        lists = np.sort(np.argsort(-(parts["centroids"] @ query), kind="stable")[:probe_])
+        scaled = (query / parts["scale"]).astype(np.float32)
+        want_rows, want_products = loops.probed_lists(
+            parts["codes"], parts["order"], parts["offsets"][lists], parts["offsets"][lists + 1],
+            scaled)
+        tail_rows, tail_products = loops.probed_lists(
+            parts["tail_codes"], parts["tail_rows"], np.array([0]), np.array([37]), scaled)
+        assert np.array_equal(rows, np.concatenate([want_rows, tail_rows]))
+        assert np.array_equal(products, np.concatenate([want_products, tail_products]))
+        kept = np.sort(np.argsort(-products, kind="stable")[:best])
+        assert np.array_equal(positions, kept)
+        assert np.array_equal(exact, loops.half_products(
+            parts["matrix"].view(np.uint16), rows[kept], query))
+        portable = _search(parts, query, probe, best, widest=False)
+        assert all(np.array_equal(a, b) for a, b in zip(portable, (rows, products, positions,
+                                                                   exact), strict=True))
+
+
+def test_an_ivf_search_keeps_the_earlier_of_equal_products() -> None:
+    rng = np.random.default_rng(5)
+    parts = _search_parts(rng, 64, lists=3, rows=300)
+    parts["codes"][:] = 1  # every row's product the same
+    parts["tail_codes"][:] = 1
+    _, products, positions, _ = _search(parts, _unit(rng, 1, 64)[0], 3, 20)
+    assert len(set(products.tolist())) == 1 and positions.tolist() == list(range(20))
+
+
+def test_an_ivf_search_scores_a_float32_matrix() -> None:
+    rng = np.random.default_rng(6)
+    parts = _search_parts(rng, 384)
+    parts["matrix"] = parts["matrix"].astype(np.float32)
+    query = _unit(rng, 1, 384)[0]
+    rows, _, positions, exact = _search(parts, query, 5, 60)
+    assert np.array_equal(exact, loops.exact(parts["matrix"], rows[positions], query))
+
+
+@pytest.mark.parametrize(("name", "change", "message"), [
+    ("a query of the wrong size", {"query": slice(None, -1)}, "dimensions"),
+    ("a query that is not finite", {"nan": 7}, "value 7 is not finite"),
+    ("a list that ends before it starts", {"offsets": (4, 10**6)}, "before it starts"),
+    ("lists past the codes", {"offsets": (12, 10**6)}, "outside"),
+    ("too few offsets", {"offsets": "short"}, "offsets for 12 lists"),
+    ("a row past the matrix", {"matrix": 500}, "outside a matrix of 500 rows"),
+    ("more tail rows than codes", {"tail_rows": 41}, "tail codes"),
+    ("no lists to probe", {"probe": 0}, "0 lists"),
+])
+def test_an_ivf_search_refuses_bad_arguments(name: str, change: dict[str, Any],
+                                              message: str) -> None:
+    rng = np.random.default_rng(8)
+    parts = _search_parts(rng, 384)
+    query = _unit(rng, 1, 384)[0]
+    probe = change.get("probe", 12)
+    if "query" in change:
+        query = query[change["query"]]
+    if "nan" in change:
+        query = query.copy()
+        query[change["nan"]] = np.nan
+    if change.get("offsets") == "short":
+        parts["offsets"] = parts["offsets"][:-1]
+    elif "offsets" in change:
+        at, value = change["offsets"]
+        parts["offsets"] = parts["offsets"].copy()
+        parts["offsets"][at] = value
+    if "matrix" in change:
+        parts["matrix"] = parts["matrix"][: change["matrix"]]
+    if "tail_rows" in change:
+        parts["tail_rows"] = np.arange(900, 900 + change["tail_rows"], dtype=np.int64)
+    with pytest.raises(ValueError, match=message):
+        _search(parts, query, probe, 900)
+
+
 def _bm25_args(rng: np.random.Generator, ordinals: int, terms: int, per: int,
                counts: type[np.unsignedinteger[Any]] = np.uint8,
                lengths: type[np.unsignedinteger[Any]] = np.uint16) -> list[Any]:

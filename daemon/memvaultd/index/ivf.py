@@ -40,6 +40,7 @@ its codes and 1.38-1.56 ms with no tail (docs/benchmarks.md).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -116,6 +117,19 @@ def exact(matrix: Matrix | Half, rows: Rows, query: Matrix) -> Matrix:
     return half.products(matrix, rows, query)
 
 
+class Refined(NamedTuple):
+    """What `InvertedLists.refined` found."""
+
+    rows: Rows  # the probed lists' rows, then the tail's
+    products: Matrix  # theirs, from the codes
+    best: Rows  # positions in `rows` of the best by `products`, ascending
+    exact: Matrix  # the exact products of `rows[best]`
+
+
+_NO_CODES: Codes = np.zeros((0, 0), dtype=np.int8)
+_NO_ROWS: Rows = np.zeros(0, dtype=np.int64)
+
+
 @dataclass(frozen=True, slots=True)
 class InvertedLists:
     centroids: Matrix
@@ -139,13 +153,20 @@ class InvertedLists:
     def search(self, query: Matrix, nprobe: int | None = None) -> tuple[Rows, Matrix]:
         """The covered rows in the `nprobe` lists nearest `query`, and their
         approximate inner products with it (from the codes)."""
-        probe = min(self.nlist, nprobe or self.nprobe)
-        if probe == self.nlist:
-            lists = np.arange(self.nlist)
-        else:
-            lists = np.sort(np.argpartition(-scores(self.centroids, query), probe - 1)[:probe])
-        return loops.probed_lists(self.codes, self.order, self.offsets[lists],
-                                  self.offsets[lists + 1], self._scaled(query))
+        # Keeping none of the rows, it reads no matrix: the centroids stand in.
+        found = self.refined(query, nprobe, _NO_CODES, _NO_ROWS, self.centroids, 0)
+        return found.rows, found.products
+
+    def refined(self, query: Matrix, nprobe: int | None, tail_codes: Codes, tail_rows: Rows,
+                matrix: Matrix | Half, best: int) -> Refined:
+        """`search`, then the tail's rows (`tail_rows`, coded `tail_codes`, from
+        `TailCodes`) as `search_tail` gives them, and the `best` of all by
+        their approximate products scored exactly from `matrix`: one compiled
+        call (`loops.ivf_search`)."""
+        return Refined(*loops.ivf_search(
+            self.centroids, self.offsets, self.codes, self.order, tail_codes, tail_rows,
+            self.scale, np.ascontiguousarray(query, np.float32), nprobe or self.nprobe, matrix,
+            best))
 
     def search_tail(self, codes: Codes, rows: Rows, query: Matrix) -> tuple[Rows, Matrix]:
         """`rows` (tail rows, `codes` theirs, from `TailCodes`) and their

@@ -15,6 +15,7 @@
 #define MEMVAULT_KERNELS_H
 
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* fp-contract=fast: a multiply-add where the clone has FMA (the 100k search
@@ -262,6 +263,56 @@ static void memvault_half_widen(const uint16_t *bits, int64_t dims, const int64_
         }
         for (; j < dims; j++) into[j] = memvault_widen(row[j]);
     }
+}
+
+/* matrix @ query, matrix float32 (n x dims), read in order: the centroids
+ * of an IVF search (2,000 x 384 at 1M memories). */
+MEMVAULT_CLONES
+static void memvault_scores(const float *matrix, int64_t n, int64_t dims, const float *query,
+                            float *out) {
+    for (int64_t k = 0; k < n; k++)
+        MEMVAULT_DOT(memvault_load_f, matrix + k * dims, query, dims, out[k]);
+}
+
+/* Whether position a ranks below position b: a lower value, or an equal one
+ * at a later position. */
+MEMVAULT_INLINE int memvault_below(const float *values, int64_t a, int64_t b) {
+    return values[a] < values[b] || (values[a] == values[b] && a > b);
+}
+
+static int memvault_ascending(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The positions of the k largest of values[0:n] (0 < k <= n), ascending, into
+ * out; of equal values the earlier position. One pass keeps the k best so
+ * far in a min-heap (its root the kth best): once it is full, a value below
+ * the root costs one comparison, and most are (13,000 products a search at
+ * 1M memories, 128 kept). */
+static void memvault_best(const float *values, int64_t n, int64_t k, int64_t *out) {
+    for (int64_t i = 0; i < n; i++) {
+        int64_t j;
+        if (i < k) {
+            for (j = i; j > 0 && memvault_below(values, i, out[(j - 1) / 2]); j = (j - 1) / 2)
+                out[j] = out[(j - 1) / 2];
+        } else {
+            /* i comes after every kept position, so it ranks above the root
+             * only with a larger value. */
+            if (!(values[i] > values[out[0]])) continue;
+            j = 0;
+            for (;;) {
+                int64_t c = 2 * j + 1;
+                if (c >= k) break;
+                if (c + 1 < k && memvault_below(values, out[c + 1], out[c])) c++;
+                if (!memvault_below(values, out[c], i)) break;
+                out[j] = out[c];
+                j = c;
+            }
+        }
+        out[j] = i;
+    }
+    qsort(out, (size_t)k, sizeof *out, memvault_ascending);
 }
 
 #endif

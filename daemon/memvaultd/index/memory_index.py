@@ -316,24 +316,21 @@ class MemoryIndex:
             self._maintain()
         ivf = view.ivf
         if ivf is not None:
-            rows, approximate = ivf.search(query, self.nprobe)
-            if len(view.tail_rows):  # the coded tail competes with the probed rows
-                tail, products = ivf.search_tail(view.tail_codes, view.tail_rows, query)
-                rows, approximate = np.concatenate([rows, tail]), np.concatenate(
-                    [approximate, products])
+            # The coded tail competes with the probed rows; the best are kept in
+            # list order, as the whole set: ties then fall alike.
+            found = ivf.refined(query, self.nprobe, view.tail_codes, view.tail_rows,
+                                view.matrix, max(REFINE_MIN, REFINE * limit))
             uncoded = ivf.covered + len(view.tail_rows)
-            best = max(REFINE_MIN, REFINE * limit)
-            if best < len(rows):
-                # In list order, as the whole set: ties then fall alike.
-                chosen = np.sort(np.argpartition(-approximate, best - 1)[:best])
-                yield self._scored(view, rows[chosen], uncoded, query)
-            yield self._scored(view, rows, uncoded, query)
+            yield self._uncoded(view, found.rows[found.best], found.exact, uncoded, query)
+            if len(found.best) < len(found.rows):
+                yield self._uncoded(view, found.rows, ann.exact(view.matrix, found.rows, query),
+                                    uncoded, query)
         yield np.arange(view.count), _scan(view.matrix, 0, view.count, query)
 
     @staticmethod
-    def _scored(view: View, rows: Rows, uncoded: int, query: Vector) -> tuple[Rows, Vector]:
-        """`rows` and the rows from `uncoded` on, scored exactly."""
-        cos = ann.exact(view.matrix, rows, query)
+    def _uncoded(view: View, rows: Rows, cos: Vector, uncoded: int, query: Vector
+                 ) -> tuple[Rows, Vector]:
+        """`rows` (scored `cos`) and the rows from `uncoded` on, scored exactly."""
         if uncoded < view.count:  # rows written faster than the tail's codes could hold
             rows = np.concatenate([rows, np.arange(uncoded, view.count)])
             cos = np.concatenate([cos, _scan(view.matrix, uncoded, view.count, query)])
