@@ -9,7 +9,7 @@ search reads only the `nprobe` lists whose centroids are nearest the query.
 The lists are read from an 8-bit copy of the vectors (`codes`, one byte per
 dimension, scaled per dimension), which ranks a probed row by an
 approximate product; the index then only chooses which rows to read: the
-caller scores the best of them, in float32, from the matrix's own rows
+best of them are scored in float32 from the matrix's own rows
 (`exact`; float16 rows in a vault of IVF size, widened as they are read:
 `half.py`), and every score a recall returns is a product with the row. Why 8 bits: the probed
 lists are read from memory once a search (~4,100 rows at 100k, ~26,000 at
@@ -92,13 +92,13 @@ _ASSIGNED = 2_048
 
 def scores(rows: Matrix, query: Matrix) -> Matrix:
     """`rows @ query`, with the interpreter lock released while it runs: the
-    centroids of a search, the unindexed tail, the exact scan.
+    rows not coded yet, the exact scan.
 
     NumPy 2.4's `matmul` keeps the lock for a matrix-vector product under
     ~500 rows; `dot` hands every one to BLAS without it. With `@` two threads
     doing 150 x 384 float32 products (20 us each) ran at 1.0x one thread,
-    with `dot` at 1.9x. (The probed lists themselves, ~26 such products a
-    search at 100k, are one compiled call: `loops.probed_lists`.)
+    with `dot` at 1.9x. (A search itself, the centroids and ~26 such lists
+    at 100k, is one compiled call: `loops.ivf_search`.)
     """
     product: Matrix = np.dot(rows, query)
     return product
