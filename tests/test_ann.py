@@ -61,7 +61,7 @@ def test_probing_every_list_returns_every_row() -> None:
 
 def test_the_tail_is_coded_as_written_with_the_lists_scale() -> None:
     """`TailCodes` holds the rows past `covered` as the lists would, up to
-    its capacity, and `search_tail` ranks them as `search` ranks a list."""
+    its capacity, and a search ranks them as it ranks a list."""
     matrix = _unit(3000, 5)
     ivf = ann.build(matrix, 2000)
     tail = ann.TailCodes(ivf, 600)
@@ -71,7 +71,8 @@ def test_the_tail_is_coded_as_written_with_the_lists_scale() -> None:
     assert tail.filled == 600
     assert np.array_equal(tail.codes, ann.quantized(matrix[2000:2600], ivf.scale))
     query = matrix[2100]
-    rows, products = ivf.search_tail(tail.codes, tail.rows, query)
+    found = ivf.refined(query, None, tail.codes, tail.rows, None, 0)
+    rows, products = found.rows[-len(tail.rows):], found.products[-len(tail.rows):]
     assert rows.tolist() == list(range(2000, 2600))
     rounding = float(np.sum(np.abs(query) / (2 * ivf.scale)))
     # Within the rounding, except rows clipped to the scale of the rows it

@@ -203,6 +203,7 @@ def test_an_ivf_search_scores_a_float32_matrix() -> None:
     ("a row past the matrix", {"matrix": 500}, "outside a matrix of 500 rows"),
     ("more tail rows than codes", {"tail_rows": 41}, "tail codes"),
     ("no lists to probe", {"probe": 0}, "0 lists"),
+    ("rows to score and no matrix", {"no_matrix": True}, "no matrix"),
 ])
 def test_an_ivf_search_refuses_bad_arguments(name: str, change: dict[str, Any],
                                               message: str) -> None:
@@ -223,6 +224,8 @@ def test_an_ivf_search_refuses_bad_arguments(name: str, change: dict[str, Any],
         parts["offsets"][at] = value
     if "matrix" in change:
         parts["matrix"] = parts["matrix"][: change["matrix"]]
+    if "no_matrix" in change:
+        parts["matrix"] = None
     if "tail_rows" in change:
         parts["tail_rows"] = np.arange(900, 900 + change["tail_rows"], dtype=np.int64)
     with pytest.raises(ValueError, match=message):

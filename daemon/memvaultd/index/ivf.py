@@ -126,8 +126,8 @@ class Refined(NamedTuple):
     exact: Matrix  # the exact products of `rows[best]`
 
 
-_NO_CODES: Codes = np.zeros((0, 0), dtype=np.int8)
-_NO_ROWS: Rows = np.zeros(0, dtype=np.int64)
+NO_CODES: Codes = np.zeros((0, 0), dtype=np.int8)
+NO_ROWS: Rows = np.zeros(0, dtype=np.int64)
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,31 +153,19 @@ class InvertedLists:
     def search(self, query: Matrix, nprobe: int | None = None) -> tuple[Rows, Matrix]:
         """The covered rows in the `nprobe` lists nearest `query`, and their
         approximate inner products with it (from the codes)."""
-        # Keeping none of the rows, it reads no matrix: the centroids stand in.
-        found = self.refined(query, nprobe, _NO_CODES, _NO_ROWS, self.centroids, 0)
+        found = self.refined(query, nprobe, NO_CODES, NO_ROWS, None, 0)
         return found.rows, found.products
 
     def refined(self, query: Matrix, nprobe: int | None, tail_codes: Codes, tail_rows: Rows,
-                matrix: Matrix | Half, best: int) -> Refined:
+                matrix: Matrix | Half | None, best: int) -> Refined:
         """`search`, then the tail's rows (`tail_rows`, coded `tail_codes`, from
-        `TailCodes`) as `search_tail` gives them, and the `best` of all by
-        their approximate products scored exactly from `matrix`: one compiled
-        call (`loops.ivf_search`)."""
+        `TailCodes`) ranked as a list's, and the `best` of all by their
+        approximate products scored exactly from `matrix` (None: `best` is 0):
+        one compiled call (`loops.ivf_search`)."""
         return Refined(*loops.ivf_search(
             self.centroids, self.offsets, self.codes, self.order, tail_codes, tail_rows,
             self.scale, np.ascontiguousarray(query, np.float32), nprobe or self.nprobe, matrix,
             best))
-
-    def search_tail(self, codes: Codes, rows: Rows, query: Matrix) -> tuple[Rows, Matrix]:
-        """`rows` (tail rows, `codes` theirs, from `TailCodes`) and their
-        approximate inner products with `query`, as `search` gives a list's."""
-        return loops.probed_lists(codes, rows, np.zeros(1, np.int64),
-                                  np.full(1, len(rows), np.int64), self._scaled(query))
-
-    def _scaled(self, query: Matrix) -> Matrix:
-        """`query` divided by the codes' scale: products with codes are then
-        products with the rows they stand for."""
-        return np.ascontiguousarray(query / self.scale, np.float32)
 
     def extended(self, matrix: Matrix | Half, count: int) -> InvertedLists:
         """A copy that also covers rows [covered, count) of `matrix`."""

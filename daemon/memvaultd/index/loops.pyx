@@ -201,7 +201,7 @@ def ivf_search(const float[:, ::1] centroids, const int64_t[::1] offsets,
     the codes, as `probed_lists` gives them (lists in ascending order, then
     the tail); and the positions among those of the `best` by that product
     (ascending; of equal products the earlier), with their exact products
-    from `matrix` (float32, or float16). `best` 0: none.
+    from `matrix` (float32, or float16; None where `best` is 0: none).
 
     Returns (rows, products, positions, exact). List l's codes are
     `codes[offsets[l]:offsets[l + 1]]`, its rows `order[...]` the same;
@@ -235,14 +235,20 @@ def ivf_search(const float[:, ::1] centroids, const int64_t[::1] offsets,
     probe = min(probe, lists)
     cdef const float[:, ::1] floats
     cdef const uint16_t[:, ::1] bits
-    cdef bint half = matrix.dtype == np.float16
-    if half:
+    cdef bint half = False
+    cdef Py_ssize_t height = 0
+    if matrix is None:
+        if best:
+            raise ValueError(f"{best} rows to score exactly and no matrix to score them from")
+    elif matrix.dtype == np.float16:
+        half = True
         bits = matrix.view(np.uint16)
         _fits(bits.shape[1], dims)
+        height = bits.shape[0]
     else:
         floats = matrix
         _fits(floats.shape[1], dims)
-    cdef Py_ssize_t height = bits.shape[0] if half else floats.shape[0]
+        height = floats.shape[0]
     cdef bint vnni = widest and VNNI
     cdef Py_ssize_t total = 0, kept = 0, bad_value = -1, bad_row = -1
     cdef float step = 1.0

@@ -110,7 +110,7 @@ class MemoryIndex:
         # The records written since the restore, and the restored ones
         # changed since, as objects; the others stay in `_rows.records`.
         self._records: dict[str, Memory] = {}
-        self._rows = _Rows({}, Records.of(()), _NO_ROWS)
+        self._rows = _Rows({}, Records.of(()), ann.NO_ROWS)
         self._matrix: Vector | half.Half = np.zeros((_INITIAL_CAPACITY, dimension),
                                                      dtype=np.float32)
         self._alive = np.zeros(_INITIAL_CAPACITY, dtype=bool)
@@ -381,8 +381,8 @@ class MemoryIndex:
         with self._lock:
             tail, coded = self._tail, 0 if self._tail is None else self._tail.filled
             return View(self._matrix, self._ids, self._alive, len(self._ids), self._ivf,
-                        self._columns, _NO_ROWS if tail is None else tail.rows[:coded],
-                        _NO_CODES if tail is None else tail.codes[:coded])
+                        self._columns, ann.NO_ROWS if tail is None else tail.rows[:coded],
+                        ann.NO_CODES if tail is None else tail.codes[:coded])
 
     def _ivf_stale(self) -> bool:
         """Whether the IVF should be built, rebuilt or extended (under `_lock`)."""
@@ -474,7 +474,7 @@ class MemoryIndex:
         at = old.at[keep[keep < len(old.at)]]
         records = old.records
         if not (at >= 0).any():  # every restored record replaced or gone
-            records, at = Records.of(()), _NO_ROWS
+            records, at = Records.of(()), ann.NO_ROWS
         self._rows = _Rows(dict(zip(ids, ints.shared(0, len(ids)), strict=True)), records,
                            at, old.made if records is old.records else {})
 
@@ -570,8 +570,6 @@ def _scan(matrix: Vector | half.Half, start: int, end: int, query: Vector) -> Ve
     return half.products(matrix, np.arange(start, end, dtype=np.int64), query)
 
 
-_NO_ROWS: Rows = np.zeros(0, dtype=np.int64)
-_NO_CODES: ann.Codes = np.zeros((0, 0), dtype=np.int8)
 
 
 def tail_limit(covered: int) -> int:
